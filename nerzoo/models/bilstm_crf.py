@@ -1,0 +1,96 @@
+from typing import Any, Dict, List, Optional
+
+import torch
+from allennlp.common import Lazy
+from allennlp.common.checks import check_dimensions_match
+from allennlp.data import TextFieldTensors, Vocabulary
+from allennlp.models.model import Model
+from allennlp.modules import InputVariationalDropout, Seq2SeqEncoder, TextFieldEmbedder
+from allennlp.nn import InitializerApplicator
+from allennlp.nn.util import get_text_field_mask
+
+from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.modules.crf_tag_head import CrfTagHead
+
+
+@Model.register("bilstm_crf")
+class BiLstmCrfTagger(Model):
+    """
+    The baseline tagger: word (and character) embeddings, a Seq2SeqEncoder (a BiLSTM in the shipped
+    config), and `CrfTagHead`.  This is the BiLSTM-CNN-CRF of Ma & Hovy (2016), "End-to-end Sequence
+    Labeling via Bi-directional LSTM-CNNs-CRF", https://aclanthology.org/P16-1101, and the yardstick
+    every paper model in nerzoo is compared against.
+
+    Registered as a `Model` with name "bilstm_crf".
+
+    # Parameters
+
+    vocab : `Vocabulary`, required
+    text_field_embedder : `TextFieldEmbedder`, required
+        Embeds `tokens` to `(batch_size, num_tokens, embedding_dim)`.
+    encoder : `Seq2SeqEncoder`, required
+        Maps that to `(batch_size, num_tokens, encoder_dim)`.
+    head : `Lazy[CrfTagHead]`, optional (default = `CrfTagHead` with its defaults)
+        Built with `input_dim = encoder_dim`; configure its tag scheme, hidden layer and dropout here.
+    dropout : `float`, optional (default = `0.0`)
+        Variational (per-sequence) dropout on the embeddings and on the encoder output.
+    initializer : `InitializerApplicator`, optional
+    """
+
+    default_predictor = "entity_tagger"
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        text_field_embedder: TextFieldEmbedder,
+        encoder: Seq2SeqEncoder,
+        head: Lazy[CrfTagHead] = Lazy(CrfTagHead),
+        dropout: float = 0.0,
+        initializer: InitializerApplicator = InitializerApplicator(),
+        **kwargs,
+    ) -> None:
+        super().__init__(vocab, **kwargs)
+        check_dimensions_match(
+            text_field_embedder.get_output_dim(),
+            encoder.get_input_dim(),
+            "text field embedding dim",
+            "encoder input dim",
+        )
+        self.text_field_embedder = text_field_embedder
+        self.encoder = encoder
+        self.dropout = InputVariationalDropout(dropout)
+        self.head = head.construct(vocab=vocab, input_dim=encoder.get_output_dim())
+        initializer(self)
+
+    def forward(  # type: ignore
+        self,
+        tokens: TextFieldTensors,
+        tags: Optional[torch.LongTensor] = None,
+        metadata: Optional[List[Dict[str, Any]]] = None,
+        **kwargs,
+    ) -> Dict[str, Any]:
+        """
+        # Parameters
+
+        tokens : `TextFieldTensors`, from a `TextField`
+        tags : `torch.LongTensor`, optional, `(batch_size, num_tokens)`
+        metadata : `List[Dict]`, optional; `words` and `sentence_spans` are used
+        **kwargs : other fields of the reader (e.g. `pos_tags`), unused here
+
+        # Returns
+
+        What `CrfTagHead.forward` returns, plus `words` when metadata is given.
+        """
+        mask = get_text_field_mask(tokens)
+        embedded = self.dropout(self.text_field_embedder(tokens))
+        encoded = self.dropout(self.encoder(embedded, mask))
+        output = self.head(encoded, mask, tags, metadata, pop_auxiliary_losses(self))
+        if metadata is not None:
+            output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
+        return output
+
+    def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
+        return self.head.make_output_human_readable(output_dict)
+
+    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        return self.head.get_metrics(reset)

