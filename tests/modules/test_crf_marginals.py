@@ -1,0 +1,76 @@
+import itertools
+
+import pytest
+import torch
+from allennlp.modules.conditional_random_field import ConditionalRandomField, allowed_transitions
+
+from nerzoo.modules.crf_marginals import (
+    constrained_scores,
+    forward_backward,
+    segment_log_probability,
+    tag_marginals,
+)
+
+LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "L-PER", 4: "U-PER"}
+
+
+def _brute_force(crf, logits, length):
+    """Enumerates every tag sequence: log-score of each, with the constrained scores."""
+    transitions, start, end = constrained_scores(crf)
+    scores = {}
+    for path in itertools.product(range(crf.num_tags), repeat=length):
+        score = start[path[0]] + end[path[-1]] + sum(logits[t, path[t]] for t in range(length))
+        score = score + sum(transitions[path[t - 1], path[t]] for t in range(1, length))
+        scores[path] = score
+    return scores
+
+
+@pytest.mark.parametrize("constrained", [True, False])
+@pytest.mark.parametrize("include_start_end", [True, False])
+def test_marginals_equal_enumeration(constrained, include_start_end):
+    torch.manual_seed(0)
+    constraints = allowed_transitions("BIOUL", LABELS) if constrained else None
+    crf = ConditionalRandomField(5, constraints, include_start_end_transitions=include_start_end)
+    lengths = [4, 1, 3]
+    logits = torch.randn(3, 4, 5) * 2
+    mask = torch.tensor([[t < n for t in range(4)] for n in lengths])
+    result = forward_backward(crf, logits, mask)
+    marginals = tag_marginals(result, mask)
+    with torch.no_grad():
+        for row, length in enumerate(lengths):
+            scores = _brute_force(crf, logits[row], length)
+            log_z = torch.logsumexp(torch.stack(list(scores.values())), 0)
+            assert result.log_partition[row] == pytest.approx(log_z.item(), abs=1e-4)
+            expected = torch.zeros(4, 5)
+            for path, score in scores.items():
+                for t, tag in enumerate(path):
+                    expected[t, tag] += (score - log_z).exp()
+            assert torch.allclose(marginals[row], expected, atol=1e-5)
+            # Padding gets nothing; real steps sum to one.
+            assert torch.allclose(marginals[row, :length].sum(-1), torch.ones(length), atol=1e-5)
+            # A segment's posterior equals the summed probability of the paths that contain it.
+            best = max(scores, key=lambda path: scores[path])
+            start, end = 0, min(2, length)
+            segment = best[start:end]
+            wanted = sum((s - log_z).exp() for p, s in scores.items() if p[start:end] == segment)
+            got = segment_log_probability(result, logits, row, start, end, list(segment))
+            assert got == pytest.approx(wanted.log().item(), abs=1e-4)
+
+
+def test_unconstrained_partition_matches_allennlp():
+    torch.manual_seed(1)
+    crf = ConditionalRandomField(5)
+    logits = torch.randn(2, 6, 5)
+    mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    result = forward_backward(crf, logits, mask)
+    assert torch.allclose(result.log_partition, crf._input_likelihood(logits, crf.transitions, mask), atol=1e-5)
+
+
+def test_constrained_marginals_forbid_invalid_tags():
+    torch.manual_seed(2)
+    crf = ConditionalRandomField(5, allowed_transitions("BIOUL", LABELS))
+    logits = torch.randn(1, 5, 5)
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    marginals = tag_marginals(forward_backward(crf, logits, mask), mask)[0]
+    assert marginals[0, 2] < 1e-6 and marginals[0, 3] < 1e-6  # no I-/L- at the start
+    assert marginals[-1, 1] < 1e-6 and marginals[-1, 2] < 1e-6  # no B-/I- at the end
