@@ -1,0 +1,31 @@
+# nerzoo: `make train` and `make test` each set everything up on a fresh machine.
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+ALLENNLP := $(VENV)/bin/allennlp
+STAMP := $(VENV)/.nerzoo-installed
+RUN_DIR ?= runs/bilstm_crf
+SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvik Bank .
+
+.PHONY: install train test clean
+
+install: $(STAMP)
+
+# allennlp 2.10.1 pins torch<1.13 and friends, which do not exist for Python 3.11: uv installs it
+# with the newer versions listed in overrides.txt. Re-runs only when the recipe's inputs change.
+$(STAMP): setup.cfg pyproject.toml overrides.txt
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	test -x $(VENV)/bin/uv || $(PYTHON) -m pip install --quiet uv
+	$(VENV)/bin/uv pip install --python $(PYTHON) -e '.[dev]' --override overrides.txt
+	touch $(STAMP)
+
+train: install
+	$(ALLENNLP) train training_config/bilstm_crf.jsonnet -s $(RUN_DIR) -f --include-package nerzoo
+	$(ALLENNLP) evaluate $(RUN_DIR)/model.tar.gz fixtures/conll2003/test.txt --include-package nerzoo \
+		--output-file $(RUN_DIR)/evaluation.json
+	$(ALLENNLP) tag-text $(RUN_DIR)/model.tar.gz "$(SENTENCE)" --include-package nerzoo
+
+test: install
+	$(PYTHON) -m pytest -q tests
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,60 @@
+import argparse
+import logging
+import json
+import sys
+
+from allennlp.commands.subcommand import Subcommand
+from allennlp.common.checks import ConfigurationError
+from allennlp.models.archival import load_archive
+from allennlp.predictors import Predictor
+
+from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
+
+
+@Subcommand.register("tag-text")
+class TagText(Subcommand):
+    """
+    `allennlp tag-text ARCHIVE "Some raw text ."` tags raw text with a trained nerzoo tagger and
+    prints each token's tag and confidence, then the entities with character offsets.
+
+    Registered as a `Subcommand` with name "tag-text".
+    """
+
+    def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
+        subparser = parser.add_parser(
+            self.name, description=self.__doc__, help="Print the entities of raw text."
+        )
+        subparser.add_argument("archive_file", help="a model.tar.gz from `allennlp train`")
+        subparser.add_argument("text", nargs="+", help="raw text (several arguments are several sentences)")
+        subparser.add_argument("--spacy-model", default=DEFAULT_SPACY_PIPELINE, help="installed spaCy pipeline")
+        subparser.add_argument("--predictor", default="entity_tagger", help="registered predictor name")
+        subparser.add_argument("--cuda-device", type=int, default=-1)
+        subparser.add_argument("--json", action="store_true", help="print the predictor's JSON instead")
+        subparser.set_defaults(func=_tag_text)
+        return subparser
+
+
+def _tag_text(args: argparse.Namespace) -> None:
+    logging.getLogger("allennlp").setLevel(logging.WARNING)
+    archive = load_archive(args.archive_file, cuda_device=args.cuda_device)
+    predictor = Predictor.from_archive(archive, args.predictor, extra_args={"spacy_model": args.spacy_model})
+    try:
+        results = predictor.predict_batch_json([{"sentence": text} for text in args.text])
+    except ConfigurationError as error:
+        sys.exit(f"error: {error}")
+    for result in results:
+        if args.json:
+            print(json.dumps(result))
+            continue
+        width = max(len(token) for token in result["tokens"])
+        for token, tag, confidence in zip(result["tokens"], result["tags"], result["tag_confidences"]):
+            print(f"{token:<{width}}  {tag:<8} {confidence:.3f}")
+        print("entities:")
+        for span in result["spans"]:
+            print(
+                f"  {span['label']:<6} {span['text']!r:<30} chars {span['char_start']}-{span['char_end']}"
+                f"  confidence {span['confidence']:.3f}"
+            )
+        if not result["spans"]:
+            print("  (none)")
+        print()

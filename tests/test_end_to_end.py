@@ -1,0 +1,103 @@
+"""Runs the real `allennlp` command in subprocesses, as a user would."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests import FIXTURES_ROOT, PROJECT_ROOT
+
+CONFIG = "training_config/bilstm_crf.jsonnet"
+DEV = "fixtures/conll2003/dev.txt"
+TEST = "fixtures/conll2003/test.txt"
+
+
+def allennlp(*args, check=True):
+    command = [sys.executable, "-m", "allennlp", *map(str, args)]
+    result = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
+
+
+def evaluate(archive, data, output):
+    allennlp("evaluate", archive, data, "--output-file", output, "--include-package", "nerzoo")
+    return json.loads(output.read_text())
+
+
+def test_train_evaluate_predict(tmp_path):
+    run = tmp_path / "run"
+    allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo")
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["test_f1-measure-overall"] > 0.5, metrics
+
+    evaluated = evaluate(run / "model.tar.gz", TEST, tmp_path / "eval.json")
+    assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"], abs=1e-9)
+
+    inputs = tmp_path / "inputs.jsonl"
+    sentences = [
+        {"sentence": "Peter Blackburn visited Brussels on Monday ."},
+        {"sentence": "Anna Keller , chief executive of Norvik Bank , resigned on Friday ."},
+        {"tokens": ["Lena", "Holm", "visited", "Oslo", "."]},
+    ]
+    inputs.write_text("".join(json.dumps(line) + "\n" for line in sentences))
+    output = tmp_path / "predictions.jsonl"
+    allennlp("predict", run / "model.tar.gz", inputs, "--output-file", output, "--batch-size", 2,
+             "--silent", "--include-package", "nerzoo")
+    predictions = [json.loads(line) for line in output.read_text().splitlines()]
+    assert len(predictions) == 3
+    spans = [span for prediction in predictions for span in prediction["spans"]]
+    assert {"PER", "ORG", "LOC"} <= {span["label"] for span in spans}
+    text = sentences[1]["sentence"]
+    for span in predictions[1]["spans"]:
+        assert text[span["char_start"] : span["char_end"]] == span["text"]
+
+
+def test_distributed_training_f1_equals_single_process_evaluate(tmp_path):
+    run = tmp_path / "distributed"
+    overrides = {
+        "distributed": {"cuda_devices": [-1, -1]},
+        # One quick epoch: a model still far from perfect, so the comparison is not 1.0 == 1.0.
+        "trainer.num_epochs": 1,
+        "trainer.optimizer.lr": 0.01,
+        "evaluate_on_test": False,
+        "data_loader.batch_size": 8,
+        # 16 dev sentences: 8 a worker, 2 batches each, so no worker stops early.
+        "validation_data_loader.batch_size": 4,
+    }
+    allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo", "-o", json.dumps(overrides))
+    metrics = json.loads((run / "metrics.json").read_text())
+    evaluated = evaluate(run / "model.tar.gz", DEV, tmp_path / "eval.json")
+    assert evaluated["f1-measure-overall"] == metrics["best_validation_f1-measure-overall"]
+    assert evaluated["precision-overall"] == metrics["best_validation_precision-overall"]
+    assert evaluated["recall-overall"] == metrics["best_validation_recall-overall"]
+    assert metrics["best_validation_f1-measure-overall"] > 0.0
+
+
+def test_sigkill_mid_epoch_then_recover(tmp_path):
+    run = tmp_path / "killed"
+    marker = tmp_path / "killed.marker"
+    overrides = {
+        "trainer.num_epochs": 3,
+        "evaluate_on_test": False,
+        "data_loader.batch_size": 16,
+        "trainer.callbacks": [{"type": "test_sigkill_once", "epoch": 1, "batch": 5, "marker": str(marker)}],
+    }
+    plugins = ["--include-package", "nerzoo", "--include-package", "tests.sigkill_callback"]
+    killed = allennlp("train", CONFIG, "-s", run, *plugins, "-o", json.dumps(overrides), check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert marker.read_text() == "killed at epoch 1 batch 5\n"
+    assert not (run / "model.tar.gz").exists()
+    first_epoch = run / "metrics_epoch_0.json"
+    assert first_epoch.exists() and not (run / "metrics_epoch_1.json").exists()
+    first_epoch_mtime = first_epoch.stat().st_mtime_ns
+
+    allennlp("train", CONFIG, "-s", run, "--recover", *plugins, "-o", json.dumps(overrides))
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["epoch"] == 2
+    assert (run / "model.tar.gz").exists()
+    # Recovery resumed at epoch 1: epoch 0 was not trained again.
+    assert first_epoch.stat().st_mtime_ns == first_epoch_mtime
+    assert (run / "metrics_epoch_1.json").exists()

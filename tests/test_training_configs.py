@@ -1,0 +1,32 @@
+"""Builds every shipped config against the fixtures and runs one forward pass."""
+import pathlib
+
+import pytest
+from allennlp.common import Params
+from allennlp.data import DatasetReader, Vocabulary
+from allennlp.data.batch import Batch
+from allennlp.models import Model
+
+import nerzoo  # noqa: F401
+from tests import PROJECT_ROOT
+
+CONFIGS = sorted((PROJECT_ROOT / "training_config").glob("*.jsonnet"))
+
+
+def test_there_are_configs():
+    assert CONFIGS
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
+def test_config_builds_on_fixtures(config: pathlib.Path):
+    params = Params.from_file(str(config))
+    assert "fixtures/" in params["train_data_path"], "shipped configs train on the fixtures by default"
+    reader = DatasetReader.from_params(params.pop("dataset_reader"))
+    instances = list(reader.read(params.pop("train_data_path")))[:8]
+    vocab = Vocabulary.from_params(params.pop("vocabulary", Params({})), instances=instances)
+    model = Model.from_params(vocab=vocab, params=params.pop("model"))
+    batch = Batch(instances)
+    batch.index_instances(vocab)
+    output = model(**batch.as_tensor_dict())
+    assert output["loss"].requires_grad
+    output["loss"].backward()
