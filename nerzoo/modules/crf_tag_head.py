@@ -1,5 +1,5 @@
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from allennlp.common import FromParams
@@ -135,7 +135,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
         output: Dict[str, Any] = {"logits": logits, "mask": mask, "tags": predicted}
 
         if not self.training:
-            output.update(self._posteriors(logits, mask, predicted))
+            output.update(self._posteriors(logits, mask, predicted, metadata))
 
         if tags is not None:
             loss = -self.crf(logits, tags, mask)
@@ -147,8 +147,9 @@ class CrfTagHead(torch.nn.Module, FromParams):
         return output
 
     @torch.no_grad()
-    def _posteriors(self, logits, mask, predicted: List[List[int]]) -> Dict[str, Any]:
-        result = forward_backward(self.crf, logits.float(), mask)
+    def _posteriors(self, logits, mask, predicted: List[List[int]], metadata) -> Dict[str, Any]:
+        logits = logits.float()
+        result = forward_backward(self.crf, logits, mask)
         marginals = tag_marginals(result, mask)
         confidences, spans = [], []
         for row, path in enumerate(predicted):
@@ -156,15 +157,20 @@ class CrfTagHead(torch.nn.Module, FromParams):
             path_ids = torch.as_tensor(path, device=logits.device)
             confidences.append(marginals[row, steps, path_ids].tolist())
             row_spans = []
-            if self.tag_scheme is not None:
-                for label, start, end in tags_to_spans(self._labels(path)):
-                    log_probability = segment_log_probability(
-                        result, logits.float(), row, start, end, path[start:end]
-                    )
+            labels = self._labels(path) if self.tag_scheme is not None else []
+            for offset, sentence_end in self._sentence_boundaries(metadata, row, len(path)) if labels else []:
+                for label, start, end in tags_to_spans(labels[offset:sentence_end]):
+                    start, end = start + offset, end + offset
+                    log_probability = segment_log_probability(result, logits, row, start, end, path[start:end])
                     confidence = math.exp(min(log_probability, 0.0))
                     row_spans.append({"label": label, "start": start, "end": end, "confidence": confidence})
             spans.append(row_spans)
         return {"tag_probabilities": marginals, "tag_confidences": confidences, "spans": spans}
+
+    @staticmethod
+    def _sentence_boundaries(metadata, row: int, length: int) -> List[Tuple[int, int]]:
+        """Sentences inside instance `row` (one, unless the reader made document instances)."""
+        return (metadata[row] if metadata else {}).get("sentence_spans") or [(0, length)]
 
     def _labels(self, tag_ids: List[int]) -> List[str]:
         return [self.vocab.get_token_from_index(tag, namespace=self.label_namespace) for tag in tag_ids]
@@ -172,7 +178,8 @@ class CrfTagHead(torch.nn.Module, FromParams):
     def _update_metrics(self, predicted, tags, mask, metadata) -> None:
         one_hot = torch.zeros(*tags.shape, self.num_tags, device=tags.device)
         for row, path in enumerate(predicted):
-            one_hot[row, torch.arange(len(path)), torch.as_tensor(path, device=tags.device)] = 1
+            steps = torch.arange(len(path), device=tags.device)
+            one_hot[row, steps, torch.as_tensor(path, device=tags.device)] = 1
         self.accuracy(one_hot, tags, mask)
         if self.span_f1 is None:
             return
@@ -180,10 +187,9 @@ class CrfTagHead(torch.nn.Module, FromParams):
         lengths = mask.sum(dim=1).tolist()
         gold_rows = tags.tolist()
         for row, path in enumerate(predicted):
-            boundaries = (metadata[row] if metadata else {}).get("sentence_spans") or [(0, lengths[row])]
             predicted_labels = self._labels(path)
             gold_labels = self._labels(gold_rows[row][: lengths[row]])
-            for start, end in boundaries:
+            for start, end in self._sentence_boundaries(metadata, row, lengths[row]):
                 predicted_sentences.append(predicted_labels[start:end])
                 gold_sentences.append(gold_labels[start:end])
         self.span_f1(predicted_sentences, gold_sentences)

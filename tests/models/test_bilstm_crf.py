@@ -85,3 +85,25 @@ def test_auxiliary_losses_reach_the_total_and_the_metrics():
     assert model.get_metrics()["penalty_loss"] == pytest.approx(0.5 * embedded.pow(2).mean().item(), rel=1e-5)
     # Collected once: a second forward pass does not count the first one's term again.
     assert model(**tensors)["loss"].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_document_spans_stay_inside_sentences():
+    from nerzoo.modules.crf_tag_head import CrfTagHead
+
+    vocab = Vocabulary()
+    for tag in ["O", "B-PER", "I-PER", "L-PER", "U-PER"]:
+        vocab.add_token_to_namespace(tag, "labels")
+    head = CrfTagHead(vocab, input_dim=5).eval()
+    torch.nn.init.eye_(head.tag_projection._module.weight)
+    torch.nn.init.zeros_(head.tag_projection._module.bias)
+    index = vocab.get_token_to_index_vocabulary("labels")
+    # Scores that want B-PER at the last token of sentence one and L-PER at the first of sentence two.
+    encoded = torch.full((1, 4, 5), -5.0)
+    for position, tag in enumerate(["O", "B-PER", "L-PER", "O"]):
+        encoded[0, position, index[tag]] = 5.0
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    output = head(encoded, mask, metadata=[{"sentence_spans": [(0, 2), (2, 4)]}])
+    assert [head._labels(path) for path in output["tags"]] == [["O", "B-PER", "L-PER", "O"]]
+    assert [(span["start"], span["end"]) for span in output["spans"][0]] == [(1, 2), (2, 3)]
+    whole = head(encoded, mask)
+    assert [(span["start"], span["end"]) for span in whole["spans"][0]] == [(1, 3)]

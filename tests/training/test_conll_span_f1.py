@@ -105,3 +105,17 @@ def test_distributed_counts_aggregate_exactly(tmp_path):
         process.join(timeout=60)
         assert process.exitcode == 0
     assert results[0] == expected and results[1] == expected
+
+
+def test_model_metric_agrees_with_seqeval_on_real_predictions(trained_archive):
+    from allennlp.models.archival import load_archive
+
+    archive = load_archive(str(trained_archive))
+    model, reader = archive.model, archive.validation_dataset_reader
+    instances = list(reader.read(FIXTURES_ROOT / "conll2003" / "test.txt"))
+    model.get_metrics(reset=True)
+    outputs = model.forward_on_instances(instances)
+    ours = model.get_metrics(reset=True)["f1-measure-overall"]
+    predicted = [convert_tags(output["tags"], "BIO") for output in outputs]
+    gold = [convert_tags(instance["tags"].labels, "BIO") for instance in instances]
+    assert ours == pytest.approx(f1_score(gold, predicted), abs=1e-12)
