@@ -1,13 +1,12 @@
 """Runs the real `allennlp` command in subprocesses, as a user would."""
 import json
-import os
 import signal
 import subprocess
 import sys
 
 import pytest
 
-from tests import FIXTURES_ROOT, PROJECT_ROOT
+from tests import PROJECT_ROOT
 
 CONFIG = "training_config/bilstm_crf.jsonnet"
 DEV = "fixtures/conll2003/dev.txt"

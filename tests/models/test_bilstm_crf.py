@@ -3,7 +3,7 @@ import torch
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.testing import ModelTestCase
-from allennlp.data import Token, Vocabulary
+from allennlp.data import Vocabulary
 from allennlp.data.batch import Batch
 from allennlp.models import Model
 from allennlp.modules.token_embedders import Embedding, TokenEmbedder

@@ -1,7 +1,6 @@
 import random
 
 import pytest
-import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
