@@ -3,10 +3,12 @@ One table over every component nerzoo registers (as thinc's layer API test does)
 built from a tiny config and checked.  A newly registered component that is missing from the table
 fails `test_every_registered_component_is_in_the_table`.
 """
+import argparse
 import importlib
 import inspect
 
 import pytest
+from allennlp.commands.subcommand import Subcommand
 from allennlp.common import Params, Registrable
 from allennlp.data import DatasetReader, Vocabulary
 from allennlp.models import Model
@@ -21,6 +23,7 @@ COMPONENTS = {
     (Metric, "conll_span_f1"): {"entity_types": ["LOC", "PER"]},
     (Model, "bilstm_crf"): None,  # built and trained in tests/models/test_bilstm_crf.py
     (Predictor, "entity_tagger"): None,  # needs a model: tests/predictors/
+    (Subcommand, "tag-text"): None,  # see test_tag_text_subcommand_parses
 }
 
 
@@ -53,3 +56,11 @@ def test_component_builds_from_params(key):
     if base is Metric:
         component([["U-PER"]], [["U-PER"]])
         assert component.get_metric()["f1-measure-overall"] == 1.0
+
+
+def test_tag_text_subcommand_parses():
+    parser = argparse.ArgumentParser()
+    Subcommand.by_name("tag-text")().add_subparser(parser.add_subparsers())
+    args = parser.parse_args(["tag-text", "model.tar.gz", "One .", "Two .", "--spacy-model", "blank:en"])
+    assert args.archive_file == "model.tar.gz" and args.text == ["One .", "Two ."]
+    assert args.spacy_model == "blank:en" and callable(args.func)
