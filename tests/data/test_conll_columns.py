@@ -93,6 +93,13 @@ def test_malformed_files_name_file_and_line(tmp_path, content, line, message):
     assert message in str(error.value)
 
 
+def test_non_utf8_line_is_named(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Peter NNP I-NP I-PER\n".encode() + "Zürich NNP I-NP I-LOC\n".encode("latin-1"))
+    with pytest.raises(ColumnFormatError, match=f"^{path}:2: not valid UTF-8"):
+        list(ConllColumnsReader(tag_column=3).read(path))
+
+
 def test_tag_column_out_of_range(tmp_path):
     path = tmp_path / "two.txt"
     path.write_text("Peter B-PER\n", encoding="utf-8")

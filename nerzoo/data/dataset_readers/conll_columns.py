@@ -143,8 +143,12 @@ class ConllColumnsReader(DatasetReader):
                 sentences.append((sentence_id, current.first_line, current.rows))
                 current = None
 
-        with open(path, encoding="utf-8") as handle:
-            for line_number, line in enumerate(handle, start=1):
+        with open(path, "rb") as handle:
+            for line_number, raw_line in enumerate(handle, start=1):
+                try:
+                    line = raw_line.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise ColumnFormatError(name, line_number, f"not valid UTF-8 ({error.reason})") from None
                 stripped = line.rstrip("\r\n")
                 if not stripped.strip():
                     close_sentence()
