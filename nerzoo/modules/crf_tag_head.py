@@ -121,10 +121,10 @@ class CrfTagHead(torch.nn.Module, FromParams):
         # Returns
 
         `logits` `(batch_size, num_tokens, num_tags)`, `mask`, `tags` (Viterbi tag ids, one list
-        per instance), `loss` when `tags` are given, and in evaluation mode also
-        `tag_probabilities` `(batch_size, num_tokens, num_tags)`, `tag_confidences` (marginal of
-        each predicted tag) and `spans` (per instance: `label`, `start`, `end` exclusive,
-        `confidence`).
+        per instance), `sentence_spans` when metadata is given, and `loss` when `tags` are given.
+        `make_output_human_readable` then adds `tag_probabilities` `(batch_size, num_tokens,
+        num_tags)`, `tag_confidences` (marginal of each predicted tag) and `spans` (per instance:
+        `label`, `start`, `end` exclusive, `confidence`).
         """
         hidden = self.dropout(encoded)
         if self.hidden is not None:
@@ -133,9 +133,10 @@ class CrfTagHead(torch.nn.Module, FromParams):
         best_paths = self.crf.viterbi_tags(logits, mask)
         predicted = [path for path, _ in best_paths]
         output: Dict[str, Any] = {"logits": logits, "mask": mask, "tags": predicted}
-
-        if not self.training:
-            output.update(self._posteriors(logits, mask, predicted, metadata))
+        if metadata is not None:
+            output["sentence_spans"] = [
+                self._sentence_boundaries(metadata, row, len(path)) for row, path in enumerate(predicted)
+            ]
 
         if tags is not None:
             loss = -self.crf(logits, tags, mask)
@@ -195,7 +196,15 @@ class CrfTagHead(torch.nn.Module, FromParams):
         self.span_f1(predicted_sentences, gold_sentences)
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
-        """Turns tag ids into tag strings."""
+        """
+        Adds the posteriors (`tag_probabilities`, `tag_confidences`, `spans`) and turns tag ids into
+        tag strings.  Done here rather than in `forward` so that training and validation, which
+        never call this, do not pay for forward-backward.
+        """
+        metadata = [{"sentence_spans": spans} for spans in output_dict.get("sentence_spans", [])]
+        output_dict.update(
+            self._posteriors(output_dict["logits"], output_dict["mask"], output_dict["tags"], metadata or None)
+        )
         output_dict["tags"] = [self._labels(path) for path in output_dict["tags"]]
         return output_dict
 
