@@ -6,7 +6,7 @@ Fields", 2012, §4.1), under the same transition constraints that its Viterbi de
 Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)` with each
 row's valid steps first (right padding), as everywhere in allennlp.
 """
-from typing import NamedTuple, Sequence, Tuple
+from typing import NamedTuple, Tuple
 
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
@@ -75,22 +75,38 @@ def tag_marginals(result: ForwardBackward, mask: torch.BoolTensor) -> torch.Tens
     return log_marginals.exp() * mask.unsqueeze(-1)
 
 
-def segment_log_probability(
-    result: ForwardBackward,
-    logits: torch.Tensor,
-    row: int,
-    start: int,
-    end: int,
-    tag_ids: Sequence[int],
-) -> float:
+class PathPosteriors:
     """
-    Exact log P(y_start..y_{end-1} = tag_ids | x): the posterior that this stretch of tokens carries
-    exactly these tags, whatever the rest of the sentence carries.  For a predicted entity this is
-    the probability that the model assigns to that entity with its boundaries and type.
+    Posteriors along given tag paths (typically the Viterbi paths), computed batched once so that
+    any stretch of a path can then be scored in O(1):
+
+        log P(y_s..y_e = path_s..path_e | x)
+            = log_alpha[s, path_s] + sum_{k=s+1..e} (T[path_{k-1}, path_k] + logits[k, path_k])
+              + log_beta[e, path_e] - log Z
+
+    For a predicted entity this is the probability that the model gives to that entity with
+    exactly its boundaries and type, whatever the rest of the sentence carries.
+
+    # Parameters
+
+    result : `ForwardBackward`
+    logits : `torch.Tensor`, `(batch_size, num_steps, num_tags)`
+    paths : `torch.LongTensor`, `(batch_size, num_steps)`, any value at padding
     """
-    tags = torch.as_tensor(tag_ids, device=logits.device)
-    score = result.log_alpha[row, start, tags[0]] + result.log_beta[row, end - 1, tags[-1]]
-    if end - start > 1:
-        score = score + result.transitions[tags[:-1], tags[1:]].sum()
-        score = score + logits[row, torch.arange(start + 1, end, device=logits.device), tags[1:]].sum()
-    return float(score - result.log_partition[row])
+
+    def __init__(self, result: ForwardBackward, logits: torch.Tensor, paths: torch.LongTensor) -> None:
+        on_path = paths.unsqueeze(-1)
+        alpha = result.log_alpha.gather(2, on_path).squeeze(-1)  # (batch_size, num_steps)
+        beta = result.log_beta.gather(2, on_path).squeeze(-1)
+        emissions = logits.gather(2, on_path).squeeze(-1)
+        steps = result.transitions[paths[:, :-1], paths[:, 1:]] + emissions[:, 1:]
+        prefix = torch.cat([torch.zeros_like(alpha[:, :1]), steps.cumsum(dim=1)], dim=1)
+        log_partition = result.log_partition.unsqueeze(1)
+        # Marginal of each step's path tag, and the pieces of any segment's score, as lists.
+        self.tag_log_marginals = (alpha + beta - log_partition).tolist()
+        self._alpha_minus_prefix = (alpha - prefix - log_partition).tolist()
+        self._beta_plus_prefix = (beta + prefix).tolist()
+
+    def segment_log_probability(self, row: int, start: int, end: int) -> float:
+        """log-posterior of the path's tags on steps `start .. end - 1` of instance `row`."""
+        return self._alpha_minus_prefix[row][start] + self._beta_plus_prefix[row][end - 1]

@@ -11,7 +11,7 @@ from allennlp.nn import Activation
 from allennlp.training.metrics import Average, CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import check_tag_scheme, tags_to_spans
-from nerzoo.modules.crf_marginals import forward_backward, segment_log_probability, tag_marginals
+from nerzoo.modules.crf_marginals import PathPosteriors, forward_backward, tag_marginals
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 
 
@@ -26,7 +26,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
     config only names the options that differ from the defaults (`"head": {"hidden_dim": 50}`).
 
     Confidence of a predicted entity = the exact posterior probability that its tokens carry exactly
-    its tags (see `crf_marginals.segment_log_probability`); each token also gets the marginal of its
+    its tags (see `crf_marginals.PathPosteriors`); each token also gets the marginal of its
     predicted tag, and `tag_probabilities` holds all marginals.
 
     Auxiliary losses reported by any submodule of the model (`nerzoo.modules.auxiliary_loss`) are
@@ -151,21 +151,23 @@ class CrfTagHead(torch.nn.Module, FromParams):
     def _posteriors(self, logits, mask, predicted: List[List[int]], metadata) -> Dict[str, Any]:
         logits = logits.float()
         result = forward_backward(self.crf, logits, mask)
-        marginals = tag_marginals(result, mask)
+        paths = torch.zeros(mask.shape, dtype=torch.long, device=logits.device)
+        for row, path in enumerate(predicted):
+            paths[row, : len(path)] = torch.as_tensor(path, device=logits.device)
+        on_paths = PathPosteriors(result, logits, paths)
         confidences, spans = [], []
         for row, path in enumerate(predicted):
-            steps = torch.arange(len(path), device=logits.device)
-            path_ids = torch.as_tensor(path, device=logits.device)
-            confidences.append(marginals[row, steps, path_ids].tolist())
+            confidences.append([math.exp(value) for value in on_paths.tag_log_marginals[row][: len(path)]])
             row_spans = []
             labels = self._labels(path) if self.tag_scheme is not None else []
             for offset, sentence_end in self._sentence_boundaries(metadata, row, len(path)) if labels else []:
                 for label, start, end in tags_to_spans(labels[offset:sentence_end]):
                     start, end = start + offset, end + offset
-                    log_probability = segment_log_probability(result, logits, row, start, end, path[start:end])
+                    log_probability = on_paths.segment_log_probability(row, start, end)
                     confidence = math.exp(min(log_probability, 0.0))
                     row_spans.append({"label": label, "start": start, "end": end, "confidence": confidence})
             spans.append(row_spans)
+        marginals = tag_marginals(result, mask)
         return {"tag_probabilities": marginals, "tag_confidences": confidences, "spans": spans}
 
     @staticmethod

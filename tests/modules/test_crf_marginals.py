@@ -6,8 +6,8 @@ from allennlp.modules.conditional_random_field import ConditionalRandomField, al
 
 from nerzoo.modules.crf_marginals import (
     constrained_scores,
+    PathPosteriors,
     forward_backward,
-    segment_log_probability,
     tag_marginals,
 )
 
@@ -48,13 +48,20 @@ def test_marginals_equal_enumeration(constrained, include_start_end):
             assert torch.allclose(marginals[row], expected, atol=1e-5)
             # Padding gets nothing; real steps sum to one.
             assert torch.allclose(marginals[row, :length].sum(-1), torch.ones(length), atol=1e-5)
-            # A segment's posterior equals the summed probability of the paths that contain it.
+            # Any segment of the best path: its posterior is the summed probability of the paths
+            # that contain it.
             best = max(scores, key=lambda path: scores[path])
-            start, end = 0, min(2, length)
-            segment = best[start:end]
-            wanted = sum((s - log_z).exp() for p, s in scores.items() if p[start:end] == segment)
-            got = segment_log_probability(result, logits, row, start, end, list(segment))
-            assert got == pytest.approx(wanted.log().item(), abs=1e-4)
+            paths = torch.zeros(3, 4, dtype=torch.long)
+            paths[row, :length] = torch.tensor(best)
+            on_path = PathPosteriors(result, logits, paths)
+            for start in range(length):
+                for end in range(start + 1, length + 1):
+                    segment = best[start:end]
+                    wanted = sum((s - log_z).exp() for p, s in scores.items() if p[start:end] == segment)
+                    got = on_path.segment_log_probability(row, start, end)
+                    assert got == pytest.approx(wanted.log().item(), abs=1e-4)
+                got_marginal = on_path.tag_log_marginals[row][start]
+                assert got_marginal == pytest.approx(expected[start, best[start]].log().item(), abs=1e-4)
 
 
 def test_unconstrained_partition_matches_allennlp():
