@@ -108,16 +108,9 @@ class ConllColumnsReader(DatasetReader):
     def _read(self, file_path: str) -> Iterable[Instance]:
         path = cached_path(file_path)
         documents = self.read_documents(path, display_name=str(file_path))
-        if self.document_level:
-            units: Iterator = (
-                (document_id, sentences) for document_id, sentences in documents
-            )
-        else:
-            units = (
-                (document_id, [sentence])
-                for document_id, sentences in documents
-                for sentence in sentences
-            )
+        units: Iterable = documents
+        if not self.document_level:
+            units = ((document_id, [sentence]) for document_id, sentences in documents for sentence in sentences)
         for document_id, sentences in self.shard_iterable(units):
             yield self._to_instance(document_id, sentences)
 
