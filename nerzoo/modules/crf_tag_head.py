@@ -1,5 +1,5 @@
 import math
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import torch
 from allennlp.common import FromParams
@@ -121,7 +121,8 @@ class CrfTagHead(torch.nn.Module, FromParams):
         # Returns
 
         `logits` `(batch_size, num_tokens, num_tags)`, `mask`, `tags` (Viterbi tag ids, one list
-        per instance), `sentence_spans` when metadata is given, and `loss` when `tags` are given.
+        per instance), `sentence_spans` (per instance, `(start, end)` of its sentences) and `loss`
+        when `tags` are given.
         `make_output_human_readable` then adds `tag_probabilities` `(batch_size, num_tokens,
         num_tags)`, `tag_confidences` (marginal of each predicted tag) and `spans` (per instance:
         `label`, `start`, `end` exclusive, `confidence`).
@@ -132,11 +133,12 @@ class CrfTagHead(torch.nn.Module, FromParams):
         logits = self.tag_projection(hidden)
         best_paths = self.crf.viterbi_tags(logits, mask)
         predicted = [path for path, _ in best_paths]
-        output: Dict[str, Any] = {"logits": logits, "mask": mask, "tags": predicted}
-        if metadata is not None:
-            output["sentence_spans"] = [
-                self._sentence_boundaries(metadata, row, len(path)) for row, path in enumerate(predicted)
-            ]
+        # Sentences inside each instance: one, unless the reader made document instances.
+        sentence_spans = [
+            (metadata[row] if metadata else {}).get("sentence_spans") or [(0, len(path))]
+            for row, path in enumerate(predicted)
+        ]
+        output: Dict[str, Any] = {"logits": logits, "mask": mask, "tags": predicted, "sentence_spans": sentence_spans}
 
         if tags is not None:
             loss = -self.crf(logits, tags, mask)
@@ -144,11 +146,11 @@ class CrfTagHead(torch.nn.Module, FromParams):
                 loss = loss + value
                 self.auxiliary_loss_means.setdefault(name, Average())(value.detach())
             output["loss"] = loss
-            self._update_metrics(predicted, tags, mask, metadata)
+            self._update_metrics(predicted, tags, mask, sentence_spans)
         return output
 
     @torch.no_grad()
-    def _posteriors(self, logits, mask, predicted: List[List[int]], metadata) -> Dict[str, Any]:
+    def _posteriors(self, logits, mask, predicted: List[List[int]], sentence_spans) -> Dict[str, Any]:
         logits = logits.float()
         result = forward_backward(self.crf, logits, mask)
         paths = torch.zeros(mask.shape, dtype=torch.long, device=logits.device)
@@ -160,7 +162,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
             confidences.append([math.exp(value) for value in on_paths.tag_log_marginals[row][: len(path)]])
             row_spans = []
             labels = self._labels(path) if self.tag_scheme is not None else []
-            for offset, sentence_end in self._sentence_boundaries(metadata, row, len(path)) if labels else []:
+            for offset, sentence_end in sentence_spans[row] if labels else []:
                 for label, start, end in tags_to_spans(labels[offset:sentence_end]):
                     start, end = start + offset, end + offset
                     log_probability = on_paths.segment_log_probability(row, start, end)
@@ -170,15 +172,10 @@ class CrfTagHead(torch.nn.Module, FromParams):
         marginals = tag_marginals(result, mask)
         return {"tag_probabilities": marginals, "tag_confidences": confidences, "spans": spans}
 
-    @staticmethod
-    def _sentence_boundaries(metadata, row: int, length: int) -> List[Tuple[int, int]]:
-        """Sentences inside instance `row` (one, unless the reader made document instances)."""
-        return (metadata[row] if metadata else {}).get("sentence_spans") or [(0, length)]
-
     def _labels(self, tag_ids: List[int]) -> List[str]:
         return [self.vocab.get_token_from_index(tag, namespace=self.label_namespace) for tag in tag_ids]
 
-    def _update_metrics(self, predicted, tags, mask, metadata) -> None:
+    def _update_metrics(self, predicted, tags, mask, sentence_spans) -> None:
         one_hot = torch.zeros(*tags.shape, self.num_tags, device=tags.device)
         for row, path in enumerate(predicted):
             steps = torch.arange(len(path), device=tags.device)
@@ -192,7 +189,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
         for row, path in enumerate(predicted):
             predicted_labels = self._labels(path)
             gold_labels = self._labels(gold_rows[row][: lengths[row]])
-            for start, end in self._sentence_boundaries(metadata, row, lengths[row]):
+            for start, end in sentence_spans[row]:
                 predicted_sentences.append(predicted_labels[start:end])
                 gold_sentences.append(gold_labels[start:end])
         self.span_f1(predicted_sentences, gold_sentences)
@@ -203,9 +200,10 @@ class CrfTagHead(torch.nn.Module, FromParams):
         tag strings.  Done here rather than in `forward` so that training and validation, which
         never call this, do not pay for forward-backward.
         """
-        metadata = [{"sentence_spans": spans} for spans in output_dict.get("sentence_spans", [])]
         output_dict.update(
-            self._posteriors(output_dict["logits"], output_dict["mask"], output_dict["tags"], metadata or None)
+            self._posteriors(
+                output_dict["logits"], output_dict["mask"], output_dict["tags"], output_dict["sentence_spans"]
+            )
         )
         output_dict["tags"] = [self._labels(path) for path in output_dict["tags"]]
         return output_dict

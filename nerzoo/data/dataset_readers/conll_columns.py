@@ -1,4 +1,3 @@
-import logging
 import os
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -12,8 +11,6 @@ from allennlp.data.tokenizers import Token
 
 from nerzoo.data.tag_schemes import check_tag_scheme, convert_tags, invalid_tag_reason
 
-logger = logging.getLogger(__name__)
-
 DOCSTART = "-DOCSTART-"
 
 
@@ -23,14 +20,6 @@ class ColumnFormatError(ConfigurationError):
     def __init__(self, path: str, line: Optional[int], message: str) -> None:
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {message}")
-
-
-class _Sentence:
-    __slots__ = ("rows", "first_line")
-
-    def __init__(self, first_line: int) -> None:
-        self.rows: List[List[str]] = []
-        self.first_line = first_line
 
 
 @DatasetReader.register("conll_columns")
@@ -126,15 +115,16 @@ class ConllColumnsReader(DatasetReader):
         num_columns: Optional[int] = None
         document_index = -1
         sentences: List[Tuple[str, int, List[List[str]]]] = []
-        current: Optional[_Sentence] = None
+        rows: List[List[str]] = []  # of the sentence being read
+        first_line = 0
         any_token = False
 
         def close_sentence():
-            nonlocal current
-            if current is not None:
+            nonlocal rows
+            if rows:
                 sentence_id = f"{stem}:d{max(document_index, 0)}:s{len(sentences)}"
-                sentences.append((sentence_id, current.first_line, current.rows))
-                current = None
+                sentences.append((sentence_id, first_line, rows))
+                rows = []
 
         with open(path, "rb") as handle:
             for line_number, raw_line in enumerate(handle, start=1):
@@ -172,9 +162,9 @@ class ConllColumnsReader(DatasetReader):
                     reason = invalid_tag_reason(columns[self.tag_column], self.file_tag_scheme)
                     if reason is not None:
                         raise ColumnFormatError(name, line_number, reason)
-                if current is None:
-                    current = _Sentence(line_number)
-                current.rows.append(columns)
+                if not rows:
+                    first_line = line_number
+                rows.append(columns)
                 any_token = True
         close_sentence()
         if sentences:
