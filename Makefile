@@ -3,7 +3,8 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 ALLENNLP := $(VENV)/bin/allennlp
 STAMP := $(VENV)/.nerzoo-installed
-RUN_DIR ?= runs/bilstm_crf
+RUN_DIR ?= runs/deptree_ner
+CONFIG ?= training_config/deptree_ner.jsonnet
 SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvik Bank .
 
 .PHONY: install train test clean
@@ -19,7 +20,7 @@ $(STAMP): setup.cfg pyproject.toml overrides.txt
 	touch $(STAMP)
 
 train: install
-	$(ALLENNLP) train training_config/bilstm_crf.jsonnet -s $(RUN_DIR) -f --include-package nerzoo
+	$(ALLENNLP) train $(CONFIG) -s $(RUN_DIR) -f --include-package nerzoo
 	$(ALLENNLP) evaluate $(RUN_DIR)/model.tar.gz fixtures/conll2003/test.txt --include-package nerzoo \
 		--output-file $(RUN_DIR)/evaluation.json
 	$(ALLENNLP) tag-text $(RUN_DIR)/model.tar.gz "$(SENTENCE)" --include-package nerzoo

@@ -1,21 +1,37 @@
 """
 nerzoo: AllenNLP components for sequence labelling and named-entity recognition.
 
-Importing the package registers every component (readers, metrics, models, predictors), so
-`allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
+Importing the package registers every component (readers, encoders, metrics, models, predictors,
+subcommands), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
 """
+from nerzoo.commands.draw_attention import DrawAttention
 from nerzoo.commands.tag_text import TagText
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
+from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
+from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReader
 from nerzoo.models.bilstm_crf import BiLstmCrfTagger
+from nerzoo.models.dependency_ner import DependencyNerTagger
 from nerzoo.modules.crf_tag_head import CrfTagHead
+from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
+from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
+from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
+from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
 from nerzoo.predictors.entity_tagger import EntityTaggerPredictor
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 
 __all__ = [
     "BiLstmCrfTagger",
+    "ChildSumTreeLstm",
     "ConllColumnsReader",
     "ConllSpanF1",
+    "ConlluNerReader",
     "CrfTagHead",
+    "DependencyNerTagger",
+    "DrawAttention",
     "EntityTaggerPredictor",
+    "GlobalAttention",
+    "RelativeAttention",
+    "ResidualStack",
+    "SpacyParsedConllReader",
     "TagText",
 ]

@@ -1,4 +1,7 @@
+import atexit
 import os
+import shutil
+import tempfile
 import warnings
 
 import pytest
@@ -8,6 +11,9 @@ from tests import FIXTURES_ROOT, PROJECT_ROOT
 warnings.filterwarnings("ignore", category=FutureWarning)
 # Every test runs from the project root so that the configs' relative fixture paths resolve.
 os.chdir(PROJECT_ROOT)
+# spaCy parses are cached per test session (subprocesses inherit it), never in the user's cache.
+os.environ["NERZOO_CACHE"] = tempfile.mkdtemp(prefix="nerzoo-test-cache-")
+atexit.register(shutil.rmtree, os.environ["NERZOO_CACHE"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

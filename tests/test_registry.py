@@ -8,10 +8,12 @@ import importlib
 import inspect
 
 import pytest
+import torch
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common import Params, Registrable
 from allennlp.data import DatasetReader, Vocabulary
 from allennlp.models import Model
+from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
 from allennlp.predictors import Predictor
 from allennlp.training.metrics import Metric
 
@@ -20,11 +22,26 @@ from tests import FIXTURES_ROOT
 
 COMPONENTS = {
     (DatasetReader, "conll_columns"): {"tag_column": 3},
+    (DatasetReader, "conllu_ner"): {},
+    (DatasetReader, "spacy_parsed_conll"): {"tag_column": 3},
+    (Seq2SeqEncoder, "child_sum_tree_lstm"): {"input_dim": 6, "hidden_dim": 4, "num_layers": 2, "residual": True},
+    (Seq2SeqEncoder, "relative_attention"): {"input_dim": 6},
+    (Seq2SeqEncoder, "global_attention"): {"input_dim": 6, "attention_dim": 4},
+    (Seq2SeqEncoder, "residual_stack"): {
+        "layers": [
+            {"type": "lstm", "input_size": 6, "hidden_size": 3, "bidirectional": True},
+            {"type": "lstm", "input_size": 6, "hidden_size": 3, "bidirectional": True},
+        ]
+    },
+    (Model, "dependency_ner"): None,  # built and trained in tests/models/test_dependency_ner.py
     (Metric, "conll_span_f1"): {"entity_types": ["LOC", "PER"]},
     (Model, "bilstm_crf"): None,  # built and trained in tests/models/test_bilstm_crf.py
     (Predictor, "entity_tagger"): None,  # needs a model: tests/predictors/
     (Subcommand, "tag-text"): None,  # see test_tag_text_subcommand_parses
+    (Subcommand, "draw-attention"): None,  # run end to end in tests/test_end_to_end.py
 }
+# The file each reader reads in test_component_builds_from_params.
+READER_FILES = {"conllu_ner": FIXTURES_ROOT / "ud" / "ner_misc.conllu"}
 
 
 def _nerzoo_registrations():
@@ -50,12 +67,33 @@ def test_component_builds_from_params(key):
     component = base.from_params(Params({"type": name, **COMPONENTS[key]}))
     assert inspect.getmodule(type(component)).__name__.startswith("nerzoo.")
     if base is DatasetReader:
-        instances = list(component.read(FIXTURES_ROOT / "conll2003" / "dev.txt"))
+        instances = list(component.read(READER_FILES.get(name, FIXTURES_ROOT / "conll2003" / "dev.txt")))
         vocab = Vocabulary.from_instances(instances)
         assert vocab.get_vocab_size("labels") > 1
+    if base is Seq2SeqEncoder:
+        check_encoder_shapes_and_masking(component)
     if base is Metric:
         component([["U-PER"]], [["U-PER"]])
         assert component.get_metric()["f1-measure-overall"] == 1.0
+
+
+def check_encoder_shapes_and_masking(encoder):
+    """Output is `(batch, seq, get_output_dim())`, zero at padding, blind to what padding holds."""
+    torch.manual_seed(0)
+    encoder.eval()
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    inputs = torch.randn(2, 5, encoder.get_input_dim())
+    extra = {}
+    if "head_indices" in inspect.signature(encoder.forward).parameters:
+        extra["head_indices"] = torch.tensor([[2, 0, 2, 3, 2], [0, 1, 1, 0, 0]])
+    output = encoder(inputs, mask, **extra)
+    assert output.shape == (2, 5, encoder.get_output_dim())
+    assert torch.all(output[~mask] == 0)
+    garbage = inputs.clone()
+    garbage[~mask] = 1e3
+    if extra:
+        extra["head_indices"] = extra["head_indices"].masked_fill(~mask, 4)
+    assert torch.allclose(encoder(garbage, mask, **extra)[mask], output[mask], atol=1e-6)
 
 
 def test_tag_text_subcommand_parses():

@@ -15,7 +15,8 @@ from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 class TagText(Subcommand):
     """
     `allennlp tag-text ARCHIVE "Some raw text ."` tags raw text with a trained nerzoo tagger and
-    prints each token's tag and confidence, then the entities with character offsets.
+    prints each token's tag and confidence (and, for models over dependency trees, the POS tag,
+    dependency relation and 1-based head spaCy gave it), then the entities with character offsets.
 
     Registered as a `Subcommand` with name "tag-text".
     """
@@ -47,8 +48,17 @@ def _tag_text(args: argparse.Namespace) -> None:
             print(json.dumps(result))
             continue
         width = max(len(token) for token in result["tokens"])
-        for token, tag, confidence in zip(result["tokens"], result["tags"], result["tag_confidences"]):
-            print(f"{token:<{width}}  {tag:<8} {confidence:.3f}")
+        parse = result.get("parse")
+        for index, (token, tag, confidence) in enumerate(
+            zip(result["tokens"], result["tags"], result["tag_confidences"])
+        ):
+            line = f"{token:<{width}}  {tag:<8} {confidence:.3f}"
+            if parse is not None:  # models over dependency trees show the tree they used
+                line += (
+                    f"   {parse['pos_tags'][index]:<6} {parse['dependency_labels'][index]:<10}"
+                    f" head {parse['head_indices'][index]}"
+                )
+            print(line)
         print("entities:")
         for span in result["spans"]:
             print(

@@ -1,3 +1,4 @@
+import inspect
 import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -10,6 +11,7 @@ from allennlp.predictors.predictor import Predictor
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
 
 OUTPUT_FORMATS = ("json", "conll")
+PARSE_KEYS = ("pos_tags", "dependency_labels", "head_indices")
 
 
 @Predictor.register("entity_tagger")
@@ -25,6 +27,10 @@ class EntityTaggerPredictor(Predictor):
     tag) and `spans`, each with `label`, `text`, token offsets `start`/`end` (end exclusive),
     character offsets `char_start`/`char_end` and `confidence`.
 
+    Models over dependency trees (`dependency_ner`) read through a dependency reader, which parses
+    the tokens with its spaCy pipeline; pre-parsed input adds `pos_tags`, `dependency_labels` and
+    `head_indices` (1-based, 0 = root) to `tokens`.  Their output also has `parse` (the tree used).
+
     # Parameters
 
     model : `Model`, required
@@ -36,6 +42,9 @@ class EntityTaggerPredictor(Predictor):
         `"conll"` writes `token<TAB>tag` lines with a blank line after each sentence.
     return_tag_probabilities : `bool`, optional (default = `False`)
         Add `tag_probabilities`: per token, every tag's posterior marginal.
+    return_attention : `bool`, optional (default = `False`)
+        Add the model's attention weights, when it has them: `relative_attention` (per token, its
+        weights over all tokens) and `global_attention` (one weight per token).
     """
 
     def __init__(
@@ -45,6 +54,7 @@ class EntityTaggerPredictor(Predictor):
         spacy_model: str = DEFAULT_SPACY_PIPELINE,
         output_format: str = "json",
         return_tag_probabilities: bool = False,
+        return_attention: bool = False,
         frozen: bool = True,
     ) -> None:
         super().__init__(model, dataset_reader, frozen)
@@ -53,6 +63,7 @@ class EntityTaggerPredictor(Predictor):
         self.spacy_model = spacy_model
         self.output_format = output_format
         self.return_tag_probabilities = return_tag_probabilities
+        self.return_attention = return_attention
 
     def tokenize(self, text: str) -> Tuple[List[str], List[Tuple[int, int]]]:
         """spaCy tokens of `text` (whitespace tokens dropped) and their character offsets."""
@@ -79,7 +90,20 @@ class EntityTaggerPredictor(Predictor):
             raise ConfigurationError(f'input needs a "sentence" or a "tokens" key, got keys {sorted(json_dict)}')
         if not words:
             raise ConfigurationError(f"input has no tokens: {json.dumps(json_dict)[:200]}")
-        instance = self._dataset_reader.text_to_instance(words, metadata={"text": text, "offsets": offsets})
+        parse = {key: json_dict[key] for key in PARSE_KEYS if key in json_dict}
+        if parse:
+            if "tokens" not in json_dict or set(parse) != set(PARSE_KEYS):
+                raise ConfigurationError(f"a pre-parsed input needs \"tokens\" and all of {PARSE_KEYS}")
+            if "head_indices" not in inspect.signature(self._dataset_reader.text_to_instance).parameters:
+                raise ConfigurationError(
+                    f"this model's reader ({type(self._dataset_reader).__name__}) does not take dependency parses"
+                )
+            for key, values in parse.items():
+                if not isinstance(values, list) or len(values) != len(words):
+                    raise ConfigurationError(f'"{key}" must be a list with one entry per token ({len(words)})')
+        instance = self._dataset_reader.text_to_instance(
+            words, metadata={"text": text, "offsets": offsets}, **parse
+        )
         self._dataset_reader.apply_token_indexers(instance)
         return instance
 
@@ -111,6 +135,18 @@ class EntityTaggerPredictor(Predictor):
             "tag_confidences": [round(value, 6) for value in output["tag_confidences"]],
             "spans": spans,
         }
+        if "head_indices" in instance.fields:
+            result["parse"] = {
+                key: list(instance[key].labels) for key in PARSE_KEYS  # type: ignore
+            }
+        if self.return_attention:
+            length = len(words)
+            if "relative_attention" in output:
+                result["relative_attention"] = [
+                    [round(float(value), 6) for value in row[:length]] for row in output["relative_attention"][:length]
+                ]
+            if "global_attention" in output:
+                result["global_attention"] = [round(float(value), 6) for value in output["global_attention"][:length]]
         if self.return_tag_probabilities:
             labels = self._model.vocab.get_index_to_token_vocabulary(self._model.head.label_namespace)
             result["tag_probabilities"] = [

@@ -1,0 +1,153 @@
+"""
+Speed of the level-batched `ChildSumTreeLstm` against the node-by-node reference
+(`nerzoo/modules/seq2seq_encoders/tree_lstm_reference.py`), same weights, same run.
+
+Usage (from the repository root):
+
+    .venv/bin/python benchmarks/tree_lstm_speed.py
+    .venv/bin/python benchmarks/tree_lstm_speed.py --batch-size 32 --input-dim 100 --hidden-dim 100 \
+        --repeats 5 --threads 1 --data /work/shared/data/ud_english_ewt/r2.9/en_ewt-ud-dev.conllu
+
+Sample: the first `--batch-size` sentences of `--data` (in file order) that have at least
+`--min-tokens` (default 5) tokens, with their gold trees (CoNLL-U `HEAD`; only the basic rows are read,
+multiword-token ranges like `1-2` and empty nodes like `1.1` are skipped).  Inputs are random
+(`--seed`), float32, one layer, no residual, no dropout.
+
+Each timing is forward + backward (`states.sum() + root.sum()` backward, parameter gradients cleared
+before each run), median over `--repeats` runs after `--warmup` runs.  The script checks that both
+give the same outputs and gradients (allclose), prints the setup and the timings, and ends with the
+line `speedup: <reference median / batched median>x`.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import List, Tuple
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+import torch  # noqa: E402
+
+from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm  # noqa: E402
+from nerzoo.modules.seq2seq_encoders.tree_lstm_reference import reference_tree_lstm  # noqa: E402
+
+DEFAULT_DATA = "/work/shared/data/ud_english_ewt/r2.9/en_ewt-ud-dev.conllu"
+
+
+def read_heads(path: str, count: int, min_tokens: int) -> List[List[int]]:
+    """The HEAD column of the first `count` sentences with at least `min_tokens` basic tokens."""
+    sentences: List[List[int]] = []
+    heads: List[int] = []
+    with open(path, encoding="utf-8") as conllu:
+        for line in conllu:
+            line = line.rstrip("\n")
+            if not line:
+                if len(heads) >= min_tokens:
+                    sentences.append(heads)
+                    if len(sentences) == count:
+                        return sentences
+                heads = []
+                continue
+            if line.startswith("#"):
+                continue
+            columns = line.split("\t")
+            if "-" in columns[0] or "." in columns[0]:
+                continue
+            heads.append(int(columns[6]))
+    if len(heads) >= min_tokens and len(sentences) < count:
+        sentences.append(heads)
+    if len(sentences) < count:
+        raise ValueError(f"{path} has only {len(sentences)} sentences with >= {min_tokens} tokens.")
+    return sentences
+
+
+def tree_height(heads: List[int]) -> int:
+    """Longest path from a root down to a token (a single token has height 0)."""
+    deepest = 0
+    for token in range(1, len(heads) + 1):
+        depth = 0
+        while heads[token - 1] != 0:
+            token = heads[token - 1]
+            depth += 1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def batch(sentences: List[List[int]]) -> Tuple[torch.Tensor, torch.Tensor]:
+    max_length = max(len(heads) for heads in sentences)
+    head_indices = torch.zeros(len(sentences), max_length, dtype=torch.long)
+    mask = torch.zeros(len(sentences), max_length, dtype=torch.bool)
+    for row, heads in enumerate(sentences):
+        head_indices[row, : len(heads)] = torch.tensor(heads)
+        mask[row, : len(heads)] = True
+    return mask, head_indices
+
+
+def time_runs(run, module: torch.nn.Module, warmup: int, repeats: int) -> Tuple[List[float], tuple]:
+    timings = []
+    result = None
+    for index in range(warmup + repeats):
+        module.zero_grad(set_to_none=True)
+        started = time.perf_counter()
+        states, root = run()
+        (states.sum() + root.sum()).backward()
+        elapsed = time.perf_counter() - started
+        if index >= warmup:
+            timings.append(elapsed)
+        result = (states.detach(), root.detach(), [p.grad.clone() for p in module.parameters()])
+    return timings, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--min-tokens", type=int, default=5)
+    parser.add_argument("--input-dim", type=int, default=100)
+    parser.add_argument("--hidden-dim", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    sentences = read_heads(args.data, args.batch_size, args.min_tokens)
+    mask, head_indices = batch(sentences)
+    inputs = torch.randn(mask.shape[0], mask.shape[1], args.input_dim)
+    module = ChildSumTreeLstm(args.input_dim, args.hidden_dim).eval()
+
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, float32, device cpu")
+    print(f"data {args.data}: first {len(sentences)} sentences with >= {args.min_tokens} tokens")
+    print(
+        f"sentences {len(sentences)}, tokens {int(mask.sum())}, longest {mask.shape[1]}, "
+        f"max tree height {max(tree_height(heads) for heads in sentences)}"
+    )
+    print(f"input_dim {args.input_dim}, hidden_dim {args.hidden_dim}, warmup {args.warmup}, repeats {args.repeats}")
+
+    batched_times, batched = time_runs(
+        lambda: module.encode(inputs, mask, head_indices), module, args.warmup, args.repeats
+    )
+    reference_times, reference = time_runs(
+        lambda: reference_tree_lstm(module, inputs, mask, head_indices), module, args.warmup, args.repeats
+    )
+    same = (
+        torch.allclose(batched[0], reference[0], atol=1e-5)
+        and torch.allclose(batched[1], reference[1], atol=1e-5)
+        and all(torch.allclose(a, b, atol=1e-4) for a, b in zip(batched[2], reference[2]))
+    )
+    print(f"outputs and gradients allclose: {same}")
+    if not same:
+        raise SystemExit("the batched module and the reference disagree")
+    for name, times in (("level-batched", batched_times), ("reference", reference_times)):
+        runs = ", ".join(f"{t * 1000:.1f}" for t in times)
+        print(f"{name}: median {statistics.median(times) * 1000:.2f} ms (forward + backward; runs {runs} ms)")
+    speedup = statistics.median(reference_times) / statistics.median(batched_times)
+    print(f"speedup: {speedup:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

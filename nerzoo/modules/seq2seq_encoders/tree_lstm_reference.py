@@ -1,0 +1,100 @@
+"""
+The obvious node-by-node child-sum Tree-LSTM, for checking `ChildSumTreeLstm` (tests) and timing it
+(`benchmarks/tree_lstm_speed.py`).  Not registered, not for training: it recurses over each sentence's
+tree in Python, one token at a time, with the parameters of a given `ChildSumTreeLstm`.
+"""
+from typing import Dict, List, Tuple
+
+import torch
+
+from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm, ChildSumTreeLstmLayer
+
+
+def reference_tree_lstm(
+    module: ChildSumTreeLstm,
+    inputs: torch.Tensor,
+    mask: torch.BoolTensor,
+    head_indices: torch.LongTensor,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """
+    `(states, root)` as `module.encode(inputs, mask, head_indices)` computes them: states
+    `(batch_size, num_tokens, hidden_dim)`, root `(batch_size, hidden_dim)`.  Dropout is not applied,
+    so compare with the module in eval mode (or with `dropout=0`).
+    """
+    if module.training and module.dropout.p > 0:
+        raise ValueError("The reference applies no dropout: put the module in eval mode.")
+    batch_size, num_tokens, _ = inputs.shape
+    hidden_dim = module.get_output_dim()
+    layer_input = inputs.masked_fill(~mask.bool().unsqueeze(-1), 0.0)
+    for layer in module.layers:
+        sentences = []
+        for row in range(batch_size):
+            tokens = [t for t in range(num_tokens) if bool(mask[row, t])]
+            heads = {t: int(head_indices[row, t]) - 1 for t in tokens}  # -1 for a root
+            states = _tree_lstm_sentence(layer, layer_input[row], tokens, heads)
+            zero = layer_input.new_zeros(hidden_dim)
+            sentences.append(torch.stack([states.get(t, zero) for t in range(num_tokens)]))
+        output = torch.stack(sentences)
+        if layer.layer_norm is not None:
+            residual = layer.layer_norm(layer_input + output)
+            output = torch.stack(
+                [
+                    torch.stack(
+                        [
+                            residual[row, t] if bool(mask[row, t]) else residual.new_zeros(hidden_dim)
+                            for t in range(num_tokens)
+                        ]
+                    )
+                    for row in range(batch_size)
+                ]
+            )
+        layer_input = output
+
+    roots = []
+    for row in range(batch_size):
+        root_states = [
+            layer_input[row, t]
+            for t in range(num_tokens)
+            if bool(mask[row, t]) and int(head_indices[row, t]) == 0
+        ]
+        if root_states:
+            roots.append(torch.stack(root_states).mean(dim=0))
+        else:
+            roots.append(layer_input.new_zeros(hidden_dim))
+    return layer_input, torch.stack(roots)
+
+
+def _tree_lstm_sentence(
+    layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, tokens: List[int], heads: Dict[int, int]
+) -> Dict[int, torch.Tensor]:
+    """`h` of every token of one sentence, computing each node after its children, recursively."""
+    hidden_dim = layer.hidden_dim
+    children: Dict[int, List[int]] = {t: [] for t in tokens}
+    for t in tokens:
+        if heads[t] >= 0:
+            children[heads[t]].append(t)
+    hs: Dict[int, torch.Tensor] = {}
+    cs: Dict[int, torch.Tensor] = {}
+
+    def compute(j: int) -> None:
+        for k in children[j]:
+            compute(k)
+        w_i, w_o, w_u, w_f = layer.input_linearity(inputs[j]).split(hidden_dim)
+        h_tilde = inputs.new_zeros(hidden_dim)
+        for k in children[j]:
+            h_tilde = h_tilde + hs[k]
+        u_i, u_o, u_u = layer.state_linearity(h_tilde).split(hidden_dim)
+        i = torch.sigmoid(w_i + u_i)
+        o = torch.sigmoid(w_o + u_o)
+        u = torch.tanh(w_u + u_u)
+        c = i * u
+        for k in children[j]:
+            f = torch.sigmoid(w_f + layer.forget_state_linearity(hs[k]))
+            c = c + f * cs[k]
+        hs[j] = o * torch.tanh(c)
+        cs[j] = c
+
+    for t in tokens:
+        if heads[t] < 0:
+            compute(t)
+    return hs
