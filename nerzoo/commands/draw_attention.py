@@ -84,12 +84,14 @@ def draw(prediction: Dict[str, Any], output_path: str) -> None:
         figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
     if global_weights is not None:
         axis = axes.pop(0)
-        axis.imshow([global_weights], cmap="Oranges", vmin=0.0, aspect="auto")
+        # Shaded from the smallest to the largest weight: they are close to 1/N, so a 0-based scale
+        # would paint every word alike.  The weights themselves are printed.
+        axis.imshow([global_weights], cmap="Oranges", vmin=min(global_weights), vmax=max(global_weights), aspect="auto")
         axis.set_xticks(range(len(tokens)), tokens, rotation=90)
         axis.set_yticks([])
-        for position, tag in enumerate(prediction["tags"]):
-            axis.text(position, 0, tag, ha="center", va="center", fontsize=7, style="italic")
-        axis.set_title("global attention (predicted tags in italics)")
+        for position, (tag, weight) in enumerate(zip(prediction["tags"], global_weights)):
+            axis.text(position, 0, f"{tag}\n{weight:.3f}", ha="center", va="center", fontsize=7, style="italic")
+        axis.set_title("global attention (weight and predicted tag per word)")
     figure.tight_layout()
     directory = os.path.dirname(os.path.abspath(output_path))
     os.makedirs(directory, exist_ok=True)

@@ -21,6 +21,7 @@ ABLATIONS = {
     "no_pos": {"model.pos_tag_dim": 0, "model.semantic_encoder.layers.0.input_size": 30},
     "no_dep": {"model.dependency_label_dim": 0, "model.semantic_encoder.layers.0.input_size": 30},
     "no_residuals": {
+        "model.semantic_encoder.residual": False,
         "model.syntactic_encoder.residual": False,
         "model.relative_attention.residual": False,
         "model.global_attention.residual": False,
@@ -75,6 +76,8 @@ class TestDependencyNer(ModelTestCase):
             assert model.syntactic_encoder is None
         if name == "no_pos":
             assert model.pos_tag_embedding is None
+        if name == "no_residuals":
+            assert not any(isinstance(module, torch.nn.LayerNorm) for module in model.modules())
         optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
         batch = self.dataset.as_tensor_dict()
         losses = []

@@ -34,9 +34,11 @@ class ResidualStack(Seq2SeqEncoder):
         Applied in order; each layer's input size must equal the previous layer's output size.
     dropout : `float`, optional (default = `0.0`)
         Variational dropout between consecutive layers.
+    residual : `bool`, optional (default = `True`)
+        `False` applies every layer plainly (the paper's stacks without residuals, Table 2).
     """
 
-    def __init__(self, layers: List[Seq2SeqEncoder], dropout: float = 0.0) -> None:
+    def __init__(self, layers: List[Seq2SeqEncoder], dropout: float = 0.0, residual: bool = True) -> None:
         super().__init__()
         if not layers:
             raise ConfigurationError("ResidualStack needs at least one layer.")
@@ -56,7 +58,7 @@ class ResidualStack(Seq2SeqEncoder):
             {
                 str(index): torch.nn.LayerNorm(layer.get_output_dim())
                 for index, layer in enumerate(layers)
-                if layer.get_input_dim() == layer.get_output_dim()
+                if residual and layer.get_input_dim() == layer.get_output_dim()
             }
         )
         self._dropout = InputVariationalDropout(dropout) if dropout > 0 else None
