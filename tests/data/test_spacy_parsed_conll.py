@@ -74,7 +74,7 @@ def test_tokens_tags_and_trees(cache):
     assert first["dependency_labels"].labels[5] == "ROOT"  # "met"
     assert first["head_indices"].labels[5] == 0
     vocab = Vocabulary.from_instances(instances)
-    assert vocab.get_vocab_size("dependency_labels") > 5 and vocab.get_vocab_size("labels") > 1
+    assert vocab.get_vocab_size("dependency_relations") > 5 and vocab.get_vocab_size("labels") > 1
 
 
 def test_pos_column_and_pos_attribute(cache):
