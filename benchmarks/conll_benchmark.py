@@ -334,17 +334,22 @@ def reference_config(resolved: Dict[str, Any], args) -> Dict[str, Any]:
 # Training, evaluation, prediction timing
 
 
-def train_and_measure(
+def train_and_evaluate(
     name: str,
-    kind: str,
     config_path: str,
     overrides: Optional[Dict[str, Any]],
     include_package: str,
     run_dir: str,
-    args,
+    max_minutes: float,
+    evaluation_files: Dict[str, str],
 ) -> Dict[str, Any]:
+    """
+    `allennlp train` in a subprocess with the time budget callback loadable, a hard kill at 1.25 x
+    budget + 5 min (the best weights so far are then archived), then `allennlp evaluate` on each of
+    `evaluation_files` (split name -> file), whose F1 x 100 lands in `<split>_f1`.
+    """
     serialization_dir = os.path.join(run_dir, name)
-    result: Dict[str, Any] = {"name": name, "kind": kind, "serialization_dir": serialization_dir}
+    result: Dict[str, Any] = {"name": name, "serialization_dir": serialization_dir}
     command = [ALLENNLP, "train", config_path, "-s", serialization_dir, "--include-package", include_package]
     command += ["--include-package", "conll_benchmark"]
     if overrides:
@@ -353,8 +358,8 @@ def train_and_measure(
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [BENCHMARK_DIR, env.get("PYTHONPATH")]))
     # The callback stops gracefully between epochs; this hard limit only catches an epoch that alone
     # overruns the budget (or a hang), with a margin for start-up and archiving.
-    hard_limit = args.max_minutes * 60 * 1.25 + 300
-    print(f"\n=== {name}: training (budget {args.max_minutes:g} min, hard kill after {hard_limit / 60:.0f} min)", flush=True)
+    hard_limit = max_minutes * 60 * 1.25 + 300
+    print(f"\n=== {name}: training (budget {max_minutes:g} min, hard kill after {hard_limit / 60:.0f} min)", flush=True)
     train_run = run_logged(command, os.path.join(run_dir, f"{name}.train.log"), hard_limit, env)
     result["train_wall_seconds"] = train_run["wall_seconds"]
     result["train_cpu_seconds"] = train_run["cpu_seconds"]
@@ -387,17 +392,38 @@ def train_and_measure(
         return result
     result["archive"] = archive
 
-    for split, path in (("dev", args.dev), ("test", args.test)):
+    for split, path in evaluation_files.items():
         output_file = os.path.join(run_dir, f"{name}.evaluate.{split}.json")
         command = [ALLENNLP, "evaluate", archive, path, "--output-file", output_file]
         command += ["--include-package", include_package]
         print(f"=== {name}: evaluating on {split}", flush=True)
         run = run_logged(command, os.path.join(run_dir, f"{name}.evaluate.{split}.log"), 3600)
+        result[f"{split}_evaluate_seconds"] = run["wall_seconds"]
         if run["returncode"] == 0 and os.path.exists(output_file):
             with open(output_file) as handle:
                 result[f"{split}_f1"] = 100.0 * json.load(handle)["f1-measure-overall"]
         else:
             result.setdefault("error", f"evaluate on {split} failed")
+    return result
+
+
+def train_and_measure(
+    name: str,
+    kind: str,
+    config_path: str,
+    overrides: Optional[Dict[str, Any]],
+    include_package: str,
+    run_dir: str,
+    args,
+) -> Dict[str, Any]:
+    """`train_and_evaluate` on dev and test, then the in-process prediction timing."""
+    result = train_and_evaluate(
+        name, config_path, overrides, include_package, run_dir, args.max_minutes, {"dev": args.dev, "test": args.test}
+    )
+    result["kind"] = kind
+    if "archive" not in result:
+        return result
+    archive = result["archive"]
 
     output_file = os.path.join(run_dir, f"{name}.predict_timing.json")
     command = [PYTHON, os.path.abspath(__file__), "--measure-predict", archive, "--kind", kind]

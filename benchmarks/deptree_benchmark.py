@@ -258,65 +258,12 @@ def config_cell(model: Dict[str, Any], resolved: Dict[str, Any]) -> str:
 def train_and_evaluate(
     name: str, config_path: str, overrides: Dict[str, Any], dataset: Dict[str, Any], run_dir: str, max_minutes: float
 ) -> Dict[str, Any]:
-    """
-    conll_benchmark.train_and_measure without the prediction timing (and with the dev/test files as
-    arguments): `allennlp train` with the time budget callback, a hard kill at 1.25 x budget + 5 min
-    (the best weights so far are then archived), then `allennlp evaluate` on dev and test.
-    """
-    run = conll_benchmark.run_logged
-    serialization_dir = os.path.join(run_dir, name)
-    result: Dict[str, Any] = {"name": name, "serialization_dir": serialization_dir}
+    """Writes the run's overrides, then conll_benchmark.train_and_evaluate on the dataset's dev and test."""
     with open(os.path.join(run_dir, f"{name}.overrides.json"), "w") as handle:
         json.dump(overrides, handle, indent=2)
-    command = [conll_benchmark.ALLENNLP, "train", config_path, "-s", serialization_dir]
-    command += ["--include-package", "nerzoo", "--include-package", "conll_benchmark", "-o", json.dumps(overrides)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [BENCHMARK_DIR, env.get("PYTHONPATH")]))
-    hard_limit = max_minutes * 60 * 1.25 + 300
-    print(f"\n=== {name}: training (budget {max_minutes:g} min, hard kill after {hard_limit / 60:.1f} min)", flush=True)
-    train_run = run(command, os.path.join(run_dir, f"{name}.train.log"), hard_limit, env)
-    result["train_wall_seconds"] = train_run["wall_seconds"]
-    result["train_cpu_seconds"] = train_run["cpu_seconds"]
-    result["train_mean_load"] = train_run["mean_load"]
-    result["killed"] = train_run["killed"]
-    result["stopped_by_budget"] = os.path.exists(os.path.join(serialization_dir, "time_budget.json"))
-    archive = os.path.join(serialization_dir, "model.tar.gz")
-    if train_run["killed"]:
-        print(f"  {name}: training killed after {conll_benchmark.format_seconds(train_run['wall_seconds'])}", flush=True)
-        if os.path.exists(os.path.join(serialization_dir, "best.th")):
-            from allennlp.models.archival import archive_model
-
-            archive_model(serialization_dir, weights="best.th")
-            print(f"  archived the best weights so far: {archive}", flush=True)
-    elif train_run["returncode"] != 0:
-        result["error"] = f"allennlp train exited with {train_run['returncode']}"
-        return result
-
-    metrics = conll_benchmark.read_training_metrics(serialization_dir)
-    result["training_duration"] = conll_benchmark.parse_duration(metrics.get("training_duration"))
-    if "epoch" in metrics:
-        result["epochs_run"] = int(metrics["epoch"]) + 1
-    if metrics.get("best_epoch") is not None:
-        result["best_epoch"] = int(metrics["best_epoch"]) + 1
-    result["best_validation_f1"] = metrics.get("best_validation_f1-measure-overall")
-    if not os.path.exists(archive):
-        result["error"] = "no model archive"
-        return result
-    result["archive"] = archive
-
-    for split in ("dev", "test"):
-        output_file = os.path.join(run_dir, f"{name}.evaluate.{split}.json")
-        command = [conll_benchmark.ALLENNLP, "evaluate", archive, dataset[split], "--output-file", output_file]
-        command += ["--include-package", "nerzoo"]
-        print(f"=== {name}: evaluating on {split}", flush=True)
-        evaluation = run(command, os.path.join(run_dir, f"{name}.evaluate.{split}.log"), 3600)
-        result[f"{split}_evaluate_seconds"] = evaluation["wall_seconds"]
-        if evaluation["returncode"] == 0 and os.path.exists(output_file):
-            with open(output_file) as handle:
-                result[f"{split}_f1"] = 100.0 * json.load(handle)["f1-measure-overall"]
-        else:
-            result.setdefault("error", f"evaluate on {split} failed")
-    return result
+    return conll_benchmark.train_and_evaluate(
+        name, config_path, overrides, "nerzoo", run_dir, max_minutes, {"dev": dataset["dev"], "test": dataset["test"]}
+    )
 
 
 # --------------------------------------------------------------------------------------------------
