@@ -332,22 +332,23 @@ def dependency_instance(
     return Instance(fields)
 
 
-def check_parse_arguments(
+def given_or_parsed(
+    parser: "SpacyDependencyParser",
     words: Sequence[str],
     pos_tags: Optional[Sequence[str]],
     dependency_labels: Optional[Sequence[str]],
     head_indices: Optional[Sequence[int]],
-) -> bool:
+) -> DependencyParse:
     """
-    For the readers' `text_to_instance`: `True` when a parse is given (all three), `False` when none
-    is; anything else, or a given parse that does not fit `words`, raises `ConfigurationError`
-    (`InvalidTreeError` for heads that are not a tree).
+    For the readers' `text_to_instance`: the given parse (all three), checked against `words`, or
+    `parser`'s parse of `words` when none is given; a partial parse, or one that does not fit
+    `words`, raises `ConfigurationError` (`InvalidTreeError` for heads that are not a tree).
     """
     if not words:
         raise ConfigurationError("cannot build an instance from an empty token list")
     given = [value is not None for value in (pos_tags, dependency_labels, head_indices)]
     if not any(given):
-        return False
+        return parser.parse([list(words)])[0]
     if not all(given):
         raise ConfigurationError("give all of pos_tags, dependency_labels and head_indices, or none of them")
     parse = {"pos_tags": pos_tags, "dependency_labels": dependency_labels, "head_indices": head_indices}
@@ -355,4 +356,4 @@ def check_parse_arguments(
         if len(values) != len(words):  # type: ignore
             raise ConfigurationError(f"input: {name} has {len(values)} entries for {len(words)} words")  # type: ignore
     validate_heads(list(head_indices), "input")  # type: ignore
-    return True
+    return DependencyParse(list(pos_tags), list(dependency_labels), list(head_indices))  # type: ignore

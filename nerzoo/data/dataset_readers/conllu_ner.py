@@ -13,8 +13,8 @@ from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError
 from nerzoo.data.dependency_trees import (
     SpacyDependencyParser,
-    check_parse_arguments,
     dependency_instance,
+    given_or_parsed,
     validate_heads,
 )
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
@@ -444,11 +444,8 @@ class ConlluNerReader(DatasetReader):
         1-based, 0 = root); without a tree the words are parsed with `spacy_model`.  `tags` are
         already in `tag_scheme`.  Predictors call it with words (and metadata) alone.
         """
-        if not check_parse_arguments(words, pos_tags, dependency_labels, head_indices):
-            pos_tags, dependency_labels, head_indices = self.parser.parse([list(words)])[0]
-        return dependency_instance(
-            words, pos_tags, dependency_labels, head_indices, tags, metadata, self.label_namespace  # type: ignore
-        )
+        parse = given_or_parsed(self.parser, words, pos_tags, dependency_labels, head_indices)
+        return dependency_instance(words, *parse, tags, metadata, self.label_namespace)
 
     def apply_token_indexers(self, instance: Instance) -> None:
         instance["tokens"].token_indexers = self._token_indexers  # type: ignore
