@@ -32,6 +32,19 @@ class CrfTagHead(torch.nn.Module, FromParams):
     Auxiliary losses reported by any submodule of the model (`nerzoo.modules.auxiliary_loss`) are
     passed in by the model and added to the CRF's negative log-likelihood.
 
+    With `use_crf=False` the head drops the CRF and becomes the MEMNET baseline of Liu, Baldwin &
+    Cohn (2017), "Capturing Long-range Contextual Dependencies with Memory-enhanced Conditional
+    Random Fields", IJCNLP, https://aclanthology.org/I17-1056, §4.3, eq. 13:
+    `y_t = softmax(W u_t)` at each position on its own, "without taking transitions between ...
+    labels into account".  Then the loss is the masked cross-entropy summed over the tokens of the
+    batch (the CRF loss is likewise a sum over the batch, so learning rates carry over), the
+    prediction is the per-position argmax, `tag_probabilities` is the softmax, a token's confidence
+    is the probability of its predicted tag, and an entity's confidence is the product of those
+    probabilities over its tokens (the exact probability of its tags, the positions being
+    independent).  Nothing stops the argmax from producing sequences the tag scheme forbids
+    (`O L-PER`, `B-PER O`); spans are read from them with conlleval's lenient rules
+    (`tags_to_spans`), as for gold data.
+
     # Parameters
 
     vocab : `Vocabulary`, required
@@ -52,6 +65,9 @@ class CrfTagHead(torch.nn.Module, FromParams):
         Dropout on the input of the projection.
     verbose_metrics : `bool`, optional (default = `False`)
         Report per-type precision, recall and F1 as well as the overall ones.
+    use_crf : `bool`, optional (default = `True`)
+        `False` gives the per-position softmax of MEMNET (eq. 13) instead of the CRF; `crf` is then
+        `None`, and `constrain_crf_decoding` and `include_start_end_transitions` have no effect.
     """
 
     def __init__(
@@ -66,6 +82,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
         activation: str = "tanh",
         dropout: float = 0.0,
         verbose_metrics: bool = False,
+        use_crf: bool = True,
     ) -> None:
         super().__init__()
         self.vocab = vocab
@@ -86,13 +103,15 @@ class CrfTagHead(torch.nn.Module, FromParams):
             projection_input_dim = hidden_dim
         self.tag_projection = TimeDistributed(torch.nn.Linear(projection_input_dim, self.num_tags))
 
-        labels = vocab.get_index_to_token_vocabulary(label_namespace)
-        constraints = None
-        if constrain_crf_decoding and self.tag_scheme is not None:
-            constraints = allowed_transitions(self.tag_scheme, labels)
-        self.crf = ConditionalRandomField(
-            self.num_tags, constraints, include_start_end_transitions=include_start_end_transitions
-        )
+        self.crf: Optional[ConditionalRandomField] = None
+        if use_crf:
+            labels = vocab.get_index_to_token_vocabulary(label_namespace)
+            constraints = None
+            if constrain_crf_decoding and self.tag_scheme is not None:
+                constraints = allowed_transitions(self.tag_scheme, labels)
+            self.crf = ConditionalRandomField(
+                self.num_tags, constraints, include_start_end_transitions=include_start_end_transitions
+            )
 
         self.accuracy = CategoricalAccuracy()
         self.span_f1 = (
@@ -120,19 +139,25 @@ class CrfTagHead(torch.nn.Module, FromParams):
 
         # Returns
 
-        `logits` `(batch_size, num_tokens, num_tags)`, `mask`, `tags` (Viterbi tag ids, one list
-        per instance), `sentence_spans` (per instance, `(start, end)` of its sentences) and `loss`
-        when `tags` are given.
+        `logits` `(batch_size, num_tokens, num_tags)`, `mask`, `tags` (Viterbi tag ids, or the
+        per-position argmax without the CRF; one list per instance), `sentence_spans` (per instance,
+        `(start, end)` of its sentences) and `loss` when `tags` are given.
         `make_output_human_readable` then adds `tag_probabilities` `(batch_size, num_tokens,
-        num_tags)`, `tag_confidences` (marginal of each predicted tag) and `spans` (per instance:
-        `label`, `start`, `end` exclusive, `confidence`).
+        num_tags)`, `tag_confidences` (marginal, or softmax probability, of each predicted tag) and
+        `spans` (per instance: `label`, `start`, `end` exclusive, `confidence`).
         """
         hidden = self.dropout(encoded)
         if self.hidden is not None:
             hidden = self.hidden(hidden)
         logits = self.tag_projection(hidden)
-        best_paths = self.crf.viterbi_tags(logits, mask)
-        predicted = [path for path, _ in best_paths]
+        if self.crf is not None:
+            best_paths = self.crf.viterbi_tags(logits, mask)
+            predicted = [path for path, _ in best_paths]
+        else:
+            # Eq. 13: every position decided on its own; the masked positions of each row, in order,
+            # as `viterbi_tags` returns them.
+            best_tags = logits.argmax(dim=-1)
+            predicted = [row_tags[row_mask].tolist() for row_tags, row_mask in zip(best_tags, mask.bool())]
         # Sentences inside each instance: one, unless the reader made document instances.
         sentence_spans = [
             (metadata[row] if metadata else {}).get("sentence_spans") or [(0, len(path))]
@@ -141,7 +166,11 @@ class CrfTagHead(torch.nn.Module, FromParams):
         output: Dict[str, Any] = {"logits": logits, "mask": mask, "tags": predicted, "sentence_spans": sentence_spans}
 
         if tags is not None:
-            loss = -self.crf(logits, tags, mask)
+            if self.crf is not None:
+                loss = -self.crf(logits, tags, mask)
+            else:
+                token_mask = mask.bool()
+                loss = torch.nn.functional.cross_entropy(logits[token_mask], tags[token_mask], reduction="sum")
             for name, value in (auxiliary_losses or {}).items():
                 loss = loss + value
                 self.auxiliary_loss_means.setdefault(name, Average())(value.detach())
@@ -152,25 +181,37 @@ class CrfTagHead(torch.nn.Module, FromParams):
     @torch.no_grad()
     def _posteriors(self, logits, mask, predicted: List[List[int]], sentence_spans) -> Dict[str, Any]:
         logits = logits.float()
-        result = forward_backward(self.crf, logits, mask)
         paths = torch.zeros(mask.shape, dtype=torch.long, device=logits.device)
         for row, path in enumerate(predicted):
             paths[row, : len(path)] = torch.as_tensor(path, device=logits.device)
-        on_paths = PathPosteriors(result, logits, paths)
+        if self.crf is not None:
+            result = forward_backward(self.crf, logits, mask)
+            on_paths = PathPosteriors(result, logits, paths)
+            probabilities = tag_marginals(result, mask)
+            tag_log_probabilities = on_paths.tag_log_marginals
+            segment_log_probability = on_paths.segment_log_probability
+        else:
+            # Independent positions: a segment's probability is the product of its tokens' ones.
+            log_softmax = torch.log_softmax(logits, dim=-1)
+            probabilities = log_softmax.exp() * mask.unsqueeze(-1)
+            tag_log_probabilities = log_softmax.gather(2, paths.unsqueeze(-1)).squeeze(-1).tolist()
+
+            def segment_log_probability(row: int, start: int, end: int) -> float:
+                return math.fsum(tag_log_probabilities[row][start:end])
+
         confidences, spans = [], []
         for row, path in enumerate(predicted):
-            confidences.append([math.exp(value) for value in on_paths.tag_log_marginals[row][: len(path)]])
+            confidences.append([math.exp(value) for value in tag_log_probabilities[row][: len(path)]])
             row_spans = []
             labels = self._labels(path) if self.tag_scheme is not None else []
             for offset, sentence_end in sentence_spans[row] if labels else []:
                 for label, start, end in tags_to_spans(labels[offset:sentence_end]):
                     start, end = start + offset, end + offset
-                    log_probability = on_paths.segment_log_probability(row, start, end)
+                    log_probability = segment_log_probability(row, start, end)
                     confidence = math.exp(min(log_probability, 0.0))
                     row_spans.append({"label": label, "start": start, "end": end, "confidence": confidence})
             spans.append(row_spans)
-        marginals = tag_marginals(result, mask)
-        return {"tag_probabilities": marginals, "tag_confidences": confidences, "spans": spans}
+        return {"tag_probabilities": probabilities, "tag_confidences": confidences, "spans": spans}
 
     def _labels(self, tag_ids: List[int]) -> List[str]:
         return [self.vocab.get_token_from_index(tag, namespace=self.label_namespace) for tag in tag_ids]
@@ -198,7 +239,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
         """
         Adds the posteriors (`tag_probabilities`, `tag_confidences`, `spans`) and turns tag ids into
         tag strings.  Done here rather than in `forward` so that training and validation, which
-        never call this, do not pay for forward-backward.
+        never call this, do not pay for forward-backward (or, without the CRF, the softmax).
         """
         output_dict.update(
             self._posteriors(

@@ -1,0 +1,172 @@
+"""
+The ME-CRF+ curriculum of Liu, Baldwin & Cohn (2017), "Capturing Long-range Contextual Dependencies
+with Memory-enhanced Conditional Random Fields", IJCNLP, https://aclanthology.org/I17-1056, §4.2:
+"fixing the CRF transition matrix A = 0 for the first e = 20 epochs, after which we train the
+parameters for the remainder of the run", so that the model first learns its labels as independent
+"maxent" classifiers and only then the sequence dynamics.
+"""
+import logging
+from typing import Any, Dict, List
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.modules import ConditionalRandomField
+from allennlp.training.callbacks import TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+
+def transition_parameters(crf: ConditionalRandomField) -> List[torch.nn.Parameter]:
+    """
+    The parameters that make up `A` of eq. 7 in an allennlp CRF: `transitions` and, when the CRF
+    has them, `start_transitions` and `end_transitions`.
+    """
+    parameters = [crf.transitions]
+    if crf.include_start_end_transitions:
+        parameters += [crf.start_transitions, crf.end_transitions]
+    return parameters
+
+
+@TrainerCallback.register("crf_transition_curriculum")
+class CrfTransitionCurriculum(TrainerCallback):
+    """
+    Trains a CRF tagger as ME-CRF+ (Liu, Baldwin & Cohn, 2017, §4.2,
+    https://aclanthology.org/I17-1056): the transition scores of every allennlp
+    `ConditionalRandomField` in the model are set to 0 and frozen when training starts, and trained
+    like any other parameter once `frozen_epochs` epochs have completed.
+
+    Registered as a `TrainerCallback` with name "crf_transition_curriculum".
+
+    `A` of eq. 7 scores the moves `y_t -> y_{t+1}` for `t = 0 .. T`, that is from a start state and
+    into an end state too, so "A = 0" covers allennlp's `start_transitions` and `end_transitions`
+    (when the CRF has them) as well as `transitions`.  With all three at 0 the CRF's
+    log-likelihood is exactly the sum of per-token log-softmax scores (the normaliser factorises
+    over positions): during the frozen epochs the model is trained as independent maxent
+    classifiers, as the paper intends.  The tag scheme's constraints are not undone: allennlp keeps
+    them in a separate mask (`_constraint_mask`) that Viterbi decoding, and nerzoo's posteriors,
+    apply on top of `transitions` (forbidden moves still score -10000).  allennlp's training
+    likelihood never applies that mask, with or without this callback.
+
+    How the freezing works, and what it touches:
+
+    - In `on_start`, after the trainer has built its optimizer, the parameters are zeroed and given
+      `requires_grad = False`.  They stay in the optimizer's parameter groups (which is why this is
+      not done with the trainer's `no_grad` option: parameters frozen before the optimizer is
+      built are left out of it for good), but they get no gradient (`.grad` stays `None`).  Every
+      torch optimizer, allennlp's `DenseSparseAdam` and transformers' `AdamW` skip a parameter
+      whose `.grad` is `None`, so neither the update nor weight decay (L2-in-the-gradient or
+      decoupled) moves it: the values stay exactly 0.  Adam's moments for them are created at
+      their first step after the release, so they start fresh.  The trainer's `grad_norm` and
+      `grad_clipping` only look at parameters with a gradient, so the reported gradient norm
+      leaves the frozen ones out.
+    - They are released (`requires_grad = True`) at the end of epoch `frozen_epochs - 1` (0-based),
+      that is once `frozen_epochs` epochs have completed, or when training ends first (the values
+      then stay 0).  `frozen_epochs = 0` freezes nothing.
+    - A moving average (the trainer's `moving_average` option) copies the parameters when the
+      trainer is built, before `on_start`; its averaged transitions then decay from their random
+      initial values towards 0 during the frozen epochs rather than being 0, and validation and
+      the saved best model use the averages.  A warning is logged when one is configured (this
+      callback reads the trainer's state, never writes it).
+    - The number of completed epochs is part of this callback's `state_dict`, which allennlp saves
+      in its checkpoints and restores before `on_start`; a run resumed after the frozen epochs
+      therefore leaves the trained transitions alone.  Should a checkpoint lack that state, the
+      `on_batch` guard releases the parameters at the first batch of an epoch past
+      `frozen_epochs`, but `on_start` has zeroed them by then.
+    - Distributed training is untested: DDP expects a gradient for every parameter that required
+      one when the model was wrapped, so the frozen ones likely need `find_unused_parameters`.
+
+    # Parameters
+
+    serialization_dir : `str`, required
+        Passed in by the trainer; nothing is written there.
+    frozen_epochs : `int`, optional (default = `20`)
+        Epochs trained with the transitions frozen at 0 (the paper's `e`).
+    """
+
+    def __init__(self, serialization_dir: str, frozen_epochs: int = 20) -> None:
+        super().__init__(serialization_dir)
+        if frozen_epochs < 0:
+            raise ConfigurationError(f"frozen_epochs must be >= 0, not {frozen_epochs}")
+        self.frozen_epochs = frozen_epochs
+        self.epochs_completed = 0
+        self._frozen: List[torch.nn.Parameter] = []
+
+    def on_start(self, trainer, is_primary: bool = True, **kwargs) -> None:
+        super().on_start(trainer, is_primary=is_primary, **kwargs)
+        crfs = [module for module in trainer.model.modules() if isinstance(module, ConditionalRandomField)]
+        if not crfs:
+            raise ConfigurationError(
+                "crf_transition_curriculum needs a model with a ConditionalRandomField, and "
+                f"{type(trainer.model).__name__} has none (a tag head with use_crf=False?)"
+            )
+        parameters = [parameter for crf in crfs for parameter in transition_parameters(crf)]
+        optimized = {id(parameter) for group in trainer.optimizer.param_groups for parameter in group["params"]}
+        if any(id(parameter) not in optimized for parameter in parameters):
+            raise ConfigurationError(
+                "crf_transition_curriculum: the CRF transitions are not in the optimizer (frozen by "
+                "the trainer's no_grad or a parameter group with requires_grad false?), so they "
+                "would never be trained after the frozen epochs"
+            )
+        if self.epochs_completed >= self.frozen_epochs:
+            logger.info(
+                "CRF transition curriculum: %d of %d frozen epochs already completed, transitions are trained",
+                self.epochs_completed,
+                self.frozen_epochs,
+            )
+            return
+        if getattr(trainer, "_moving_average", None) is not None:
+            logger.warning(
+                "CRF transition curriculum: the moving average was set up before the transitions were "
+                "zeroed, so its averaged transitions are not 0 during the frozen epochs"
+            )
+        with torch.no_grad():
+            for parameter in parameters:
+                parameter.zero_()
+                parameter.requires_grad_(False)
+        self._frozen = parameters
+        logger.info(
+            "CRF transition curriculum: transitions of %d CRF(s) set to 0 and frozen until %d epochs have completed",
+            len(crfs),
+            self.frozen_epochs,
+        )
+
+    def on_batch(
+        self,
+        trainer,
+        batch_inputs,
+        batch_outputs,
+        batch_metrics,
+        epoch: int,
+        batch_number: int,
+        is_training: bool,
+        is_primary: bool = True,
+        batch_grad_norm=None,
+        **kwargs,
+    ) -> None:
+        if self._frozen and is_training and epoch >= self.frozen_epochs:
+            self.epochs_completed = max(self.epochs_completed, epoch)
+            self._release(f"training is at epoch {epoch}")
+
+    def on_epoch(self, trainer, metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs) -> None:
+        self.epochs_completed = epoch + 1
+        if self._frozen and self.epochs_completed >= self.frozen_epochs:
+            self._release(f"epoch {epoch} completed")
+
+    def on_end(self, trainer, metrics=None, epoch=None, is_primary: bool = True, **kwargs) -> None:
+        # Training stopped within the frozen epochs: the transitions stay 0, but the model is not
+        # left with parameters that silently refuse gradients.
+        if self._frozen:
+            self._release("training ended within the frozen epochs; the transitions stay 0")
+
+    def _release(self, reason: str) -> None:
+        for parameter in self._frozen:
+            parameter.requires_grad_(True)
+        self._frozen = []
+        logger.info("CRF transition curriculum: transitions released (%s)", reason)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"epochs_completed": self.epochs_completed}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        # A checkpoint written with another callback list may hand us another callback's state.
+        self.epochs_completed = state_dict.get("epochs_completed", 0)
