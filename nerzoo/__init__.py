@@ -8,15 +8,20 @@ from nerzoo.commands.draw_attention import DrawAttention
 from nerzoo.commands.tag_text import TagText
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
+from nerzoo.data.dataset_readers.forum_threads import ForumThreadsReader
 from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReader
+from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.models.bilstm_crf import BiLstmCrfTagger
 from nerzoo.models.dependency_ner import DependencyNerTagger
 from nerzoo.modules.crf_tag_head import CrfTagHead
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
+from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
 from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
+from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeaturesEmbedder
 from nerzoo.predictors.entity_tagger import EntityTaggerPredictor
+from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 
 __all__ = [
@@ -26,10 +31,15 @@ __all__ = [
     "ConllSpanF1",
     "ConlluNerReader",
     "CrfTagHead",
+    "CrfTransitionCurriculum",
     "DependencyNerTagger",
     "DrawAttention",
     "EntityTaggerPredictor",
+    "ForumThreadsReader",
     "GlobalAttention",
+    "LexicalFeaturesEmbedder",
+    "LexicalFeaturesIndexer",
+    "MemoryHopEncoder",
     "RelativeAttention",
     "ResidualStack",
     "SpacyParsedConllReader",

@@ -11,10 +11,12 @@ import pytest
 import torch
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common import Params, Registrable
-from allennlp.data import DatasetReader, Vocabulary
+from allennlp.data import DatasetReader, TokenIndexer, Vocabulary
 from allennlp.models import Model
 from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
+from allennlp.modules.token_embedders import TokenEmbedder
 from allennlp.predictors import Predictor
+from allennlp.training.callbacks import TrainerCallback
 from allennlp.training.metrics import Metric
 
 import nerzoo  # noqa: F401
@@ -24,9 +26,13 @@ COMPONENTS = {
     (DatasetReader, "conll_columns"): {"tag_column": 3},
     (DatasetReader, "conllu_ner"): {},
     (DatasetReader, "spacy_parsed_conll"): {"tag_column": 3},
+    (DatasetReader, "forum_threads"): {},
+    (TokenIndexer, "lexical_features"): {},
+    (TokenEmbedder, "lexical_features"): {},
     (Seq2SeqEncoder, "child_sum_tree_lstm"): {"input_dim": 6, "hidden_dim": 4, "num_layers": 2, "residual": True},
     (Seq2SeqEncoder, "relative_attention"): {"input_dim": 6},
     (Seq2SeqEncoder, "global_attention"): {"input_dim": 6, "attention_dim": 4},
+    (Seq2SeqEncoder, "memory_hop"): {"input_dim": 6, "hidden_dim": 4, "memory_dim": 5, "num_hops": 2, "window": 3},
     (Seq2SeqEncoder, "residual_stack"): {
         "layers": [
             {"type": "lstm", "input_size": 6, "hidden_size": 3, "bidirectional": True},
@@ -34,6 +40,7 @@ COMPONENTS = {
         ]
     },
     (Model, "dependency_ner"): None,  # built and trained in tests/models/test_dependency_ner.py
+    (TrainerCallback, "crf_transition_curriculum"): {"serialization_dir": "unused", "frozen_epochs": 3},
     (Metric, "conll_span_f1"): {"entity_types": ["LOC", "PER"]},
     (Model, "bilstm_crf"): None,  # built and trained in tests/models/test_bilstm_crf.py
     (Predictor, "entity_tagger"): None,  # needs a model: tests/predictors/
@@ -41,7 +48,10 @@ COMPONENTS = {
     (Subcommand, "draw-attention"): None,  # run end to end in tests/test_end_to_end.py
 }
 # The file each reader reads in test_component_builds_from_params.
-READER_FILES = {"conllu_ner": FIXTURES_ROOT / "ud" / "ner_misc.conllu"}
+READER_FILES = {
+    "conllu_ner": FIXTURES_ROOT / "ud" / "ner_misc.conllu",
+    "forum_threads": FIXTURES_ROOT / "threads" / "dev.jsonl",
+}
 
 
 def _nerzoo_registrations():
