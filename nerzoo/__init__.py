@@ -5,6 +5,7 @@ Importing the package registers every component (readers, encoders, metrics, mod
 subcommands), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
 """
 from nerzoo.commands.draw_attention import DrawAttention
+from nerzoo.commands.draw_memory import DrawMemory
 from nerzoo.commands.tag_text import TagText
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
@@ -13,6 +14,7 @@ from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReade
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.models.bilstm_crf import BiLstmCrfTagger
 from nerzoo.models.dependency_ner import DependencyNerTagger
+from nerzoo.models.me_crf import MeCrfTagger
 from nerzoo.modules.crf_tag_head import CrfTagHead
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
@@ -34,11 +36,13 @@ __all__ = [
     "CrfTransitionCurriculum",
     "DependencyNerTagger",
     "DrawAttention",
+    "DrawMemory",
     "EntityTaggerPredictor",
     "ForumThreadsReader",
     "GlobalAttention",
     "LexicalFeaturesEmbedder",
     "LexicalFeaturesIndexer",
+    "MeCrfTagger",
     "MemoryHopEncoder",
     "RelativeAttention",
     "ResidualStack",

@@ -158,3 +158,47 @@ def test_deptree_ner_train_evaluate_predict_and_draw(tmp_path):
     failed = allennlp("draw-attention", run / "model.tar.gz", "--input-file", tmp_path / "missing.jsonl",
                       "--output", tmp_path / "never.png", "--include-package", "nerzoo", check=False)
     assert failed.returncode != 0 and "missing.jsonl" in failed.stderr and not (tmp_path / "never.png").exists()
+
+
+ME_CRF_CONFIG = "training_config/me_crf_conll2003.jsonnet"
+DOCUMENT = "Anna Keller visited Oslo on Monday. Keller met Tomas Varga of Norvik Bank there. Varga left."
+
+
+def test_me_crf_train_evaluate_predict_documents_and_draw_memory(tmp_path):
+    run = tmp_path / "me_crf"
+    allennlp("train", ME_CRF_CONFIG, "-s", run, "--include-package", "nerzoo", "-o", '{"trainer.num_epochs": 25}')
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["test_f1-measure-overall"] > 0.3, metrics
+    evaluated = evaluate(run / "model.tar.gz", TEST, tmp_path / "eval.json")
+    assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"], abs=1e-9)
+
+    sentences = [sentence.split() for sentence in ("Lena Holm visited Oslo .", "Holm met Peter Blackburn .")]
+    inputs = tmp_path / "documents.jsonl"
+    inputs.write_text(json.dumps({"document": DOCUMENT}) + "\n" + json.dumps({"sentences": sentences}) + "\n")
+    output = tmp_path / "predictions.jsonl"
+    allennlp("predict", run / "model.tar.gz", inputs, "--output-file", output, "--silent",
+             "--predictor-args", json.dumps({"return_attention": True, "spacy_model": "blank:en"}),
+             "--include-package", "nerzoo")
+    raw, pretokenised = [json.loads(line) for line in output.read_text().splitlines()]
+    assert raw["sentences"] == [[0, 7], [7, 16], [16, 19]], raw["tokens"]
+    assert pretokenised["sentences"] == [[0, 5], [5, 10]]
+    for result, text in ((raw, DOCUMENT), (pretokenised, " ".join(sum(sentences, [])))):
+        assert result["spans"], result
+        for span in result["spans"]:
+            assert text[span["char_start"] : span["char_end"]] == span["text"]
+            assert any(start <= span["start"] and span["end"] <= end for start, end in result["sentences"])
+        (hop,) = result["memory_attention"]
+        assert len(hop) == len(result["tokens"])
+        for step, row in enumerate(hop):
+            assert all(position <= step for position, _ in row)
+            assert sum(weight for _, weight in row) == pytest.approx(1.0, abs=1e-4)
+    # The last word reads memory from the first sentence: the memory spans the document.
+    assert any(position < 7 for position, _ in raw["memory_attention"][0][-1])
+
+    picture = tmp_path / "memory.png"
+    drawn = allennlp("draw-memory", run / "model.tar.gz", "fixtures/conll2003/dev.txt", "--output", picture,
+                     "--index", 1, "--include-package", "nerzoo")
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000, drawn.stdout
+    failed = allennlp("draw-memory", run / "model.tar.gz", "fixtures/conll2003/dev.txt", "--output",
+                      tmp_path / "never.png", "--index", 99, "--include-package", "nerzoo", check=False)
+    assert failed.returncode != 0 and "index 99" in failed.stderr and not (tmp_path / "never.png").exists()

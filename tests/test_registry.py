@@ -46,6 +46,8 @@ COMPONENTS = {
     (Predictor, "entity_tagger"): None,  # needs a model: tests/predictors/
     (Subcommand, "tag-text"): None,  # see test_tag_text_subcommand_parses
     (Subcommand, "draw-attention"): None,  # run end to end in tests/test_end_to_end.py
+    (Subcommand, "draw-memory"): None,  # run end to end in tests/test_end_to_end.py
+    (Model, "me_crf"): None,  # built and trained in tests/models/test_me_crf.py
 }
 # The file each reader reads in test_component_builds_from_params.
 READER_FILES = {

@@ -92,10 +92,16 @@ def draw(prediction: Dict[str, Any], output_path: str) -> None:
         for position, (tag, weight) in enumerate(zip(prediction["tags"], global_weights)):
             axis.text(position, 0, f"{tag}\n{weight:.3f}", ha="center", va="center", fontsize=7, style="italic")
         axis.set_title("global attention (weight and predicted tag per word)")
+    save_png(figure, output_path)
+
+
+def save_png(figure, output_path: str) -> None:
+    """Writes a matplotlib figure beside the target and renames it, so no half-written PNG is left."""
+    import matplotlib.pyplot as plt
+
     figure.tight_layout()
     directory = os.path.dirname(os.path.abspath(output_path))
     os.makedirs(directory, exist_ok=True)
-    # Write beside the target and rename, so a failure never leaves a half-written PNG.
     handle, temporary = tempfile.mkstemp(suffix=".png", dir=directory)
     os.close(handle)
     try:

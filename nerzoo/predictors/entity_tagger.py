@@ -1,7 +1,9 @@
+import functools
 import inspect
 import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import spacy
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import JsonDict, sanitize
 from allennlp.data import DatasetReader, Instance
@@ -27,6 +29,13 @@ class EntityTaggerPredictor(Predictor):
     tag) and `spans`, each with `label`, `text`, token offsets `start`/`end` (end exclusive),
     character offsets `char_start`/`char_end` and `confidence`.
 
+    Whole documents (for `me_crf`, whose memory spans the document) are `{"document": "Raw text.
+    More text."}`, split into sentences by the spaCy pipeline (its parser or, for "blank:en", a
+    rule-based sentencizer), or pre-tokenised `{"sentences": [["Peter", ...], ["He", ...]]}`
+    (character offsets then refer to the tokens joined by single spaces, sentences included).  The
+    model sees one instance; spans never cross a sentence boundary; the output adds `sentences`,
+    the `[start, end)` token offsets of each sentence.
+
     Models over dependency trees (`dependency_ner`) read through a dependency reader, which parses
     the tokens with its spaCy pipeline; pre-parsed input adds `pos_tags`, `dependency_labels` and
     `head_indices` (1-based, 0 = root) to `tokens`.  Their output also has `parse` (the tree used).
@@ -44,7 +53,9 @@ class EntityTaggerPredictor(Predictor):
         Add `tag_probabilities`: per token, every tag's posterior marginal.
     return_attention : `bool`, optional (default = `False`)
         Add the model's attention weights, when it has them: `relative_attention` (per token, its
-        weights over all tokens) and `global_attention` (one weight per token).
+        weights over all tokens), `global_attention` (one weight per token) and `memory_attention`
+        (ME-CRF: per hop, per token, `[position, weight]` pairs over the memory positions it reads,
+        weights below 1e-6 left out).
     """
 
     def __init__(
@@ -71,23 +82,57 @@ class EntityTaggerPredictor(Predictor):
         tokens = [token for token in document if not token.is_space]
         return [token.text for token in tokens], [(token.idx, token.idx + len(token.text)) for token in tokens]
 
+    def split_document(self, text: str) -> Tuple[List[str], List[Tuple[int, int]], List[Tuple[int, int]]]:
+        """spaCy tokens of a document, their character offsets and the token spans of its sentences."""
+        pipeline = load_spacy_pipeline(self.spacy_model)
+        if not (pipeline.has_pipe("parser") or pipeline.has_pipe("senter") or pipeline.has_pipe("sentencizer")):
+            pipeline = _with_sentencizer(pipeline)
+        words, offsets, sentence_spans = [], [], []
+        for sentence in pipeline(text).sents:
+            start = len(words)
+            for token in sentence:
+                if not token.is_space:
+                    words.append(token.text)
+                    offsets.append((token.idx, token.idx + len(token.text)))
+            if len(words) > start:
+                sentence_spans.append((start, len(words)))
+        return words, offsets, sentence_spans
+
     def _json_to_instance(self, json_dict: JsonDict) -> Instance:
-        if "tokens" in json_dict:
+        sentence_spans = None
+        if "sentences" in json_dict:
+            sentences = json_dict["sentences"]
+            if (
+                not isinstance(sentences, list)
+                or not sentences
+                or not all(isinstance(sentence, list) and sentence for sentence in sentences)
+                or not all(isinstance(word, str) and word for sentence in sentences for word in sentence)
+            ):
+                raise ConfigurationError(f'"sentences" must be a non-empty list of non-empty token lists, got {str(sentences)[:200]}')
+            words, sentence_spans = [], []
+            for sentence in sentences:
+                sentence_spans.append((len(words), len(words) + len(sentence)))
+                words.extend(sentence)
+            offsets, text = _space_joined(words)
+        elif "document" in json_dict:
+            text = json_dict["document"]
+            if not isinstance(text, str):
+                raise ConfigurationError(f'"document" must be a string, got {text!r}')
+            words, offsets, sentence_spans = self.split_document(text)
+        elif "tokens" in json_dict:
             words = json_dict["tokens"]
             if not isinstance(words, list) or not all(isinstance(word, str) and word for word in words):
                 raise ConfigurationError(f'"tokens" must be a list of non-empty strings, got {words!r}')
-            offsets, position = [], 0
-            for word in words:
-                offsets.append((position, position + len(word)))
-                position += len(word) + 1
-            text = " ".join(words)
+            offsets, text = _space_joined(words)
         elif "sentence" in json_dict:
             text = json_dict["sentence"]
             if not isinstance(text, str):
                 raise ConfigurationError(f'"sentence" must be a string, got {text!r}')
             words, offsets = self.tokenize(text)
         else:
-            raise ConfigurationError(f'input needs a "sentence" or a "tokens" key, got keys {sorted(json_dict)}')
+            raise ConfigurationError(
+                f'input needs a "sentence", "tokens", "document" or "sentences" key, got keys {sorted(json_dict)}'
+            )
         if not words:
             raise ConfigurationError(f"input has no tokens: {json.dumps(json_dict)[:200]}")
         parse = {key: json_dict[key] for key in PARSE_KEYS if key in json_dict}
@@ -101,9 +146,10 @@ class EntityTaggerPredictor(Predictor):
             for key, values in parse.items():
                 if not isinstance(values, list) or len(values) != len(words):
                     raise ConfigurationError(f'"{key}" must be a list with one entry per token ({len(words)})')
-        instance = self._dataset_reader.text_to_instance(
-            words, metadata={"text": text, "offsets": offsets}, **parse
-        )
+        metadata: Dict[str, Any] = {"text": text, "offsets": offsets}
+        if sentence_spans is not None:
+            metadata["sentence_spans"] = sentence_spans
+        instance = self._dataset_reader.text_to_instance(words, metadata=metadata, **parse)
         self._dataset_reader.apply_token_indexers(instance)
         return instance
 
@@ -135,6 +181,8 @@ class EntityTaggerPredictor(Predictor):
             "tag_confidences": [round(value, 6) for value in output["tag_confidences"]],
             "spans": spans,
         }
+        if len(metadata.get("sentence_spans") or []) > 1:
+            result["sentences"] = [list(span) for span in metadata["sentence_spans"]]
         if "head_indices" in instance.fields:
             result["parse"] = {
                 key: list(instance[key].labels) for key in PARSE_KEYS  # type: ignore
@@ -147,6 +195,10 @@ class EntityTaggerPredictor(Predictor):
                 ]
             if "global_attention" in output:
                 result["global_attention"] = [round(float(value), 6) for value in output["global_attention"][:length]]
+            if "memory_attention" in output:
+                result["memory_attention"] = _sparse_memory_attention(
+                    output["memory_attention"], output["memory_key_positions"], length
+                )
         if self.return_tag_probabilities:
             labels = self._model.vocab.get_index_to_token_vocabulary(self._model.head.label_namespace)
             result["tag_probabilities"] = [
@@ -159,3 +211,36 @@ class EntityTaggerPredictor(Predictor):
         if self.output_format == "conll":
             return "".join(f"{token}\t{tag}\n" for token, tag in zip(outputs["tokens"], outputs["tags"])) + "\n"
         return json.dumps(outputs) + "\n"
+
+
+def _space_joined(words: Sequence[str]) -> Tuple[List[Tuple[int, int]], str]:
+    """Character offsets of `words` in `" ".join(words)`, and that text."""
+    offsets, position = [], 0
+    for word in words:
+        offsets.append((position, position + len(word)))
+        position += len(word) + 1
+    return offsets, " ".join(words)
+
+
+@functools.lru_cache(maxsize=None)
+def _with_sentencizer(pipeline):
+    """For a pipeline without sentence boundaries (e.g. blank:en): its language's rules plus spaCy's sentencizer."""
+    splitter = spacy.blank(pipeline.lang)
+    splitter.add_pipe("sentencizer")
+    return splitter
+
+
+def _sparse_memory_attention(weights, key_positions, length: int) -> List[List[List[List[float]]]]:
+    """
+    `(num_hops, num_tokens, num_keys)` band weights and `(num_tokens, num_keys)` positions ->
+    per hop, per token, `[position, weight]` pairs (position -1 = a dummy head) with weight >= 1e-6.
+    """
+    hops = []
+    for hop in weights:
+        rows = []
+        for row, positions in zip(hop[:length], key_positions[:length]):
+            rows.append(
+                [[int(position), round(float(weight), 6)] for position, weight in zip(positions, row) if weight >= 1e-6]
+            )
+        hops.append(rows)
+    return hops

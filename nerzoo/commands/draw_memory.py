@@ -1,0 +1,145 @@
+import argparse
+import itertools
+import logging
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy
+from allennlp.commands.subcommand import Subcommand
+from allennlp.common.checks import ConfigurationError
+from allennlp.models.archival import load_archive
+
+from nerzoo.commands.draw_attention import save_png
+
+NULL_LABEL = "(head)"
+
+
+@Subcommand.register("draw-memory")
+class DrawMemory(Subcommand):
+    """
+    `allennlp draw-memory ARCHIVE DATA_FILE --output memory.png` runs a trained ME-CRF model
+    (`me_crf` on documents, `me_crf_threads` on forum threads) on one instance of `DATA_FILE`, read
+    with the archive's own dataset reader (`--index`, default the first), and draws its memory
+    attention `p_{t,i}` (eq. 4 of Liu, Baldwin & Cohn 2017) as a heatmap: one row per current step
+    (word or post, with its predicted label), one column per memory position it attends to, the
+    weights of at least 0.1 printed in the cells, dashed lines at sentence boundaries, like the
+    paper's Table 3.
+
+    Rows are the whole instance when it has at most `--max-rows` steps, otherwise the sentence
+    `--sentence` (default: the last); columns are the memory positions whose weight reaches
+    `--min-weight` in some row.  `--hop` picks the hop (default: the last).
+
+    Registered as a `Subcommand` with name "draw-memory".
+    """
+
+    def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
+        subparser = parser.add_parser(
+            self.name, description=self.__doc__, help="Draw an ME-CRF model's memory attention over a document as a PNG."
+        )
+        subparser.add_argument("archive_file", help="a model.tar.gz of an me_crf or me_crf_threads model")
+        subparser.add_argument("data_file", help="a file the archive's dataset reader reads (CoNLL, JSON-lines threads)")
+        subparser.add_argument("--output", "-o", required=True, help="PNG file to write")
+        subparser.add_argument("--index", type=int, default=0, help="which instance of the file (0-based)")
+        subparser.add_argument("--sentence", type=int, default=None, help="which sentence of a long document (0-based)")
+        subparser.add_argument("--hop", type=int, default=-1, help="which memory hop (default: the last)")
+        subparser.add_argument("--max-rows", type=int, default=60, help="draw every step of instances up to this size")
+        subparser.add_argument("--min-weight", type=float, default=0.02, help="hide memory columns weighted below this")
+        subparser.add_argument("--cuda-device", type=int, default=-1)
+        subparser.set_defaults(func=_draw_memory)
+        return subparser
+
+
+def dense_attention(weights: numpy.ndarray, key_positions: numpy.ndarray) -> Tuple[numpy.ndarray, bool]:
+    """
+    One hop's band weights `(num_steps, num_keys)` and positions -> `(num_steps, num_columns)`,
+    column `i` = memory position `i`, or with a dummy head (position -1) column 0 = the head and
+    column `i + 1` = position `i`.  Also returns whether there is a head column.
+    """
+    num_steps = weights.shape[0]
+    has_null = bool((key_positions == -1).any())
+    columns = key_positions + int(has_null)
+    inside = (columns >= 0) & (columns < num_steps + int(has_null)) & (weights > 0)
+    dense = numpy.zeros((num_steps, num_steps + int(has_null)))
+    rows = numpy.broadcast_to(numpy.arange(num_steps)[:, None], columns.shape)
+    numpy.add.at(dense, (rows[inside], columns[inside]), weights[inside])
+    return dense, has_null
+
+
+def select_rows(sentence_spans: List[Tuple[int, int]], num_steps: int, sentence: Optional[int], max_rows: int) -> Tuple[int, int]:
+    if sentence is None and num_steps <= max_rows:
+        return 0, num_steps
+    index = len(sentence_spans) - 1 if sentence is None else sentence
+    if not 0 <= index < len(sentence_spans):
+        raise ConfigurationError(f"--sentence {sentence}: the instance has {len(sentence_spans)} sentences")
+    return tuple(sentence_spans[index])  # type: ignore
+
+
+def draw(output: Dict[str, Any], output_path: str, hop: int, rows: Tuple[int, int], min_weight: float) -> str:
+    """Draws one instance's memory attention; returns a one-line description."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if "memory_attention" not in output:
+        raise ConfigurationError("this model has no memory attention to draw (expected me_crf or me_crf_threads)")
+    weights = numpy.asarray(output["memory_attention"])
+    if not -weights.shape[0] <= hop < weights.shape[0]:
+        raise ConfigurationError(f"--hop {hop}: the model has {weights.shape[0]} hops")
+    words: List[str] = list(output["words"])
+    num_steps = len(words)
+    dense, has_null = dense_attention(weights[hop][:num_steps], numpy.asarray(output["memory_key_positions"])[:num_steps])
+    start, end = rows
+    block = dense[start:end]
+    shown = [column for column in range(block.shape[1]) if block[:, column].max(initial=0.0) >= min_weight]
+    if not shown:
+        raise ConfigurationError(f"no memory position reaches --min-weight {min_weight} in rows {start}..{end - 1}")
+    labels = [NULL_LABEL] * has_null + words
+    tags = output.get("tags") or [""] * num_steps
+    sentence_of = {}
+    for index, (sentence_start, sentence_end) in enumerate(output.get("sentence_spans") or [(0, num_steps)]):
+        sentence_of.update({position: index for position in range(sentence_start, sentence_end)})
+
+    image = block[:, shown]
+    width = min(30.0, max(5.0, 0.32 * len(shown) + 3.0))
+    height = min(30.0, max(3.0, 0.3 * (end - start) + 2.0))
+    figure, axis = plt.subplots(figsize=(width, height))
+    axis.imshow(image, cmap="Blues", vmin=0.0, vmax=max(float(image.max()), 1e-6), aspect="auto")
+    axis.set_xticks(range(len(shown)), [f"{labels[column]} {column - has_null}" for column in shown], rotation=90, fontsize=7)
+    axis.set_yticks(range(end - start), [f"{words[row]} {row} ({tags[row]})" for row in range(start, end)], fontsize=7)
+    for row, column in itertools.product(range(image.shape[0]), range(image.shape[1])):
+        if image[row, column] >= 0.1:
+            color = "white" if image[row, column] > 0.6 * image.max() else "black"
+            axis.text(column, row, f"{image[row, column]:.2f}", ha="center", va="center", fontsize=6, color=color)
+    # Dashed lines where the shown memory columns change sentence.
+    memory_sentences = [sentence_of.get(column - has_null, -1) for column in shown]
+    for index in range(1, len(shown)):
+        if memory_sentences[index] != memory_sentences[index - 1]:
+            axis.axvline(index - 0.5, color="grey", linestyle="--", linewidth=0.8)
+    axis.set_xlabel("memory position i (word or post, index)")
+    axis.set_ylabel("current step t (predicted label)")
+    axis.set_title(f"ME-CRF memory attention p(t, i), hop {hop % weights.shape[0] + 1} of {weights.shape[0]}")
+    save_png(figure, output_path)
+    return f"{end - start} rows x {len(shown)} memory columns"
+
+
+def _draw_memory(args: argparse.Namespace) -> None:
+    logging.getLogger("allennlp").setLevel(logging.WARNING)
+    try:
+        archive = load_archive(args.archive_file, cuda_device=args.cuda_device)
+        reader = archive.validation_dataset_reader
+        instance = next(itertools.islice(reader.read(args.data_file), args.index, None), None)
+        if instance is None:
+            raise ConfigurationError(f"{args.data_file} has no instance with index {args.index}")
+        reader.apply_token_indexers(instance)
+        model = archive.model
+        model.eval()
+        output = model.forward_on_instance(instance)
+        metadata = instance["metadata"].metadata  # type: ignore
+        output["words"] = metadata["words"]
+        output["sentence_spans"] = metadata.get("sentence_spans")
+        rows = select_rows(output["sentence_spans"] or [(0, len(output["words"]))], len(output["words"]), args.sentence, args.max_rows)
+        description = draw(output, args.output, args.hop, rows, args.min_weight)
+    except (ConfigurationError, OSError, StopIteration) as error:
+        sys.exit(f"error: {error}")
+    print(f"wrote {args.output}: instance {args.index} of {args.data_file}, {description}")

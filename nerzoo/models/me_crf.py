@@ -1,0 +1,101 @@
+from typing import Any, Dict, List, Optional
+
+import torch
+from allennlp.common import Lazy
+from allennlp.data import TextFieldTensors, Vocabulary
+from allennlp.models.model import Model
+from allennlp.modules import TextFieldEmbedder
+from allennlp.nn import InitializerApplicator
+from allennlp.nn.util import get_text_field_mask
+
+from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.modules.crf_tag_head import CrfTagHead
+from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
+
+
+@Model.register("me_crf")
+class MeCrfTagger(Model):
+    """
+    ME-CRF for named-entity recognition over whole documents: Liu, Baldwin and Cohn, "Capturing
+    Long-range Contextual Dependencies with Memory-enhanced Conditional Random Fields", IJCNLP 2017,
+    https://aclanthology.org/I17-1056, sections 3 and 5.2.
+
+    Each instance is a document (read with `conll_columns` and `document_level: true`).  Every word
+    is embedded (`x_t = Φ(x_t)`, GloVe in place of SENNA, concatenated with the six word-shape
+    features `Φ_l(x_t)` of the `lexical_features` embedder), written to the document memories and
+    read by the memory hops of `MemoryHopEncoder` (eq. 1-6), whose output `u^{K+1}` feeds a
+    linear-chain CRF (eq. 7-10, `CrfTagHead`).  Attention reaches every earlier word of the document,
+    across sentence boundaries; decoding and span F1 are per document, spans being counted per
+    sentence (the reader's `sentence_spans`), so the scores equal conlleval's on the sentences.
+
+    `forward` also returns the attention of every hop, for `allennlp draw-memory`.
+
+    Registered as a `Model` with name "me_crf".
+
+    # Parameters
+
+    vocab : `Vocabulary`, required
+    text_field_embedder : `TextFieldEmbedder`, required
+        Embeds `tokens` to `(batch_size, num_tokens, embedding_dim)`.
+    memory : `Lazy[MemoryHopEncoder]`, required
+        Built with `input_dim = embedding_dim`; configure `hidden_dim`, `num_hops`, `window`,
+        `dropout` here (no `type`).
+    head : `Lazy[CrfTagHead]`, optional (default = `CrfTagHead` with its defaults)
+        Built with `input_dim = memory_dim`; `use_crf: false` gives the MEMNET baseline (eq. 13).
+    initializer : `InitializerApplicator`, optional
+    """
+
+    default_predictor = "entity_tagger"
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        text_field_embedder: TextFieldEmbedder,
+        memory: Lazy[MemoryHopEncoder],
+        head: Lazy[CrfTagHead] = Lazy(CrfTagHead),
+        initializer: InitializerApplicator = InitializerApplicator(),
+        **kwargs,
+    ) -> None:
+        super().__init__(vocab, **kwargs)
+        self.text_field_embedder = text_field_embedder
+        self.memory = memory.construct(input_dim=text_field_embedder.get_output_dim())
+        self.head = head.construct(vocab=vocab, input_dim=self.memory.get_output_dim())
+        initializer(self)
+
+    def forward(  # type: ignore
+        self,
+        tokens: TextFieldTensors,
+        tags: Optional[torch.LongTensor] = None,
+        metadata: Optional[List[Dict[str, Any]]] = None,
+        **kwargs,
+    ) -> Dict[str, Any]:
+        """
+        # Parameters
+
+        tokens : `TextFieldTensors`, the words of whole documents
+        tags : `torch.LongTensor`, optional, `(batch_size, num_tokens)`
+        metadata : `List[Dict]`, optional; `words` and `sentence_spans` are used
+        **kwargs : other fields of the reader, unused here
+
+        # Returns
+
+        What `CrfTagHead.forward` returns, plus `memory_attention` `(batch_size, num_hops,
+        num_tokens, num_keys)` (every hop's weights, band form) and `memory_key_positions`
+        `(batch_size, num_tokens, num_keys)` (the document position of each column, see
+        `MemoryHopOutput`), and `words` when metadata is given.
+        """
+        mask = get_text_field_mask(tokens)
+        embedded = self.text_field_embedder(tokens)
+        memory = self.memory.attend(embedded, mask)
+        output = self.head(memory.output, mask, tags, metadata, pop_auxiliary_losses(self))
+        output["memory_attention"] = memory.weights
+        output["memory_key_positions"] = memory.key_positions().expand(mask.size(0), -1, -1)
+        if metadata is not None:
+            output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
+        return output
+
+    def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
+        return self.head.make_output_human_readable(output_dict)
+
+    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        return self.head.get_metrics(reset)
