@@ -4,6 +4,7 @@ nerzoo: AllenNLP components for sequence labelling and named-entity recognition.
 Importing the package registers every component (readers, encoders, metrics, models, predictors,
 subcommands), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
 """
+from nerzoo.commands.cross_validate import CrossValidate
 from nerzoo.commands.draw_attention import DrawAttention
 from nerzoo.commands.draw_memory import DrawMemory
 from nerzoo.commands.tag_text import TagText
@@ -15,6 +16,7 @@ from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesI
 from nerzoo.models.bilstm_crf import BiLstmCrfTagger
 from nerzoo.models.dependency_ner import DependencyNerTagger
 from nerzoo.models.me_crf import MeCrfTagger
+from nerzoo.models.me_crf_threads import MeCrfThreadTagger
 from nerzoo.modules.crf_tag_head import CrfTagHead
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
@@ -23,8 +25,10 @@ from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
 from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeaturesEmbedder
 from nerzoo.predictors.entity_tagger import EntityTaggerPredictor
+from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
+from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 
 __all__ = [
     "BiLstmCrfTagger",
@@ -34,6 +38,7 @@ __all__ = [
     "ConlluNerReader",
     "CrfTagHead",
     "CrfTransitionCurriculum",
+    "CrossValidate",
     "DependencyNerTagger",
     "DrawAttention",
     "DrawMemory",
@@ -43,9 +48,12 @@ __all__ = [
     "LexicalFeaturesEmbedder",
     "LexicalFeaturesIndexer",
     "MeCrfTagger",
+    "MeCrfThreadTagger",
     "MemoryHopEncoder",
     "RelativeAttention",
     "ResidualStack",
     "SpacyParsedConllReader",
     "TagText",
+    "ThreadDiscourseF1",
+    "ThreadDiscoursePredictor",
 ]
