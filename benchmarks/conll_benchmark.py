@@ -527,18 +527,36 @@ def table_row(cells: List[str]) -> str:
 
 
 def update_results(results_path: str, rows: List[List[str]], note: str) -> None:
-    """Appends `rows` to the section's table and `note` at the end of the section."""
-    header = [table_row(TABLE_HEADER), "|" + "---|" * len(TABLE_HEADER)]
+    """Appends `rows` to this script's section of the results file and `note` at its end."""
+    append_to_section(results_path, SECTION_HEADING, "", TABLE_HEADER, rows, note, RESULTS_PREAMBLE)
+
+
+def append_to_section(
+    results_path: str,
+    heading: str,
+    intro: str,
+    table_header: List[str],
+    rows: List[List[str]],
+    note: str,
+    preamble: str = "# Results",
+) -> None:
+    """
+    Appends `rows` to the table of section `heading` of the results file and `note` at the end of
+    the section; creates the section (heading, `intro`, table header, "Runs:") at the end of the
+    file, and the file (starting with `preamble`), when missing.  Other sections are left as they are.
+    """
+    header = [table_row(table_header), "|" + "---|" * len(table_header)]
     if os.path.exists(results_path):
         with open(results_path, encoding="utf-8") as handle:
             lines = handle.read().splitlines()
     else:
-        lines = RESULTS_PREAMBLE.rstrip("\n").splitlines()
-    if SECTION_HEADING not in lines:
+        lines = preamble.rstrip("\n").splitlines()
+    if heading not in lines:
         while lines and not lines[-1].strip():
             lines.pop()
-        lines += ["", SECTION_HEADING, "", *header, "", "Runs:", ""]
-    section_start = lines.index(SECTION_HEADING)
+        intro_lines = [*intro.rstrip("\n").splitlines(), ""] if intro.strip() else []
+        lines += ["", heading, "", *intro_lines, *header, "", "Runs:", ""]
+    section_start = lines.index(heading)
     section_end = next(
         (index for index in range(section_start + 1, len(lines)) if lines[index].startswith("## ")),
         len(lines),

@@ -238,43 +238,11 @@ def result_row(
 def update_section(results_path: str, rows: List[List[str]], note: str, suite: Suite) -> None:
     """
     Appends `rows` to the table of the suite's section of the results file and `note` at the end of
-    the section; creates the section (heading, intro, table header, "Runs:") at the end of the file,
-    and the file, when missing.  Other sections are left as they are.
+    the section (`conll_benchmark.append_to_section`, which creates the section when missing).
     """
-    table_row = conll_benchmark.table_row
-    header = [table_row(TABLE_HEADER), "|" + "---|" * len(TABLE_HEADER)]
-    if os.path.exists(results_path):
-        with open(results_path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    else:
-        lines = ["# Results"]
-    heading = suite.section_heading
-    if heading not in lines:
-        while lines and not lines[-1].strip():
-            lines.pop()
-        lines += ["", heading, "", *suite.section_intro.rstrip("\n").splitlines(), "", *header, "", "Runs:", ""]
-    start = lines.index(heading)
-    end = next((index for index in range(start + 1, len(lines)) if lines[index].startswith("## ")), len(lines))
-    table_end = None
-    for index in range(start + 1, end):
-        if lines[index].startswith("|"):
-            table_end = index + 1
-        elif table_end is not None:
-            break
-    if table_end is None:  # a heading without a table: put the header right under it
-        lines[start + 1 : start + 1] = ["", *header]
-        table_end = start + 1 + len(header) + 1
-        end += len(header) + 1
-    new_rows = [table_row(row) for row in rows]
-    lines[table_end:table_end] = new_rows
-    end += len(new_rows)
-    insert_at = end
-    while insert_at > table_end and not lines[insert_at - 1].strip():
-        insert_at -= 1
-    lines[insert_at:insert_at] = ["", *note.splitlines()]
-    os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
-    with open(results_path, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(lines).rstrip("\n") + "\n")
+    conll_benchmark.append_to_section(
+        results_path, suite.section_heading, suite.section_intro, TABLE_HEADER, rows, note
+    )
 
 
 def machine_description() -> str:
