@@ -73,3 +73,8 @@ def test_train_evaluate_predict_threads(tmp_path):
     assert correct / sum(len(thread["posts"]) for thread in threads) == pytest.approx(
         evaluated["link_precision"], abs=1e-9
     )
+
+    # The memory attention of a thread as a picture: rows are posts, column 0 the virtual head.
+    picture = tmp_path / "thread_memory.png"
+    allennlp("draw-memory", run / "model.tar.gz", TEST, "--output", picture, "--index", 2, "--include-package", "nerzoo")
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000

@@ -94,19 +94,22 @@ def draw(output: Dict[str, Any], output_path: str, hop: int, rows: Tuple[int, in
     shown = [column for column in range(block.shape[1]) if block[:, column].max(initial=0.0) >= min_weight]
     if not shown:
         raise ConfigurationError(f"no memory position reaches --min-weight {min_weight} in rows {start}..{end - 1}")
-    labels = [NULL_LABEL] * has_null + words
+    # With a dummy head (threads), steps are numbered from 1 and the head is 0, as links are.
+    labels = [_short(label) for label in [NULL_LABEL] * has_null + words]
     tags = output.get("tags") or [""] * num_steps
     sentence_of = {}
     for index, (sentence_start, sentence_end) in enumerate(output.get("sentence_spans") or [(0, num_steps)]):
         sentence_of.update({position: index for position in range(sentence_start, sentence_end)})
 
     image = block[:, shown]
-    width = min(30.0, max(5.0, 0.32 * len(shown) + 3.0))
-    height = min(30.0, max(3.0, 0.3 * (end - start) + 2.0))
+    width = min(30.0, max(7.0, 0.32 * len(shown) + 4.0))
+    height = min(30.0, max(4.0, 0.3 * (end - start) + 3.0))
     figure, axis = plt.subplots(figsize=(width, height))
     axis.imshow(image, cmap="Blues", vmin=0.0, vmax=max(float(image.max()), 1e-6), aspect="auto")
-    axis.set_xticks(range(len(shown)), [f"{labels[column]} {column - has_null}" for column in shown], rotation=90, fontsize=7)
-    axis.set_yticks(range(end - start), [f"{words[row]} {row} ({tags[row]})" for row in range(start, end)], fontsize=7)
+    axis.set_xticks(range(len(shown)), [f"{labels[column]} {column}" for column in shown], rotation=90, fontsize=7)
+    axis.set_yticks(
+        range(end - start), [f"{labels[row + has_null]} {row + has_null} ({tags[row]})" for row in range(start, end)], fontsize=7
+    )
     for row, column in itertools.product(range(image.shape[0]), range(image.shape[1])):
         if image[row, column] >= 0.1:
             color = "white" if image[row, column] > 0.6 * image.max() else "black"
@@ -121,6 +124,10 @@ def draw(output: Dict[str, Any], output_path: str, hop: int, rows: Tuple[int, in
     axis.set_title(f"ME-CRF memory attention p(t, i), hop {hop % weights.shape[0] + 1} of {weights.shape[0]}")
     save_png(figure, output_path)
     return f"{end - start} rows x {len(shown)} memory columns"
+
+
+def _short(label: str, limit: int = 24) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
 def _draw_memory(args: argparse.Namespace) -> None:
