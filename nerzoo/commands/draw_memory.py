@@ -5,11 +5,13 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
+import torch
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 from allennlp.models.archival import load_archive
 
 from nerzoo.commands.draw_attention import save_png
+from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder, dense_attention
 
 NULL_LABEL = "(head)"
 
@@ -49,22 +51,6 @@ class DrawMemory(Subcommand):
         return subparser
 
 
-def dense_attention(weights: numpy.ndarray, key_positions: numpy.ndarray) -> Tuple[numpy.ndarray, bool]:
-    """
-    One hop's band weights `(num_steps, num_keys)` and positions -> `(num_steps, num_columns)`,
-    column `i` = memory position `i`, or with a dummy head (position -1) column 0 = the head and
-    column `i + 1` = position `i`.  Also returns whether there is a head column.
-    """
-    num_steps = weights.shape[0]
-    has_null = bool((key_positions == -1).any())
-    columns = key_positions + int(has_null)
-    inside = (columns >= 0) & (columns < num_steps + int(has_null)) & (weights > 0)
-    dense = numpy.zeros((num_steps, num_steps + int(has_null)))
-    rows = numpy.broadcast_to(numpy.arange(num_steps)[:, None], columns.shape)
-    numpy.add.at(dense, (rows[inside], columns[inside]), weights[inside])
-    return dense, has_null
-
-
 def select_rows(sentence_spans: List[Tuple[int, int]], num_steps: int, sentence: Optional[int], max_rows: int) -> Tuple[int, int]:
     if sentence is None and num_steps <= max_rows:
         return 0, num_steps
@@ -74,8 +60,14 @@ def select_rows(sentence_spans: List[Tuple[int, int]], num_steps: int, sentence:
     return tuple(sentence_spans[index])  # type: ignore
 
 
-def draw(output: Dict[str, Any], output_path: str, hop: int, rows: Tuple[int, int], min_weight: float) -> str:
-    """Draws one instance's memory attention; returns a one-line description."""
+def draw(
+    output: Dict[str, Any], output_path: str, hop: int, rows: Tuple[int, int], min_weight: float, null_memory: bool
+) -> List[str]:
+    """
+    Draws one instance's memory attention (`forward_on_instance` output of a model whose memory has
+    the dummy head `m_0` when `null_memory`); returns the tick labels of the memory columns drawn,
+    `"<word or post> <index>"` (words from 0, posts from 1 and the head 0 with a dummy head).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,7 +80,9 @@ def draw(output: Dict[str, Any], output_path: str, hop: int, rows: Tuple[int, in
         raise ConfigurationError(f"--hop {hop}: the model has {weights.shape[0]} hops")
     words: List[str] = list(output["words"])
     num_steps = len(words)
-    dense, has_null = dense_attention(weights[hop][:num_steps], numpy.asarray(output["memory_key_positions"])[:num_steps])
+    positions = torch.as_tensor(numpy.asarray(output["memory_key_positions"])[:num_steps])
+    dense = dense_attention(torch.as_tensor(weights[hop][:num_steps]), positions, null_memory).numpy()
+    has_null = int(null_memory)
     start, end = rows
     block = dense[start:end]
     shown = [column for column in range(block.shape[1]) if block[:, column].max(initial=0.0) >= min_weight]
@@ -106,7 +100,8 @@ def draw(output: Dict[str, Any], output_path: str, hop: int, rows: Tuple[int, in
     height = min(30.0, max(4.0, 0.3 * (end - start) + 3.0))
     figure, axis = plt.subplots(figsize=(width, height))
     axis.imshow(image, cmap="Blues", vmin=0.0, vmax=max(float(image.max()), 1e-6), aspect="auto")
-    axis.set_xticks(range(len(shown)), [f"{labels[column]} {column}" for column in shown], rotation=90, fontsize=7)
+    column_ticks = [f"{labels[column]} {column}" for column in shown]
+    axis.set_xticks(range(len(shown)), column_ticks, rotation=90, fontsize=7)
     axis.set_yticks(
         range(end - start), [f"{labels[row + has_null]} {row + has_null} ({tags[row]})" for row in range(start, end)], fontsize=7
     )
@@ -123,7 +118,7 @@ def draw(output: Dict[str, Any], output_path: str, hop: int, rows: Tuple[int, in
     axis.set_ylabel("current step t (predicted label)")
     axis.set_title(f"ME-CRF memory attention p(t, i), hop {hop % weights.shape[0] + 1} of {weights.shape[0]}")
     save_png(figure, output_path)
-    return f"{end - start} rows x {len(shown)} memory columns"
+    return column_ticks
 
 
 def _short(label: str, limit: int = 24) -> str:
@@ -140,13 +135,15 @@ def _draw_memory(args: argparse.Namespace) -> None:
             raise ConfigurationError(f"{args.data_file} has no instance with index {args.index}")
         reader.apply_token_indexers(instance)
         model = archive.model
+        if not isinstance(getattr(model, "memory", None), MemoryHopEncoder):
+            raise ConfigurationError(f"{type(model).__name__} has no memory to draw (expected me_crf or me_crf_threads)")
         model.eval()
         output = model.forward_on_instance(instance)
         metadata = instance["metadata"].metadata  # type: ignore
         output["words"] = metadata["words"]
         output["sentence_spans"] = metadata.get("sentence_spans")
         rows = select_rows(output["sentence_spans"] or [(0, len(output["words"]))], len(output["words"]), args.sentence, args.max_rows)
-        description = draw(output, args.output, args.hop, rows, args.min_weight)
+        columns = draw(output, args.output, args.hop, rows, args.min_weight, model.memory.null_memory)
     except (ConfigurationError, OSError, StopIteration) as error:
         sys.exit(f"error: {error}")
-    print(f"wrote {args.output}: instance {args.index} of {args.data_file}, {description}")
+    print(f"wrote {args.output}: instance {args.index} of {args.data_file}, {rows[1] - rows[0]} rows x {len(columns)} memory columns")

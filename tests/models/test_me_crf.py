@@ -64,3 +64,23 @@ class TestMeCrf(ModelTestCase):
         params["model"]["memory"]["window"] = 0
         with pytest.raises(ConfigurationError, match="window"):
             Model.from_params(vocab=self.vocab, params=params.pop("model"))
+
+
+def test_draw_memory_numbers_the_columns_of_a_windowed_model(tmp_path):
+    """With a window, the first block's band reaches before the document: no head column, no shift."""
+    from nerzoo.commands.draw_memory import NULL_LABEL, draw
+
+    test = TestMeCrf()
+    test.setup_method()
+    model = test.model.eval()
+    assert model.memory.window == 40 and not model.memory.null_memory
+    instance = max(test.instances, key=lambda instance: len(instance["tokens"]))
+    words = instance["metadata"]["words"]
+    assert len(words) > 40
+    output = model.forward_on_instance(instance)
+    output.update(words=words, sentence_spans=instance["metadata"]["sentence_spans"])
+    ticks = draw(output, str(tmp_path / "memory.png"), -1, (30, 45), 0.02, null_memory=False)
+    assert ticks and (tmp_path / "memory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for tick in ticks:
+        label, position = tick.rsplit(" ", 1)
+        assert label != NULL_LABEL and words[int(position)].startswith(label.rstrip("\u2026"))

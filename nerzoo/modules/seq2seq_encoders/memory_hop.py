@@ -46,14 +46,23 @@ class MemoryHopOutput(NamedTuple):
         column `i` is post `i` in a thread's 1-based numbering.  `O(num_steps^2)` memory: for
         pictures and short sequences.
         """
-        batch_size, num_hops, num_steps, _ = self.weights.shape
-        offset = int(self.null_memory)
-        # Columns outside the sequence (zero weight) go to two spare columns, dropped after.
-        index = self.key_positions() + offset + 1
-        index = index.masked_fill((index < 1) | (index > num_steps + offset), 0)
-        dense = self.weights.new_zeros(batch_size, num_hops, num_steps, num_steps + offset + 1)
-        dense.scatter_add_(-1, index.expand(batch_size, num_hops, num_steps, -1), self.weights)
-        return dense[..., 1:]
+        return dense_attention(self.weights, self.key_positions(), self.null_memory)
+
+
+def dense_attention(weights: torch.Tensor, key_positions: torch.LongTensor, null_memory: bool) -> torch.Tensor:
+    """
+    Band-form weights `(..., num_steps, num_keys)` with their memory positions `(num_steps,
+    num_keys)` (see `MemoryHopOutput`) -> `(..., num_steps, num_steps)`, column `i` = memory
+    position `i`; with `null_memory`, `(..., num_steps + 1)` and column 0 is `m_0`.
+    """
+    num_steps = weights.size(-2)
+    offset = int(null_memory)
+    # Columns outside the sequence (zero weight) go to a spare column 0, dropped after.
+    index = key_positions + offset + 1
+    index = index.masked_fill((index < 1) | (index > num_steps + offset), 0)
+    dense = weights.new_zeros(*weights.shape[:-1], num_steps + offset + 1)
+    dense.scatter_add_(-1, index.expand_as(weights), weights)
+    return dense[..., 1:]
 
 
 class _BiGruMemory(torch.nn.Module):
