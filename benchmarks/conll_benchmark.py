@@ -585,11 +585,15 @@ def append_to_section(
         handle.write(text)
 
 
-def result_row(result: Dict[str, Any], reference: Optional[Dict[str, Any]], common: Dict[str, str]) -> List[str]:
-    train_rate = None
+def train_sentences_per_second(result: Dict[str, Any], train_sentences: int) -> Optional[float]:
+    """Train sentences x epochs run / trainer duration (validation included)."""
     if result.get("epochs_run") and result.get("training_duration"):
-        train_rate = common["train_sentences"] * result["epochs_run"] / result["training_duration"]
-    result["train_sentences_per_second"] = train_rate
+        return train_sentences * result["epochs_run"] / result["training_duration"]
+    return None
+
+
+def epochs_and_wall_cells(result: Dict[str, Any]) -> List[str]:
+    """The "epochs run (best)" and "train wall time (trainer)" cells of a training result."""
     epochs = str(result.get("epochs_run", "n/a"))
     if result.get("best_epoch") is not None:
         epochs += f" ({result['best_epoch']})"
@@ -598,6 +602,12 @@ def result_row(result: Dict[str, Any], reference: Optional[Dict[str, Any]], comm
     if result.get("killed"):
         epochs += ", killed at hard limit"
     wall = f"{format_seconds(result.get('train_wall_seconds'))} ({format_seconds(result.get('training_duration'))})"
+    return [epochs, wall]
+
+
+def result_row(result: Dict[str, Any], reference: Optional[Dict[str, Any]], common: Dict[str, str]) -> List[str]:
+    train_rate = train_sentences_per_second(result, common["train_sentences"])
+    result["train_sentences_per_second"] = train_rate
     is_reference = result["kind"] == "reference"
     reference_train = reference.get("train_sentences_per_second") if reference else None
     reference_predict = reference.get("predict_sentences_per_second") if reference else None
@@ -609,8 +619,7 @@ def result_row(result: Dict[str, Any], reference: Optional[Dict[str, Any]], comm
         model,
         result["config_display"],
         common["data"],
-        epochs,
-        wall,
+        *epochs_and_wall_cells(result),
         fmt(train_rate, 1),
         "1.00x (ref)" if is_reference else ratio(train_rate, reference_train),
         fmt(result.get("dev_f1")),

@@ -192,26 +192,10 @@ def train_and_evaluate(
 # Results
 
 
-def train_rate(result: Dict[str, Any], train_sentences: int) -> Optional[float]:
-    """Train sentences x epochs run / trainer duration (validation included)."""
-    if result.get("epochs_run") and result.get("training_duration"):
-        return train_sentences * result["epochs_run"] / result["training_duration"]
-    return None
-
-
 def result_row(
     result: Dict[str, Any], baseline: Optional[Dict[str, Any]], common: Dict[str, Any], suite: Suite
 ) -> List[str]:
     fmt = conll_benchmark.fmt
-    format_seconds = conll_benchmark.format_seconds
-    epochs = str(result.get("epochs_run", "n/a"))
-    if result.get("best_epoch") is not None:
-        epochs += f" ({result['best_epoch']})"
-    if result.get("stopped_by_budget"):
-        epochs += ", stopped by time budget"
-    if result.get("killed"):
-        epochs += ", killed at hard limit"
-    wall = f"{format_seconds(result.get('train_wall_seconds'))} ({format_seconds(result.get('training_duration'))})"
     rate = result.get("train_sentences_per_second")
     if result["model"] == suite.baseline:
         versus = "1.00x (baseline)" if rate else "n/a"
@@ -226,8 +210,7 @@ def result_row(
         model,
         result["config_display"],
         common["data"],
-        epochs,
-        wall,
+        *conll_benchmark.epochs_and_wall_cells(result),
         fmt(rate, 1),
         versus,
         fmt(result.get("dev_f1")),
@@ -385,7 +368,7 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
                 label=model["label"],
                 config_display=config_cell(model, resolved),
             )
-            result["train_sentences_per_second"] = train_rate(result, counts["train"])
+            result["train_sentences_per_second"] = conll_benchmark.train_sentences_per_second(result, counts["train"])
             results.append(result)
             print(
                 f"  {model_name}: dev F1 {fmt(result.get('dev_f1'))}, test F1 {fmt(result.get('test_f1'))}, "
