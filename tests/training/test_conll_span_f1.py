@@ -1,14 +1,14 @@
+import functools
 import random
 
 import pytest
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.tag_schemes import convert_tags, split_tag
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 from tests import FIXTURES_ROOT, SHARED_DATA
+from tests.distributed import metric_in_two_processes
 
 
 def test_hand_worked_counts():
@@ -74,15 +74,6 @@ def test_agrees_with_seqeval(scheme):
     assert 0.3 < ours["f1-measure-overall"] < 0.95  # the corruption really changed things
 
 
-def _worker(rank, world_size, init_file, predicted, gold, queue):
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
-    metric = ConllSpanF1(["PER", "LOC", "ORG", "MISC"])
-    metric(predicted[rank::world_size], gold[rank::world_size])
-    queue.put((rank, metric.get_metric()))
-    dist.barrier()
-    dist.destroy_process_group()
-
-
 def test_distributed_counts_aggregate_exactly(tmp_path):
     rng = random.Random(3)
     gold = _sentences()[:400]
@@ -91,18 +82,9 @@ def test_distributed_counts_aggregate_exactly(tmp_path):
     single(predicted, gold)
     expected = single.get_metric()
 
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    processes = [
-        context.Process(target=_worker, args=(rank, 2, tmp_path / "init", predicted, gold, queue))
-        for rank in range(2)
-    ]
-    for process in processes:
-        process.start()
-    results = dict(queue.get(timeout=300) for _ in processes)
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0
+    results = metric_in_two_processes(
+        functools.partial(ConllSpanF1, ["PER", "LOC", "ORG", "MISC"]), (predicted, gold), tmp_path / "init"
+    )
     assert results[0] == expected and results[1] == expected
 
 

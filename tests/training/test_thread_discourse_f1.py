@@ -1,12 +1,11 @@
 import random
 
 import pytest
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from allennlp.common import Params
 from allennlp.training.metrics import Metric
 
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
+from tests.distributed import metric_in_two_processes
 
 QQ, QA, AA, AO, RES = "Question-Question", "Question-Add", "Answer-Answer", "Answer-Objection", "Resolution"
 
@@ -95,15 +94,6 @@ def _random_threads(seed, num_threads=40):
     return predicted_links, predicted_acts, gold_links, gold_acts
 
 
-def _worker(rank, world_size, init_file, threads, queue):
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
-    metric = ThreadDiscourseF1()
-    metric(*(part[rank::world_size] for part in threads))
-    queue.put((rank, metric.get_metric()))
-    dist.barrier()
-    dist.destroy_process_group()
-
-
 def test_distributed_counts_aggregate_exactly(tmp_path):
     threads = _random_threads(5)
     single = ThreadDiscourseF1()
@@ -111,15 +101,5 @@ def test_distributed_counts_aggregate_exactly(tmp_path):
     expected = single.get_metric()
     assert 0.0 < expected["joint_f1"] < expected["link_f1"] < 1.0
 
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    processes = [
-        context.Process(target=_worker, args=(rank, 2, tmp_path / "init", threads, queue)) for rank in range(2)
-    ]
-    for process in processes:
-        process.start()
-    results = dict(queue.get(timeout=300) for _ in processes)
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0
+    results = metric_in_two_processes(ThreadDiscourseF1, threads, tmp_path / "init")
     assert results[0] == expected and results[1] == expected
