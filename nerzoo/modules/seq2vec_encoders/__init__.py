@@ -1,0 +1,1 @@
+"""Seq2VecEncoders: `fofe_encoder.FofeEncoder` (FOFE character encoder)."""

@@ -1,0 +1,128 @@
+import math
+from typing import Optional, Union
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.modules.seq2vec_encoders.seq2vec_encoder import Seq2VecEncoder
+
+
+@Seq2VecEncoder.register("fofe")
+class FofeEncoder(Seq2VecEncoder):
+    """
+    The FOFE code of a whole sequence: Mingbin Xu, "Fixed-size Ordinally-Forgetting Encoding and
+    Its Applications", MSc thesis, York University, 2017, eq. 3.1 (definition) and §5.2.2
+    (character-level features of FOFE-NER).
+
+    For inputs `x_0 .. x_{T-1}` (character embeddings, i.e. the projected one-hot codes of
+    eq. 4.3) the output is the left-to-right code of the whole sequence, the last row of `M V`
+    in eq. 4.1,
+
+        z = sum_{s <= L} alpha^(L - s) x_s          (L = the last unmasked position)
+
+    followed, when `bidirectional`, by the right-to-left code (the character sequence read
+    backwards, §5.2.2)
+
+        z' = sum_{s >= F} alpha^(s - F) x_s         (F = the first unmasked position).
+
+    Masked positions count as zero vectors; a fully masked sequence (a padding word, as
+    `TokenCharactersEncoder` passes them) gives zeros.  Each code is one weighted sum over the
+    positions, batched; it equals the last (first) position of
+    `nerzoo.modules.fofe.fofe_codes`.  Used as
+    `{"type": "character_encoding", "embedding": {...}, "encoder": {"type": "fofe", ...}}`, it is
+    the FOFE character encoder.
+
+    Registered as a `Seq2VecEncoder` with name "fofe".
+
+    # Parameters
+
+    input_dim : `int`, required
+        Size of `x_t`, the input `(batch_size, num_steps, input_dim)`.
+    alpha : `float`, optional (default = `0.5`)
+        The forgetting factor, in (0, 1]; `alpha <= 0.5` keeps the one-hot code unique
+        (theorem 2), `alpha = 1` is a bag of characters.  In (0, 1) when trainable.
+    trainable_alpha : `bool`, optional (default = `False`)
+        Learn alpha, stored as a logit (`alpha = sigmoid(logit)`) so that it stays in (0, 1).
+    bidirectional : `bool`, optional (default = `True`)
+        Concatenate the right-to-left code; the output is `(batch_size, 2 * input_dim)`, else
+        `(batch_size, input_dim)`.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        alpha: float = 0.5,
+        trainable_alpha: bool = False,
+        bidirectional: bool = True,
+    ) -> None:
+        super().__init__()
+        if input_dim <= 0:
+            raise ConfigurationError(f"FofeEncoder needs input_dim > 0, got {input_dim}.")
+        if trainable_alpha and not 0.0 < alpha < 1.0:
+            raise ConfigurationError(f"FofeEncoder needs 0 < alpha < 1 with trainable_alpha, got {alpha}.")
+        if not 0.0 < alpha <= 1.0:
+            raise ConfigurationError(f"FofeEncoder needs 0 < alpha <= 1, got {alpha}.")
+        self._input_dim = input_dim
+        self._bidirectional = bidirectional
+        if trainable_alpha:
+            self._fixed_alpha: Optional[float] = None
+            self.alpha_logit: Optional[torch.nn.Parameter] = torch.nn.Parameter(
+                torch.tensor(math.log(alpha / (1.0 - alpha)))
+            )
+        else:
+            self._fixed_alpha = float(alpha)
+            self.alpha_logit = None
+
+    @property
+    def alpha(self) -> Union[float, torch.Tensor]:
+        """The forgetting factor: a float, or a 0-d tensor (with its graph) when trainable."""
+        if self.alpha_logit is None:
+            return self._fixed_alpha
+        return torch.sigmoid(self.alpha_logit)
+
+    def get_input_dim(self) -> int:
+        return self._input_dim
+
+    def get_output_dim(self) -> int:
+        return self._input_dim * (2 if self._bidirectional else 1)
+
+    def is_bidirectional(self) -> bool:
+        return self._bidirectional
+
+    def _weighted_sum(self, inputs: torch.Tensor, mask: torch.BoolTensor, exponents: torch.Tensor) -> torch.Tensor:
+        """`sum_s alpha^(exponents[:, s]) x_s` over unmasked `s`: `(batch_size, input_dim)`."""
+        alpha = self.alpha
+        if isinstance(alpha, torch.Tensor):
+            weights = alpha.to(inputs.dtype) ** exponents.to(inputs.dtype)
+        else:
+            weights = torch.pow(alpha, exponents.to(torch.float64)).to(inputs.dtype)
+        weights = weights * mask.to(inputs.dtype)
+        return torch.bmm(weights.unsqueeze(1), inputs).squeeze(1)
+
+    def forward(self, inputs: torch.Tensor, mask: Optional[torch.BoolTensor] = None) -> torch.Tensor:
+        """
+        # Parameters
+
+        inputs : `torch.Tensor`, `(batch_size, num_steps, input_dim)`
+        mask : `torch.BoolTensor`, optional, `(batch_size, num_steps)` (any integer or bool type;
+            nonzero is a real position)
+
+        # Returns
+
+        `(batch_size, get_output_dim())`: the left-to-right code, then the right-to-left one.
+        """
+        batch_size, num_steps, input_dim = inputs.shape
+        if input_dim != self._input_dim:
+            raise ConfigurationError(f"FofeEncoder was built for input_dim {self._input_dim}, got {input_dim}.")
+        if mask is None:
+            mask = inputs.new_ones(batch_size, num_steps, dtype=torch.bool)
+        mask = mask.bool()
+        positions = torch.arange(num_steps, device=inputs.device).unsqueeze(0)  # (1, num_steps)
+        # (batch_size, 1): last and first unmasked position (0 and num_steps for an empty row,
+        # whose weights the mask zeroes anyway).
+        last = torch.where(mask, positions, positions.new_zeros(())).amax(dim=1, keepdim=True)
+        # Exponents are clamped at 0 where the mask zeroes the weight: no negative powers.
+        codes = [self._weighted_sum(inputs, mask, (last - positions).clamp(min=0))]
+        if self._bidirectional:
+            first = torch.where(mask, positions, positions.new_full((), num_steps)).amin(dim=1, keepdim=True)
+            codes.append(self._weighted_sum(inputs, mask, (positions - first).clamp(min=0)))
+        return torch.cat(codes, dim=-1)
