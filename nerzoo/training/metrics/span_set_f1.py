@@ -1,0 +1,120 @@
+from typing import Dict, Iterable, List, Sequence, Set, Tuple
+
+import torch
+from allennlp.data.vocabulary import Vocabulary
+from allennlp.nn.util import dist_reduce_sum
+from allennlp.training.metrics.metric import Metric
+
+# (start, end, label) with `end` exclusive.
+LabelledSpan = Tuple[int, int, str]
+
+
+@Metric.register("span_set_f1")
+class SpanSetF1(Metric):
+    """
+    Entity-level precision, recall and F1 over sets of labelled spans, per entity type and overall
+    (micro-averaged).  Unlike tag-sequence metrics it handles nested and overlapping entities, as
+    produced by FOFE-NER's nested decoding (Mingbin Xu, "Fixed-size Ordinally-Forgetting Encoding
+    and Its Applications", MSc thesis, York University, 2017, §5.3).
+
+    Registered as a `Metric` with name "span_set_f1".
+
+    A predicted span is correct if and only if its `(start, end, label)` is among the gold spans of
+    its sentence.  Both sides are read as sets, so a span listed twice counts once.  On flat
+    entities this is exactly `ConllSpanF1` given the same spans.
+
+    Counts live in one `(num_types, 3)` integer tensor (true positives, false positives, false
+    negatives) over a type list fixed at construction, summed across workers by `get_metric`, so
+    distributed training gets the exact corpus-level scores.
+
+    The metric keys are those of `ConllSpanF1`: `precision-overall`, `recall-overall`,
+    `f1-measure-overall` and `precision-TYPE`, `recall-TYPE`, `f1-measure-TYPE`.
+
+    # Parameters
+
+    entity_types : `Sequence[str]`, required
+        Every entity type that may occur (e.g. `["LOC", "MISC", "ORG", "PER"]`).
+    """
+
+    def __init__(self, entity_types: Sequence[str]) -> None:
+        self.entity_types: List[str] = sorted(set(entity_types))
+        self._type_index = {label: index for index, label in enumerate(self.entity_types)}
+        self._counts = torch.zeros(len(self.entity_types), 3, dtype=torch.long)
+
+    @classmethod
+    def from_vocab(cls, vocabulary: Vocabulary, namespace: str = "labels") -> "SpanSetF1":
+        """
+        Every label of `namespace` is an entity type (the padding and OOV tokens of a padded
+        namespace excepted).
+        """
+        labels = vocabulary.get_token_to_index_vocabulary(namespace)
+        special = {vocabulary._padding_token, vocabulary._oov_token} if vocabulary.is_padded(namespace) else set()
+        return cls([label for label in labels if label not in special])
+
+    def __call__(  # type: ignore
+        self,
+        predicted_spans: Sequence[Iterable[LabelledSpan]],
+        gold_spans: Sequence[Iterable[LabelledSpan]],
+    ) -> None:
+        """
+        # Parameters
+
+        predicted_spans : `Sequence[Iterable[Tuple[int, int, str]]]`
+            One collection of `(start, end, label)` per sentence.
+        gold_spans : `Sequence[Iterable[Tuple[int, int, str]]]`
+            The gold spans, aligned with `predicted_spans`.
+        """
+        if len(predicted_spans) != len(gold_spans):
+            raise ValueError(f"{len(predicted_spans)} predicted but {len(gold_spans)} gold sentences")
+        batch_counts = torch.zeros_like(self._counts)
+        for predicted_sentence, gold_sentence in zip(predicted_spans, gold_spans):
+            predicted, gold = _span_set(predicted_sentence), _span_set(gold_sentence)
+            for column, spans in enumerate((predicted & gold, predicted - gold, gold - predicted)):
+                for *_, label in spans:
+                    batch_counts[self._index(label), column] += 1
+        self._counts += batch_counts
+
+    def _index(self, label: str) -> int:
+        try:
+            return self._type_index[label]
+        except KeyError:
+            raise ValueError(
+                f"entity type {label!r} is not among the metric's types {self.entity_types}"
+            ) from None
+
+    @property
+    def counts(self) -> Dict[str, Dict[str, int]]:
+        """This worker's raw counts: `{type: {"tp": .., "fp": .., "fn": ..}}`."""
+        return {
+            label: dict(zip(("tp", "fp", "fn"), self._counts[index].tolist()))
+            for index, label in enumerate(self.entity_types)
+        }
+
+    def get_metric(self, reset: bool = False) -> Dict[str, float]:
+        counts = dist_reduce_sum(self._counts).cpu().clone()
+        metrics: Dict[str, float] = {}
+        for index, label in enumerate(self.entity_types):
+            metrics.update(_scores(counts[index], f"-{label}"))
+        metrics.update(_scores(counts.sum(dim=0), "-overall"))
+        if reset:
+            self.reset()
+        return metrics
+
+    def reset(self) -> None:
+        self._counts.zero_()
+
+
+def _span_set(spans: Iterable[LabelledSpan]) -> Set[LabelledSpan]:
+    return {(int(start), int(end), label) for start, end, label in spans}
+
+
+def _scores(counts: torch.Tensor, suffix: str) -> Dict[str, float]:
+    true_positives, false_positives, false_negatives = (int(value) for value in counts)
+    precision = _ratio(true_positives, true_positives + false_positives)
+    recall = _ratio(true_positives, true_positives + false_negatives)
+    f1 = _ratio(2 * precision * recall, precision + recall)
+    return {f"precision{suffix}": precision, f"recall{suffix}": recall, f"f1-measure{suffix}": f1}
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return float(numerator) / denominator if denominator else 0.0
