@@ -1,0 +1,354 @@
+import json
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.file_utils import cached_path
+from allennlp.data.dataset_readers.dataset_reader import DatasetReader
+from allennlp.data.fields import AdjacencyField, Field, MetadataField, TextField
+from allennlp.data.instance import Instance
+from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
+from allennlp.data.tokenizers import Token
+
+from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, ConllColumnsReader
+from nerzoo.data.tag_schemes import tags_to_spans
+
+FILE_FORMATS = ("conll", "jsonl")
+# Value of the `entities` matrix wherever no entity starts and ends (and in the padding of a batch).
+NO_ENTITY = -1
+# Options of `ConllColumnsReader` that the `conll` parameter may set: the ones that change how a
+# file is parsed and its tags are read.  `token_indexers` and `label_namespace` are options of this
+# reader itself; `feature_columns` and `document_level` are not supported (an instance is one
+# sentence, with no feature fields).
+CONLL_OPTIONS = ("tag_column", "file_tag_scheme", "tag_scheme", "delimiter")
+# Where `text_to_instance` input comes from when the caller gives no `source`.
+NO_SOURCE = "<input>"
+
+_ENTITY_KEYS = {"start", "end", "type"}
+# One gold entity: token offsets `start`, `end` (end exclusive) and its type.
+EntitySpan = Tuple[int, int, str]
+
+
+class EntitySpansFormatError(ColumnFormatError):
+    """
+    Malformed entity-span input; the message reads `"path:line: problem"` (just `"path: problem"`
+    when no line applies, `"<input>: problem"` for `text_to_instance` input without a `source`).
+    """
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_words(words: Any, where: str) -> List[str]:
+    if words is None:
+        raise EntitySpansFormatError(where, None, "missing 'tokens'")
+    if isinstance(words, str) or not isinstance(words, (list, tuple)):
+        raise EntitySpansFormatError(where, None, f"'tokens' must be a list of strings, got {_type_name(words)}")
+    if not words:
+        raise EntitySpansFormatError(where, None, "'tokens' is empty")
+    for position, word in enumerate(words):
+        if not isinstance(word, str):
+            raise EntitySpansFormatError(
+                where, None, f"tokens[{position}] must be a string, got {_type_name(word)} {word!r}"
+            )
+        if not word.strip():
+            raise EntitySpansFormatError(where, None, f"tokens[{position}] is empty or only whitespace: {word!r}")
+    return list(words)
+
+
+def _entity_parts(entity: Any, where: str, position: int) -> Tuple[Any, Any, Any]:
+    """`(start, end, type)` of a `[start, end, type]` list or a `{"start", "end", "type"}` object."""
+    if isinstance(entity, dict):
+        keys = set(entity)
+        if keys != _ENTITY_KEYS:
+            missing = sorted(_ENTITY_KEYS - keys)
+            unknown = sorted(keys - _ENTITY_KEYS)
+            problems = [f"missing {missing}"] if missing else []
+            problems += [f"unknown keys {unknown}"] if unknown else []
+            raise EntitySpansFormatError(
+                where,
+                None,
+                f"entities[{position}] {json.dumps(entity, default=repr)} must have exactly the keys "
+                f"'start', 'end' and 'type' ({'; '.join(problems)})",
+            )
+        return entity["start"], entity["end"], entity["type"]
+    if isinstance(entity, (list, tuple)) and len(entity) == 3:
+        return entity[0], entity[1], entity[2]
+    raise EntitySpansFormatError(
+        where,
+        None,
+        f"entities[{position}] must be [start, end, type] or {{\"start\": .., \"end\": .., \"type\": ..}}, "
+        f"got {entity!r}",
+    )
+
+
+def _check_entities(entities: Any, num_tokens: int, where: str) -> List[EntitySpan]:
+    if isinstance(entities, (str, dict)) or not isinstance(entities, (list, tuple)):
+        raise EntitySpansFormatError(
+            where, None, f"'entities' must be a list of entities, got {_type_name(entities)}"
+        )
+    checked: List[EntitySpan] = []
+    first_seen: Dict[Tuple[int, int], int] = {}
+    for position, entity in enumerate(entities):
+        start, end, label = _entity_parts(entity, where, position)
+        shown = f"entities[{position}] [{start!r}, {end!r}, {label!r}]"
+        if not _is_int(start) or not _is_int(end):
+            raise EntitySpansFormatError(where, None, f"{shown}: start and end must be integers")
+        if not isinstance(label, str):
+            raise EntitySpansFormatError(
+                where, None, f"{shown}: the type must be a string, got {_type_name(label)}"
+            )
+        if not label.strip():
+            raise EntitySpansFormatError(where, None, f"{shown}: the type is empty")
+        if start >= end:
+            raise EntitySpansFormatError(
+                where, None, f"{shown}: start must be less than end (offsets are end-exclusive)"
+            )
+        if start < 0 or end > num_tokens:
+            raise EntitySpansFormatError(
+                where,
+                None,
+                f"{shown}: out of range for a sentence of {num_tokens} tokens "
+                f"(0 <= start < end <= {num_tokens})",
+            )
+        if (start, end) in first_seen:
+            raise EntitySpansFormatError(
+                where,
+                None,
+                f"{shown}: the span ({start}, {end}) is already entities[{first_seen[(start, end)]}]; "
+                "a span may have only one type",
+            )
+        first_seen[(start, end)] = position
+        checked.append((start, end, label))
+    return checked
+
+
+def validate_sentence(
+    words: Any, entities: Any, where: str = NO_SOURCE
+) -> Tuple[List[str], Optional[List[EntitySpan]]]:
+    """
+    Checks one sentence (the `tokens` and `entities` of a JSON line, or the arguments of
+    `EntitySpansReader.text_to_instance`) and returns its words and its entities as
+    `(start, end, type)` tuples, `None` for an unlabelled sentence.  The first problem raises
+    `EntitySpansFormatError` prefixed with `where` (a `path:line`).
+    """
+    checked_words = _check_words(words, where)
+    if entities is None:
+        return checked_words, None
+    return checked_words, _check_entities(entities, len(checked_words), where)
+
+
+@DatasetReader.register("entity_spans")
+class EntitySpansReader(DatasetReader):
+    """
+    Reads sentences annotated with entity spans that may nest or overlap, for span-based NER
+    models such as FOFE-NER (Mingbin Xu, "Fixed-size Ordinally-Forgetting Encoding and Its
+    Applications", MSc thesis, York University, 2017, section 5), which classify candidate spans of
+    a sentence instead of tagging its tokens, so that "University of Toronto" can be an ORG while
+    its "Toronto" is a LOC.
+
+    Registered as a `DatasetReader` with name "entity_spans".
+
+    Two input formats:
+
+    - `"jsonl"`: JSON lines, UTF-8, one sentence per line (blank lines are skipped):
+
+          {"tokens": ["The", "University", "of", "Toronto", "won"],
+           "entities": [[1, 4, "ORG"], [3, 4, "LOC"]], "id": "s1"}
+
+      (on one line in the file).
+
+      `tokens` is a non-empty list of non-empty strings.  Each entity is `[start, end, type]` or
+      `{"start": 1, "end": 4, "type": "ORG"}`, with token offsets, `end` exclusive
+      (`0 <= start < end <= len(tokens)`) and a non-empty type.  Entities may nest or overlap, but
+      no two may share both start and end (a span has one type).  `entities` may be `[]` (a
+      sentence without entities); absent or `null` it marks an unlabelled sentence (prediction
+      input).  `id` (a string) is optional; other keys are ignored.
+    - `"conll"`: the column files of `ConllColumnsReader` (CoNLL-2003 and the like), which parses
+      them (with the same checks and error messages); `conll` holds its options.  The entities
+      are the spans of each sentence's tag column, decoded as `conlleval` does
+      (`nerzoo.data.tag_schemes.tags_to_spans`), so they never nest.  Each sentence is an instance.
+
+    The first problem in a file raises `EntitySpansFormatError` (a `ConfigurationError`) with a
+    message `"path:line: ..."`: invalid JSON or UTF-8, a line that is not an object, missing, empty
+    or non-string tokens, an entity of the wrong shape, with `start >= end`, out of range, with an
+    empty type or the span of an earlier entity, and a file without sentences.  CoNLL files raise
+    `ColumnFormatError` in the same form.
+
+    Each sentence of T tokens is an instance with the fields
+
+    - `tokens` : `TextField` of the words;
+    - `entities` (labelled sentences only) : `AdjacencyField` over `tokens` with an edge
+      `(start, end - 1)` (inclusive end) labelled with the type of each entity, in
+      `label_namespace`.  As a tensor it is a `(T, T)` matrix (`(batch, T, T)` in a batch, padded)
+      holding `-1` except for the type id at `[start, end - 1]` of each entity; AllenNLP builds it
+      as a float tensor.  A sentence with no entities gives an all `-1` matrix.  AllenNLP does not
+      batch labelled sentences together with unlabelled ones (without this field);
+    - `metadata` : `words`, `entities` (labelled sentences only: the gold `(start, end, type)`
+      tuples, end exclusive, in file order), `source` (`path:line` of the sentence; `None` for
+      `text_to_instance` input), `id` (when the line gives one; the sentence id, e.g.
+      `"train.txt:d0:s3"`, for CoNLL input), and whatever else `text_to_instance` is given.
+
+    # Parameters
+
+    token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
+    file_format : `str`, optional (default = `"conll"`)
+        `"conll"` or `"jsonl"`, as above.
+    conll : `Dict[str, Any]`, optional (default = `None`)
+        Options of the `ConllColumnsReader` that parses `"conll"` files, e.g.
+        `{"tag_column": 3, "file_tag_scheme": "IOB1"}` for CoNLL-2003; only `tag_column`,
+        `file_tag_scheme` (not `None`: entities need chunk tags), `tag_scheme` and `delimiter`
+        are accepted.  Not allowed with `"jsonl"`.
+    label_namespace : `str`, optional (default = `"labels"`)
+        Vocabulary namespace of the entity types.
+    """
+
+    def __init__(
+        self,
+        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
+        file_format: str = "conll",
+        conll: Optional[Dict[str, Any]] = None,
+        label_namespace: str = "labels",
+        **kwargs,
+    ) -> None:
+        super().__init__(
+            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
+        )
+        if file_format not in FILE_FORMATS:
+            raise ConfigurationError(
+                f"file_format must be one of {', '.join(map(repr, FILE_FORMATS))}, not {file_format!r}"
+            )
+        self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
+        self.file_format = file_format
+        self.label_namespace = label_namespace
+        self._conll_reader: Optional[ConllColumnsReader] = None
+        if file_format == "conll":
+            self._conll_reader = self._make_conll_reader(dict(conll or {}))
+        elif conll:
+            raise ConfigurationError("'conll' options apply only to file_format 'conll', not 'jsonl'")
+
+    @staticmethod
+    def _make_conll_reader(options: Dict[str, Any]) -> ConllColumnsReader:
+        unknown = sorted(set(options) - set(CONLL_OPTIONS))
+        if unknown:
+            raise ConfigurationError(
+                f"unsupported 'conll' option(s) {unknown}; entity_spans accepts only {list(CONLL_OPTIONS)} "
+                "(token_indexers and label_namespace are options of entity_spans itself)"
+            )
+        if "file_tag_scheme" in options and options["file_tag_scheme"] is None:
+            raise ConfigurationError(
+                "'conll': file_tag_scheme may not be None: entity spans are read from chunk tags"
+            )
+        try:
+            return ConllColumnsReader(**options)
+        except (TypeError, ValueError) as error:
+            raise ConfigurationError(f"invalid 'conll' options {options}: {error}") from None
+
+    # ----------------------------------------------------------------------------------------------
+    # Parsing
+
+    def _read(self, file_path: str) -> Iterable[Instance]:
+        name = str(file_path)
+        path = cached_path(file_path)
+        if self.file_format == "jsonl":
+            for line_number, line in self.shard_iterable(self._sentence_lines(path, name)):
+                where = f"{name}:{line_number}"
+                words, entities, sentence_id = self._parse_line(line, where)
+                metadata: Dict[str, Any] = {"source": where}
+                if sentence_id is not None:
+                    metadata["id"] = sentence_id
+                yield self.text_to_instance(words, entities, metadata)
+        else:
+            yield from self._read_conll(path, name)
+
+    def _read_conll(self, path: str, name: str) -> Iterator[Instance]:
+        reader = self._conll_reader
+        assert reader is not None
+        sentences = (
+            sentence for _, document in reader.read_documents(path, display_name=name) for sentence in document
+        )
+        for sentence_id, first_line, rows in self.shard_iterable(sentences):
+            words = [row[0] for row in rows]
+            tags = [row[reader.tag_column] for row in rows]
+            # The file's tags were checked against `file_tag_scheme` by `read_documents`; the
+            # conlleval decoding gives the same spans for every scheme (and for `convert_tags`).
+            entities = [(start, end, label) for label, start, end in tags_to_spans(tags)]
+            yield self.text_to_instance(
+                words, entities, {"source": f"{name}:{first_line}", "id": sentence_id}
+            )
+
+    @staticmethod
+    def _sentence_lines(path: str, name: str) -> Iterator[Tuple[int, str]]:
+        """The non-blank lines of a JSON-lines file with their 1-based numbers."""
+        any_sentence = False
+        with open(path, "rb") as handle:
+            for line_number, raw_line in enumerate(handle, start=1):
+                try:
+                    line = raw_line.decode("utf-8-sig" if line_number == 1 else "utf-8")
+                except UnicodeDecodeError as error:
+                    raise EntitySpansFormatError(name, line_number, f"not valid UTF-8 ({error.reason})") from None
+                if line.strip():
+                    any_sentence = True
+                    yield line_number, line
+        if not any_sentence:
+            raise EntitySpansFormatError(name, None, "the file holds no sentences")
+
+    @staticmethod
+    def _parse_line(line: str, where: str) -> Tuple[List[str], Optional[List[EntitySpan]], Optional[str]]:
+        try:
+            sentence = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise EntitySpansFormatError(
+                where, None, f"invalid JSON ({error.msg} at column {error.colno})"
+            ) from None
+        if not isinstance(sentence, dict):
+            raise EntitySpansFormatError(
+                where, None, f"expected a JSON object with 'tokens', got {_type_name(sentence)}"
+            )
+        sentence_id = sentence.get("id")
+        if sentence_id is not None and not isinstance(sentence_id, str):
+            raise EntitySpansFormatError(where, None, f"'id' must be a string, got {sentence_id!r}")
+        words, entities = validate_sentence(sentence.get("tokens"), sentence.get("entities"), where)
+        return words, entities, sentence_id
+
+    # ----------------------------------------------------------------------------------------------
+    # Instances
+
+    def text_to_instance(  # type: ignore
+        self,
+        words: Sequence[str],
+        entities: Optional[Sequence[Tuple[int, int, str]]] = None,
+        metadata: Optional[Dict] = None,
+    ) -> Instance:
+        """
+        Builds the instance of one pre-tokenised sentence; `entities` are `(start, end, type)` with
+        `end` exclusive (`None` for an unlabelled sentence, `[]` for one without entities).
+        Predictors call it with words alone.  Entries of `metadata` are added to (or override) the
+        instance metadata; its `source`, when given, prefixes validation errors.  The token
+        indexers are set by `apply_token_indexers`.
+        """
+        extra = dict(metadata or {})
+        where = extra.get("source") or NO_SOURCE
+        checked_words, checked_entities = validate_sentence(words, entities, where)
+        text_field = TextField([Token(word) for word in checked_words])
+        fields: Dict[str, Field] = {"tokens": text_field}
+        full_metadata: Dict[str, Any] = {"words": checked_words, "source": None}
+        if checked_entities is not None:
+            fields["entities"] = AdjacencyField(
+                [(start, end - 1) for start, end, _ in checked_entities],
+                text_field,
+                [label for _, _, label in checked_entities],
+                label_namespace=self.label_namespace,
+                padding_value=NO_ENTITY,
+            )
+            full_metadata["entities"] = checked_entities
+        full_metadata.update(extra)
+        fields["metadata"] = MetadataField(full_metadata)
+        return Instance(fields)
+
+    def apply_token_indexers(self, instance: Instance) -> None:
+        instance["tokens"].token_indexers = self._token_indexers  # type: ignore
