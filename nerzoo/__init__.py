@@ -10,11 +10,13 @@ from nerzoo.commands.draw_memory import DrawMemory
 from nerzoo.commands.tag_text import TagText
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
+from nerzoo.data.dataset_readers.entity_spans import EntitySpansReader
 from nerzoo.data.dataset_readers.forum_threads import ForumThreadsReader
 from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReader
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.models.bilstm_crf import BiLstmCrfTagger
 from nerzoo.models.dependency_ner import DependencyNerTagger
+from nerzoo.models.fofe_ner import FofeNer
 from nerzoo.models.me_crf import MeCrfTagger
 from nerzoo.models.me_crf_threads import MeCrfThreadTagger
 from nerzoo.modules.crf_tag_head import CrfTagHead
@@ -23,11 +25,14 @@ from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
 from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
+from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
 from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeaturesEmbedder
 from nerzoo.predictors.entity_tagger import EntityTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
+from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
+from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 
 __all__ = [
@@ -42,7 +47,11 @@ __all__ = [
     "DependencyNerTagger",
     "DrawAttention",
     "DrawMemory",
+    "DropoutSchedule",
+    "EntitySpansReader",
     "EntityTaggerPredictor",
+    "FofeEncoder",
+    "FofeNer",
     "ForumThreadsReader",
     "GlobalAttention",
     "LexicalFeaturesEmbedder",
@@ -53,6 +62,7 @@ __all__ = [
     "RelativeAttention",
     "ResidualStack",
     "SpacyParsedConllReader",
+    "SpanSetF1",
     "TagText",
     "ThreadDiscourseF1",
     "ThreadDiscoursePredictor",

@@ -14,6 +14,7 @@ from allennlp.common import Params, Registrable
 from allennlp.data import DatasetReader, TokenIndexer, Vocabulary
 from allennlp.models import Model
 from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
+from allennlp.modules.seq2vec_encoders import Seq2VecEncoder
 from allennlp.modules.token_embedders import TokenEmbedder
 from allennlp.predictors import Predictor
 from allennlp.training.callbacks import TrainerCallback
@@ -52,11 +53,21 @@ COMPONENTS = {
     (Subcommand, "draw-attention"): None,  # run end to end in tests/test_end_to_end.py
     (Subcommand, "draw-memory"): None,  # run end to end in tests/test_end_to_end.py
     (Model, "me_crf"): None,  # built and trained in tests/models/test_me_crf.py
+    (DatasetReader, "entity_spans"): {"conll": {"tag_column": 3}},
+    (Seq2VecEncoder, "fofe"): {"input_dim": 6, "trainable_alpha": True},
+    (Metric, "span_set_f1"): {"entity_types": ["LOC", "PER"]},
+    (TrainerCallback, "dropout_schedule"): {"serialization_dir": "unused", "start": 0.4, "end": 0.1},
+    (Model, "fofe_ner"): None,  # built and trained in tests/models/test_fofe_ner.py
 }
 # The file each reader reads in test_component_builds_from_params.
 READER_FILES = {
     "conllu_ner": FIXTURES_ROOT / "ud" / "ner_misc.conllu",
     "forum_threads": FIXTURES_ROOT / "threads" / "dev.jsonl",
+}
+# One perfect prediction per metric, in its own input format.
+METRIC_INPUTS = {
+    "conll_span_f1": ([["U-PER"]], [["U-PER"]]),
+    "span_set_f1": ([[(0, 1, "PER")]], [[(0, 1, "PER")]]),
 }
 
 
@@ -88,8 +99,10 @@ def test_component_builds_from_params(key):
         assert vocab.get_vocab_size("labels") > 1
     if base is Seq2SeqEncoder:
         check_encoder_shapes_and_masking(component)
+    if base is Seq2VecEncoder:
+        check_seq2vec_shapes_and_masking(component)
     if base is Metric:
-        component([["U-PER"]], [["U-PER"]])
+        component(*METRIC_INPUTS[name])
         assert component.get_metric()["f1-measure-overall"] == 1.0
 
 
@@ -110,6 +123,18 @@ def check_encoder_shapes_and_masking(encoder):
     if extra:
         extra["head_indices"] = extra["head_indices"].masked_fill(~mask, 4)
     assert torch.allclose(encoder(garbage, mask, **extra)[mask], output[mask], atol=1e-6)
+
+
+def check_seq2vec_shapes_and_masking(encoder):
+    """Output is `(batch, get_output_dim())` and blind to what padding holds."""
+    torch.manual_seed(0)
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    inputs = torch.randn(2, 5, encoder.get_input_dim())
+    output = encoder(inputs, mask)
+    assert output.shape == (2, encoder.get_output_dim())
+    garbage = inputs.clone()
+    garbage[~mask] = 1e3
+    assert torch.allclose(encoder(garbage, mask), output, atol=1e-6)
 
 
 def test_tag_text_subcommand_parses():

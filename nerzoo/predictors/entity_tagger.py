@@ -29,6 +29,9 @@ class EntityTaggerPredictor(Predictor):
     tag) and `spans`, each with `label`, `text`, token offsets `start`/`end` (end exclusive),
     character offsets `char_start`/`char_end` and `confidence`.
 
+    Span classifiers (`fofe_ner`) return no tags; their spans have `score` (the span's probability)
+    and `level` (1 = outermost, 2 = nested inside a level-1 span, ...) instead of `confidence`.
+
     Whole documents (for `me_crf`, whose memory spans the document) are `{"document": "Raw text.
     More text."}`, split into sentences by the spaCy pipeline (its parser or, for "blank:en", a
     rule-based sentencizer), or pre-tokenised `{"sentences": [["Peter", ...], ["He", ...]]}`
@@ -173,14 +176,16 @@ class EntityTaggerPredictor(Predictor):
                 entry.update(text=text[char_start:char_end], char_start=char_start, char_end=char_end)
             else:
                 entry["text"] = " ".join(words[span["start"] : span["end"]])
-            entry["confidence"] = round(span["confidence"], 6)
+            if "confidence" in span:
+                entry["confidence"] = round(span["confidence"], 6)
+            if "score" in span:  # span classifiers (fofe_ner): the span's own probability and nesting level
+                entry.update(score=round(span["score"], 6), level=span["level"])
             spans.append(entry)
-        result = {
-            "tokens": words,
-            "tags": output["tags"],
-            "tag_confidences": [round(value, 6) for value in output["tag_confidences"]],
-            "spans": spans,
-        }
+        result: Dict[str, Any] = {"tokens": words}
+        if "tags" in output:
+            result["tags"] = output["tags"]
+            result["tag_confidences"] = [round(value, 6) for value in output["tag_confidences"]]
+        result["spans"] = spans
         if len(metadata.get("sentence_spans") or []) > 1:
             result["sentences"] = [list(span) for span in metadata["sentence_spans"]]
         if "head_indices" in instance.fields:
@@ -209,6 +214,8 @@ class EntityTaggerPredictor(Predictor):
 
     def dump_line(self, outputs: JsonDict) -> str:
         if self.output_format == "conll":
+            if "tags" not in outputs:
+                raise ConfigurationError("output_format conll needs a tagger; this model predicts spans, use json")
             return "".join(f"{token}\t{tag}\n" for token, tag in zip(outputs["tokens"], outputs["tags"])) + "\n"
         return json.dumps(outputs) + "\n"
 

@@ -1,0 +1,550 @@
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from allennlp.common import Lazy
+from allennlp.common.checks import ConfigurationError, check_dimensions_match
+from allennlp.data import TextFieldTensors, Vocabulary
+from allennlp.models.model import Model
+from allennlp.modules import FeedForward, TokenEmbedder
+from allennlp.nn import InitializerApplicator
+from allennlp.nn.util import batched_index_select, get_text_field_mask
+from allennlp.training.metrics import CategoricalAccuracy
+
+from nerzoo.modules.fofe import prefix_codes, span_codes
+from nerzoo.modules.span_character_cnn import SpanCharacterCnn
+from nerzoo.modules.span_decoding import DECODERS, ScoredSpan, decode_spans, highest_first_mask
+from nerzoo.training.metrics.span_set_f1 import SpanSetF1
+
+
+@Model.register("fofe_ner")
+class FofeNer(Model):
+    """
+    FOFE-NER, local detection of (possibly nested) entities: Xu (2017), "Fixed-size
+    Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York University, chapter 5.
+
+    Every fragment of up to `max_span_width` words (§5.1) is classified into NONE or an entity type
+    by a feed-forward net over fixed-size features (§5.2), all computed from prefix codes
+    (`nerzoo.modules.fofe`) and gathers, without a loop over spans:
+
+    - for each word vocabulary (the thesis has two, case-sensitive and case-insensitive, each with
+      its own embedding matrix): the bag of words of the fragment and the FOFE codes (eq. 3.1,
+      projected form eq. 4.3) of the left context including and excluding the fragment and of the
+      right context (read right to left) including and excluding it;
+    - the left-to-right and right-to-left character FOFE of the fragment (its words joined by a
+      separator symbol), with its own character embedding;
+    - a character CNN of the fragment (kernel heights 2-9, `SpanCharacterCnn`), with another one.
+
+    Training (Algorithm 1) keeps every span that matches a gold entity (its type) and a random
+    share of the spans that partially overlap one (`overlap_sample_rate`) or are disjoint from all
+    (`disjoint_sample_rate`), both labelled NONE, redrawn at every batch; only kept spans go through
+    the feed-forward net.  Decoding (Algorithms 2-5) takes, per span, the best class and its
+    probability; spans whose best class is not NONE are candidates, pruned per nesting level by
+    `thresholds` and made non-overlapping by `decoding` (`highest_first` / `longest_first`), so
+    `decoding: ["highest_first", "highest_first"]` also returns entities nested one level deep.
+
+    Second pass (§5.4): with `first_pass` (a trained `fofe_ner`, e.g. `{"type": "from_archive",
+    ...}`, frozen), the contexts of every fragment see the first pass's entities (level 1,
+    highest-first, outside the fragment) replaced by one type token each (a learned embedding per
+    type and vocabulary); the second pass is trained on those contexts and, at inference, its
+    probabilities are interpolated with the first pass's: `λ p1 + (1 - λ) p2`.
+
+    Registered as a `Model` with name "fofe_ner".  Reads `entity_spans` instances.
+
+    # Parameters
+
+    vocab : `Vocabulary`, required
+    word_embedders : `Dict[str, TokenEmbedder]`, required
+        One per word vocabulary, keyed by the token indexer's name (e.g. `tokens` case-sensitive,
+        `lowercase_tokens` case-insensitive); each gives its own set of five word features.
+    feedforward : `Lazy[FeedForward]`, required
+        Built with `input_dim` = the feature size (3 layers of 512 ReLU units in the thesis).
+    max_span_width : `int`, optional (default = `7`)
+        `n`: longer fragments are never entities.
+    alpha : `float`, optional (default = `0.5`)
+        Forgetting factor of the word FOFE codes (§5.5.1).
+    characters : `str`, optional (default = `"token_characters"`)
+        Name of a `characters` token indexer; `None` turns the character features off.
+    character_namespace : `str`, optional (default = `"token_characters"`)
+    character_dim : `int`, optional (default = `64`)
+        Size of both character embeddings (initialised uniformly in [-1, 1], §5.5.1).
+    character_alpha : `float`, optional (default = `0.5`)
+    cnn_filters : `int`, optional (default = `16`)
+        Feature maps per kernel height; `0` turns the character CNN off.
+    cnn_kernel_sizes : `Sequence[int]`, optional (default = `2, ..., 9`)
+    dropout : `float`, optional (default = `0.0`)
+        On the features (the feed-forward net has its own).
+    overlap_sample_rate : `float`, optional (default = `0.36`)
+    disjoint_sample_rate : `float`, optional (default = `0.09`)
+    decoding : `Sequence[str]`, optional (default = `("highest_first",)`)
+        Algorithm per nesting level.
+    thresholds : `Sequence[float]`, optional (default = `(0.5,)`)
+        Minimum probability per nesting level (the global pruning threshold is the first).
+    merge_adjacent : `bool`, optional (default = `True`)
+        Merge adjacent fragments of the same type (`mergeAdjacentOfSameType`).
+    first_pass : `Model`, optional (default = `None`)
+        A trained `fofe_ner` over the same vocabulary; makes this model the second pass.
+    interpolation : `float`, optional (default = `0.5`)
+        `λ`, the first pass's weight at inference.
+    label_namespace : `str`, optional (default = `"labels"`)
+        The entity types.
+    initializer : `InitializerApplicator`, optional
+    """
+
+    default_predictor = "entity_tagger"
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        word_embedders: Dict[str, TokenEmbedder],
+        feedforward: Lazy[FeedForward],
+        max_span_width: int = 7,
+        alpha: float = 0.5,
+        characters: Optional[str] = "token_characters",
+        character_namespace: str = "token_characters",
+        character_dim: int = 64,
+        character_alpha: float = 0.5,
+        cnn_filters: int = 16,
+        cnn_kernel_sizes: Sequence[int] = tuple(range(2, 10)),
+        dropout: float = 0.0,
+        overlap_sample_rate: float = 0.36,
+        disjoint_sample_rate: float = 0.09,
+        decoding: Sequence[str] = ("highest_first",),
+        thresholds: Sequence[float] = (0.5,),
+        merge_adjacent: bool = True,
+        first_pass: Optional[Model] = None,
+        interpolation: float = 0.5,
+        label_namespace: str = "labels",
+        initializer: InitializerApplicator = InitializerApplicator(),
+        **kwargs,
+    ) -> None:
+        super().__init__(vocab, **kwargs)
+        if not word_embedders:
+            raise ConfigurationError("fofe_ner needs at least one word embedder")
+        if max_span_width < 1:
+            raise ConfigurationError(f"max_span_width must be >= 1, got {max_span_width}")
+        if not 0.0 < alpha < 1.0 or not 0.0 < character_alpha < 1.0:
+            raise ConfigurationError(f"forgetting factors must lie in (0, 1), got {alpha}, {character_alpha}")
+        for name, rate in (("overlap_sample_rate", overlap_sample_rate), ("disjoint_sample_rate", disjoint_sample_rate)):
+            if not 0.0 <= rate <= 1.0:
+                raise ConfigurationError(f"{name} must lie in [0, 1], got {rate}")
+        if len(decoding) != len(thresholds) or not decoding:
+            raise ConfigurationError(f"decoding {list(decoding)} and thresholds {list(thresholds)} need one entry per level")
+        unknown = [name for name in decoding if name not in DECODERS]
+        if unknown:
+            raise ConfigurationError(f"unknown decoding {unknown}; choose from {sorted(DECODERS)}")
+        if not 0.0 <= interpolation <= 1.0:
+            raise ConfigurationError(f"interpolation must lie in [0, 1], got {interpolation}")
+        self.label_namespace = label_namespace
+        self.entity_types = [
+            vocab.get_token_from_index(index, label_namespace) for index in range(vocab.get_vocab_size(label_namespace))
+        ]
+        num_classes = len(self.entity_types) + 1  # class 0 is NONE
+        self.max_span_width = max_span_width
+        self.alpha = alpha
+        self.character_alpha = character_alpha
+        self.overlap_sample_rate = overlap_sample_rate
+        self.disjoint_sample_rate = disjoint_sample_rate
+        self.decoding = list(decoding)
+        self.thresholds = [float(value) for value in thresholds]
+        self.merge_adjacent = merge_adjacent
+        self.interpolation = interpolation
+
+        self.word_embedders = torch.nn.ModuleDict(word_embedders)
+        feature_dim = sum(5 * embedder.get_output_dim() for embedder in word_embedders.values())
+        self.characters = characters
+        self.character_embedding: Optional[torch.nn.Embedding] = None
+        self.cnn_character_embedding: Optional[torch.nn.Embedding] = None
+        self.character_cnn: Optional[SpanCharacterCnn] = None
+        if characters is not None:
+            # One extra row (the last) is the separator between the fragment's words.
+            num_characters = vocab.get_vocab_size(character_namespace) + 1
+            self.character_embedding = _uniform_embedding(num_characters, character_dim)
+            feature_dim += 2 * character_dim
+            if cnn_filters > 0:
+                self.cnn_character_embedding = _uniform_embedding(num_characters, character_dim)
+                self.character_cnn = SpanCharacterCnn(character_dim, cnn_filters, cnn_kernel_sizes)
+                feature_dim += self.character_cnn.get_output_dim()
+        self.feature_dim = feature_dim
+        self.dropout = torch.nn.Dropout(dropout)
+        self.feedforward = feedforward.construct(input_dim=feature_dim)
+        check_dimensions_match(feature_dim, self.feedforward.get_input_dim(), "span feature dim", "feedforward input dim")
+        self.output_layer = torch.nn.Linear(self.feedforward.get_output_dim(), num_classes)
+
+        self.first_pass = first_pass
+        self.type_embeddings = torch.nn.ModuleDict()
+        if first_pass is not None:
+            self._check_first_pass(first_pass, vocab)
+            for parameter in first_pass.parameters():
+                parameter.requires_grad_(False)
+            for name, embedder in word_embedders.items():
+                self.type_embeddings[name] = torch.nn.Embedding(len(self.entity_types), embedder.get_output_dim())
+
+        self.accuracy = CategoricalAccuracy()
+        self.span_f1 = SpanSetF1(self.entity_types)
+        initializer(self)
+
+    def _check_first_pass(self, first_pass: Model, vocab: Vocabulary) -> None:
+        if not isinstance(first_pass, FofeNer):
+            raise ConfigurationError(f"first_pass must be a fofe_ner model, got {type(first_pass).__name__}")
+        if first_pass.max_span_width != self.max_span_width:
+            raise ConfigurationError(
+                f"first_pass has max_span_width {first_pass.max_span_width}, this model {self.max_span_width}"
+            )
+        for namespace in sorted(set(vocab.get_namespaces()) | set(first_pass.vocab.get_namespaces())):
+            ours, theirs = vocab.get_vocab_size(namespace), first_pass.vocab.get_vocab_size(namespace)
+            if ours != theirs:
+                raise ConfigurationError(
+                    f"first_pass vocabulary differs in namespace {namespace!r} ({theirs} vs {ours}); build this "
+                    'model\'s vocabulary from the first pass\'s archive: "vocabulary": {"type": "from_files", '
+                    '"directory": "<first pass>/model.tar.gz"}'
+                )
+
+    def train(self, mode: bool = True) -> "FofeNer":
+        super().train(mode)
+        if self.first_pass is not None:
+            self.first_pass.eval()  # a frozen first pass always predicts as at inference
+        return self
+
+    def forward(  # type: ignore
+        self,
+        tokens: TextFieldTensors,
+        entities: Optional[torch.LongTensor] = None,
+        metadata: Optional[List[Dict[str, Any]]] = None,
+        **kwargs,
+    ) -> Dict[str, Any]:
+        """
+        # Parameters
+
+        tokens : `TextFieldTensors`, one sentence per instance
+        entities : `torch.LongTensor`, optional, `(batch_size, num_tokens, num_tokens)`
+            Gold entity type ids at `[start, end - 1]`, -1 elsewhere (`entity_spans`' AdjacencyField).
+        metadata : `List[Dict]`, optional; `words` and gold `entities` are used
+
+        # Returns
+
+        `class_probabilities` `(batch_size, num_spans, num_classes)` (class 0 is NONE) over the
+        spans `span_starts`/`span_ends` `(batch_size, num_spans)` (token offsets, end exclusive) where
+        `span_mask` is true; `loss` with gold entities.  During training only the sampled spans are
+        scored.
+        """
+        mask = get_text_field_mask(tokens)
+        starts, ends, span_mask = self._enumerate_spans(mask)
+        if entities is not None:
+            entities = entities.long()  # allennlp's AdjacencyField pads a float tensor
+        gold = None if entities is None else self._gold_classes(entities, starts, ends, span_mask)
+
+        first_pass_probabilities = None
+        substitutions = None
+        if self.first_pass is not None:
+            with torch.no_grad():
+                first_pass_probabilities = self.first_pass(tokens)["class_probabilities"]
+            substitutions = self._first_pass_entities(first_pass_probabilities, starts, ends, span_mask, mask)
+
+        scored_starts, scored_ends, scored_mask, scored_gold = starts, ends, span_mask, gold
+        if self.training and gold is not None:
+            keep = span_mask & self._sample(gold, entities, starts, ends, mask)
+            scored_starts, scored_ends, scored_mask, scored_gold = _compact(keep, starts, ends, gold)
+
+        features = self._span_features(tokens, mask, scored_starts, scored_ends, substitutions)
+        logits = self.output_layer(self.feedforward(self.dropout(features)))
+        probabilities = torch.softmax(logits, dim=-1)
+        if first_pass_probabilities is not None and not self.training:
+            probabilities = self.interpolation * first_pass_probabilities + (1 - self.interpolation) * probabilities
+        output: Dict[str, Any] = {
+            "class_probabilities": probabilities,
+            "span_starts": scored_starts,
+            "span_ends": scored_ends,
+            "span_mask": scored_mask,
+        }
+        if scored_gold is not None:
+            selected = scored_mask.view(-1)
+            flat_logits = logits.view(-1, logits.size(-1))[selected]
+            flat_gold = scored_gold.view(-1)[selected]
+            if flat_gold.numel():
+                output["loss"] = torch.nn.functional.cross_entropy(flat_logits, flat_gold)
+                self.accuracy(flat_logits, flat_gold)
+            else:
+                output["loss"] = logits.sum() * 0.0
+        if metadata is not None:
+            output["words"] = [instance["words"] for instance in metadata]
+            if not self.training and all("entities" in instance for instance in metadata):
+                predicted = self.decode(probabilities, scored_starts, scored_ends, scored_mask)
+                self.span_f1(
+                    [[(span.start, span.end, span.label) for span, _ in spans] for spans in predicted],
+                    [instance["entities"] for instance in metadata],
+                )
+        return output
+
+    def _enumerate_spans(self, mask: torch.BoolTensor) -> Tuple[torch.LongTensor, torch.LongTensor, torch.BoolTensor]:
+        """All `(start, start + width)` for widths 1..n, laid out `(batch, num_tokens * n)`."""
+        batch_size, num_tokens = mask.shape
+        positions = torch.arange(num_tokens, device=mask.device)
+        widths = torch.arange(1, self.max_span_width + 1, device=mask.device)
+        starts = positions.unsqueeze(1).expand(num_tokens, self.max_span_width).reshape(1, -1)
+        ends = (positions.unsqueeze(1) + widths.unsqueeze(0)).reshape(1, -1)
+        lengths = mask.sum(1, keepdim=True)
+        span_mask = ends <= lengths
+        return starts.expand(batch_size, -1), ends.expand(batch_size, -1).clamp(max=num_tokens), span_mask
+
+    @staticmethod
+    def _gold_classes(
+        entities: torch.LongTensor, starts: torch.LongTensor, ends: torch.LongTensor, span_mask: torch.BoolTensor
+    ) -> torch.LongTensor:
+        """Class per span: 1 + the entity type id where a gold entity has its boundaries, else 0 (NONE)."""
+        num_tokens = entities.size(1)
+        flat = entities.reshape(entities.size(0), -1)
+        index = starts * num_tokens + (ends - 1).clamp(min=0)
+        return (flat.gather(1, index) + 1).clamp(min=0) * span_mask
+
+    def _sample(
+        self,
+        gold: torch.LongTensor,
+        entities: torch.LongTensor,
+        starts: torch.LongTensor,
+        ends: torch.LongTensor,
+        mask: torch.BoolTensor,
+    ) -> torch.BoolTensor:
+        """Algorithm 1: keep exact matches, and overlapping / disjoint negatives at their rates."""
+        has_entity = entities >= 0
+        opened = has_entity.sum(2)  # entities starting at each token
+        closed = torch.nn.functional.pad(has_entity.sum(1), (1, 0))[:, :-1]  # entities ended before each token
+        covered = (torch.cumsum(opened - closed, dim=1) > 0) & mask
+        covered_prefix = torch.nn.functional.pad(torch.cumsum(covered.long(), dim=1), (1, 0))
+        covered_in_span = covered_prefix.gather(1, ends) - covered_prefix.gather(1, starts)
+        exact = gold > 0
+        disjoint = covered_in_span == 0
+        overlapping = ~exact & ~disjoint
+        draw = torch.rand(gold.shape, device=gold.device)
+        return (
+            exact
+            | (overlapping & (draw < self.overlap_sample_rate))
+            | (disjoint & (draw < self.disjoint_sample_rate))
+        )
+
+    def _first_pass_entities(
+        self,
+        probabilities: torch.Tensor,
+        starts: torch.LongTensor,
+        ends: torch.LongTensor,
+        span_mask: torch.BoolTensor,
+        mask: torch.BoolTensor,
+    ) -> Dict[str, torch.Tensor]:
+        """
+        The first pass's level-1 entities (threshold, then highest-first) as per-token tensors, each
+        `(batch, num_tokens)`: `in_entity`, entity `start`, `end` and `type`.
+        """
+        scores, classes = probabilities.max(dim=-1)
+        candidates = span_mask & (classes > 0) & (scores >= self.thresholds[0])
+        kept = highest_first_mask(scores, starts, ends, candidates, mask.size(1))
+        positions = torch.arange(mask.size(1), device=mask.device).view(1, 1, -1)
+        covers = kept.unsqueeze(-1) & (starts.unsqueeze(-1) <= positions) & (positions < ends.unsqueeze(-1))
+        in_entity = covers.any(dim=1)
+        owner = covers.float().argmax(dim=1)  # (batch, num_tokens): the kept span over each token
+        return {
+            "in_entity": in_entity & mask,
+            "start": starts.gather(1, owner),
+            "end": ends.gather(1, owner),
+            "type": (classes - 1).clamp(min=0).gather(1, owner),
+        }
+
+    def _span_features(
+        self,
+        tokens: TextFieldTensors,
+        mask: torch.BoolTensor,
+        starts: torch.LongTensor,
+        ends: torch.LongTensor,
+        substitutions: Optional[Dict[str, torch.Tensor]],
+    ) -> torch.Tensor:
+        """`(batch, num_spans, feature_dim)`: word features per vocabulary, then character features."""
+        features = []
+        decay = self.alpha ** (ends - starts).unsqueeze(-1).float()
+        for name, embedder in self.word_embedders.items():
+            embedded = embedder(**tokens[name]) * mask.unsqueeze(-1)
+            left = prefix_codes(embedded, mask, self.alpha)
+            right = prefix_codes(embedded, mask, self.alpha, reverse=True)
+            bag_of_words = span_codes(prefix_codes(embedded, mask, 1.0), starts, ends, 1.0)
+            fragment_left = span_codes(left, starts, ends, self.alpha)
+            fragment_right = span_codes(right, starts, ends, self.alpha, reverse=True)
+            left_context, right_context = left, right
+            if substitutions is not None:
+                left_context, right_context = self._substituted_contexts(
+                    embedded, mask, left, right, substitutions, self.type_embeddings[name]
+                )
+            left_excluding = batched_index_select(left_context, starts)
+            right_excluding = batched_index_select(right_context, ends)
+            features += [
+                bag_of_words,
+                decay * left_excluding + fragment_left,
+                left_excluding,
+                decay * right_excluding + fragment_right,
+                right_excluding,
+            ]
+        if self.character_embedding is not None:
+            features += self._character_features(tokens[self.characters], mask, starts, ends)
+        return torch.cat(features, dim=-1)
+
+    def _substituted_contexts(
+        self,
+        embedded: torch.Tensor,
+        mask: torch.BoolTensor,
+        left: torch.Tensor,
+        right: torch.Tensor,
+        substitutions: Dict[str, torch.Tensor],
+        type_embedding: torch.nn.Embedding,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """
+        Context codes at every boundary `i` (`(batch, num_tokens + 1, dim)`) of the sentence in which
+        each first-pass entity is one type token (§5.4).  An entity cut by the boundary keeps its
+        words on the context's side (it is not outside the fragment); its other words belong to the
+        fragment.  With `U`/`V` the codes of the substituted sequence and `a`/`b` the start/end of
+        the entity cut at `i` (`a = b = i` if none):
+        left(i) = α^(i-a) U[units before a] + (P[i] - α^(i-a) P[a]), and symmetrically on the right.
+        """
+        batch_size, num_tokens = mask.shape
+        in_entity, entity_start = substitutions["in_entity"], substitutions["start"]
+        positions = torch.arange(num_tokens, device=mask.device).unsqueeze(0)
+        interior = in_entity & (entity_start < positions)  # token continues an entity
+        first_word = in_entity & ~interior
+        is_unit = mask & ~interior
+        units_before = torch.nn.functional.pad(torch.cumsum(is_unit.long(), dim=1), (1, 0))  # (batch, T + 1)
+        unit_values = torch.where(
+            first_word.unsqueeze(-1), type_embedding(substitutions["type"]), embedded
+        ) * is_unit.unsqueeze(-1)
+        batch_index = torch.arange(batch_size, device=mask.device).unsqueeze(1).expand(-1, num_tokens)
+        units = embedded.new_zeros(embedded.shape).index_put(
+            (batch_index[is_unit], units_before[:, :-1][is_unit]), unit_values[is_unit]
+        )
+        unit_mask = positions < units_before[:, -1:]
+        unit_left = prefix_codes(units, unit_mask, self.alpha)
+        unit_right = prefix_codes(units, unit_mask, self.alpha, reverse=True)
+
+        boundaries = torch.arange(num_tokens + 1, device=mask.device).unsqueeze(0).expand(batch_size, -1)
+        cut = torch.nn.functional.pad(interior, (0, 1))
+        cut_start = torch.where(cut, torch.nn.functional.pad(entity_start, (0, 1)), boundaries)
+        cut_end = torch.where(cut, torch.nn.functional.pad(substitutions["end"], (0, 1)), boundaries)
+
+        def gather(values: torch.Tensor, index: torch.LongTensor) -> torch.Tensor:
+            return batched_index_select(values, index)
+
+        left_decay = self.alpha ** (boundaries - cut_start).unsqueeze(-1).float()
+        left_context = left_decay * gather(unit_left, units_before.gather(1, cut_start)) + (
+            left - left_decay * gather(left, cut_start)
+        )
+        right_decay = self.alpha ** (cut_end - boundaries).unsqueeze(-1).float()
+        right_context = right_decay * gather(unit_right, units_before.gather(1, cut_end)) + (
+            right - right_decay * gather(right, cut_end)
+        )
+        return left_context, right_context
+
+    def _character_features(
+        self, characters: Dict[str, torch.Tensor], mask: torch.BoolTensor, starts: torch.LongTensor, ends: torch.LongTensor
+    ) -> List[torch.Tensor]:
+        """Character FOFE (both directions) and character CNN of each fragment's characters."""
+        character_ids = characters["token_characters"]  # (batch, num_tokens, num_characters)
+        flat_ids, token_offsets, token_lengths = _join_words(character_ids, mask, self.character_embedding.num_embeddings - 1)
+        character_mask = flat_ids > 0
+        character_starts = token_offsets.gather(1, starts)
+        last_word = (ends - 1).clamp(min=0)
+        character_ends = torch.maximum(
+            token_offsets.gather(1, last_word) + token_lengths.gather(1, last_word), character_starts
+        )
+        embedded = self.character_embedding(flat_ids) * character_mask.unsqueeze(-1)
+        left = prefix_codes(embedded, character_mask, self.character_alpha)
+        right = prefix_codes(embedded, character_mask, self.character_alpha, reverse=True)
+        features = [
+            span_codes(left, character_starts, character_ends, self.character_alpha),
+            span_codes(right, character_starts, character_ends, self.character_alpha, reverse=True),
+        ]
+        if self.character_cnn is not None:
+            cnn_embedded = self.cnn_character_embedding(flat_ids) * character_mask.unsqueeze(-1)
+            features.append(self.character_cnn(cnn_embedded, character_starts, character_ends))
+        return features
+
+    def decode(
+        self,
+        probabilities: torch.Tensor,
+        starts: torch.LongTensor,
+        ends: torch.LongTensor,
+        span_mask: torch.BoolTensor,
+    ) -> List[List[Tuple[ScoredSpan, int]]]:
+        """Per sentence, `(span, nesting level)` pairs (Algorithms 2-5) from the span probabilities."""
+        scores, classes = probabilities.detach().max(dim=-1)
+        candidates = span_mask & (classes > 0) & (scores >= min(self.thresholds))
+        batch_index, span_index = candidates.nonzero(as_tuple=True)
+        rows = zip(
+            batch_index.tolist(),
+            starts[batch_index, span_index].tolist(),
+            ends[batch_index, span_index].tolist(),
+            classes[batch_index, span_index].tolist(),
+            scores[batch_index, span_index].tolist(),
+        )
+        per_sentence: List[List[ScoredSpan]] = [[] for _ in range(probabilities.size(0))]
+        for sentence, start, end, label, score in rows:
+            per_sentence[sentence].append(ScoredSpan(start, end, self.entity_types[label - 1], score))
+        return [
+            decode_spans(spans, self.decoding, self.thresholds, merge_adjacent=self.merge_adjacent)
+            for spans in per_sentence
+        ]
+
+    def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
+        """Adds `spans`: per sentence, dicts with `start`, `end` (exclusive), `label`, `score`, `level`."""
+        decoded = self.decode(
+            output_dict["class_probabilities"],
+            output_dict["span_starts"],
+            output_dict["span_ends"],
+            output_dict["span_mask"],
+        )
+        output_dict["spans"] = [
+            [
+                {"start": span.start, "end": span.end, "label": span.label, "score": span.score, "level": level}
+                for span, level in spans
+            ]
+            for spans in decoded
+        ]
+        return output_dict
+
+    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        metrics = {"span_accuracy": self.accuracy.get_metric(reset)}
+        if not self.training:
+            metrics.update(self.span_f1.get_metric(reset))
+        return metrics
+
+
+def _uniform_embedding(num_embeddings: int, dim: int) -> torch.nn.Embedding:
+    embedding = torch.nn.Embedding(num_embeddings, dim, padding_idx=0)
+    with torch.no_grad():
+        embedding.weight.uniform_(-1.0, 1.0)
+        embedding.weight[0].zero_()
+    return embedding
+
+
+def _compact(keep: torch.BoolTensor, *tensors: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    """The kept columns of each `(batch, num_spans)` tensor, moved to the front; returns the new mask first."""
+    count = keep.sum(1)
+    width = max(int(count.max()), 1)
+    order = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)[:, :width]
+    new_mask = torch.arange(width, device=keep.device).unsqueeze(0) < count.unsqueeze(1)
+    gathered = [tensor.gather(1, order) for tensor in tensors]
+    return (gathered[0], gathered[1], new_mask, gathered[2] * new_mask)
+
+
+def _join_words(
+    character_ids: torch.LongTensor, mask: torch.BoolTensor, separator: int
+) -> Tuple[torch.LongTensor, torch.LongTensor, torch.LongTensor]:
+    """
+    The sentence as one character sequence, words separated by `separator`:
+    `(batch, num_characters)` ids, and per word its offset and length `(batch, num_tokens)`.
+    """
+    batch_size, num_tokens, word_length = character_ids.shape
+    lengths = (character_ids > 0).sum(-1) * mask
+    offsets = torch.nn.functional.pad(torch.cumsum(lengths + 1, dim=1), (1, 0))[:, :-1]
+    total = int((offsets[:, -1] + lengths[:, -1]).max()) if num_tokens else 0
+    flat = character_ids.new_zeros(batch_size, max(total, 1))
+    batch_index = torch.arange(batch_size, device=mask.device).view(-1, 1, 1).expand_as(character_ids)
+    positions = offsets.unsqueeze(-1) + torch.arange(word_length, device=mask.device).view(1, 1, -1)
+    present = character_ids > 0
+    flat[batch_index[present], positions[present]] = character_ids[present]
+    separators = mask & (torch.arange(num_tokens, device=mask.device).unsqueeze(0) < mask.sum(1, keepdim=True) - 1)
+    separator_positions = (offsets + lengths)[separators]
+    flat[batch_index[:, :, 0][separators], separator_positions] = separator
+    return flat, offsets, lengths

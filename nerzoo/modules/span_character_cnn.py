@@ -1,0 +1,99 @@
+"""
+A character CNN over every span of a sentence at once (FOFE-NER's "Char CNN of word fragment").
+"""
+from typing import Sequence
+
+import torch
+from allennlp.common.checks import ConfigurationError
+
+
+def range_max(values: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.Tensor:
+    """
+    `max(values[b, starts[b, s] : ends[b, s]])` for every query, 0 for an empty range.
+
+    A sparse table (level k holds the maxima of windows of 2^k positions) answers each query with
+    two gathers, so all spans are served without a loop over them.
+
+    # Parameters
+
+    values : `(batch_size, length, channels)`, non-negative (ReLU outputs; 0 is the empty maximum)
+    starts, ends : `(batch_size, num_queries)`, `ends` exclusive, `0 <= starts`, `ends <= length`
+
+    # Returns
+
+    `(batch_size, num_queries, channels)`
+    """
+    batch_size, length, channels = values.shape
+    widths = (ends - starts).clamp(min=0)
+    max_width = int(widths.max()) if widths.numel() else 0
+    if max_width == 0 or length == 0:
+        return values.new_zeros(batch_size, starts.size(1), channels)
+    levels = [values]
+    while 2 ** len(levels) <= max_width:
+        shift = 2 ** (len(levels) - 1)
+        previous = levels[-1]
+        shifted = torch.nn.functional.pad(previous[:, shift:], (0, 0, 0, shift))
+        levels.append(torch.maximum(previous, shifted))
+    table = torch.stack(levels, dim=1)  # (batch_size, num_levels, length, channels)
+    level = torch.floor(torch.log2(widths.clamp(min=1).float())).long()
+    left = starts.clamp(max=length - 1)
+    right = (ends - (2 ** level)).clamp(min=0, max=length - 1)
+    flat_table = table.reshape(batch_size, -1, channels)
+    left_index = (level * length + left).unsqueeze(-1).expand(-1, -1, channels)
+    right_index = (level * length + right).unsqueeze(-1).expand(-1, -1, channels)
+    result = torch.maximum(flat_table.gather(1, left_index), flat_table.gather(1, right_index))
+    return result * (widths > 0).unsqueeze(-1).to(result.dtype)
+
+
+class SpanCharacterCnn(torch.nn.Module):
+    """
+    Character CNN of word fragments, Xu (2017), "Fixed-size Ordinally-Forgetting Encoding and Its
+    Applications", MSc thesis, York University, §2.2.2 (eq. 2.10-2.11) and §5.5.1: for each kernel
+    height h, `num_filters` feature maps sweep the fragment's characters; each map is ReLU'd and
+    max-pooled over the windows that lie inside the fragment.
+
+    The convolution runs once over the sentence's character sequence; a span's pooled value is the
+    maximum over the window positions `[char_start, char_end - h]`, read from a sparse table, so the
+    result equals running the CNN on each fragment alone (a fragment shorter than h gives 0).
+
+    # Parameters
+
+    input_dim : `int`, required
+        Character embedding size.
+    num_filters : `int`, optional (default = `16`)
+        Feature maps per kernel height (the thesis' kernel depth 16).
+    kernel_sizes : `Sequence[int]`, optional (default = `(2, ..., 9)`)
+
+    Output dim: `num_filters * len(kernel_sizes)`.
+    """
+
+    def __init__(self, input_dim: int, num_filters: int = 16, kernel_sizes: Sequence[int] = tuple(range(2, 10))) -> None:
+        super().__init__()
+        if num_filters < 1 or not kernel_sizes or min(kernel_sizes) < 1:
+            raise ConfigurationError(f"need num_filters >= 1 and kernel sizes >= 1, got {num_filters}, {kernel_sizes}")
+        self.kernel_sizes = list(kernel_sizes)
+        self.convolutions = torch.nn.ModuleList(
+            torch.nn.Conv1d(input_dim, num_filters, kernel_size) for kernel_size in self.kernel_sizes
+        )
+        self._output_dim = num_filters * len(self.kernel_sizes)
+
+    def get_output_dim(self) -> int:
+        return self._output_dim
+
+    def forward(self, characters: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.Tensor:
+        """
+        characters : `(batch_size, num_characters, input_dim)`, padding zeroed
+        starts, ends : `(batch_size, num_spans)` character offsets of the fragments, `ends` exclusive
+
+        Returns `(batch_size, num_spans, output_dim)`.
+        """
+        channels_first = characters.transpose(1, 2)
+        pooled = []
+        for kernel_size, convolution in zip(self.kernel_sizes, self.convolutions):
+            if channels_first.size(-1) < kernel_size:
+                pooled.append(characters.new_zeros(starts.size(0), starts.size(1), convolution.out_channels))
+                continue
+            windows = torch.relu(convolution(channels_first)).transpose(1, 2)  # (batch, num_windows, filters)
+            last_window = ends - kernel_size + 1
+            pooled.append(range_max(windows, starts, torch.minimum(last_window, ends.new_tensor(windows.size(1)))))
+        return torch.cat(pooled, dim=-1)

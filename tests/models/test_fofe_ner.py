@@ -1,0 +1,230 @@
+import json
+
+import pytest
+import torch
+from allennlp.common import Lazy, Params
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.testing import ModelTestCase
+from allennlp.data import Batch, Vocabulary
+from allennlp.models import Model
+from allennlp.modules import FeedForward
+
+import nerzoo  # noqa: F401
+from nerzoo.models.fofe_ner import FofeNer
+from tests import FIXTURES_ROOT
+
+CONFIG = FIXTURES_ROOT / "experiments" / "fofe_ner_tiny.jsonnet"
+DATA = FIXTURES_ROOT / "conll2003" / "train.txt"
+NESTED = {
+    "dataset_reader.file_format": "jsonl",
+    "dataset_reader.conll": None,
+    "train_data_path": str(FIXTURES_ROOT / "nested" / "train.jsonl"),
+    "validation_data_path": str(FIXTURES_ROOT / "nested" / "dev.jsonl"),
+}
+
+
+def fofe(vectors, alpha, dim=None):
+    """Eq. 3.1 step by step; the empty sequence codes to 0."""
+    code = torch.zeros(dim if dim is not None else vectors[0].size(0), dtype=torch.float64)
+    for vector in vectors:
+        code = alpha * code + vector.double()
+    return code
+
+
+class TestFofeNer(ModelTestCase):
+    def setup_method(self):
+        super().setup_method()
+        self.set_up_model(CONFIG, DATA)
+
+    def test_can_train_save_and_load(self):
+        self.ensure_model_can_train_save_and_load(self.param_file)
+
+    def test_can_train_save_and_load_on_nested_entities(self):
+        self.ensure_model_can_train_save_and_load(self.param_file, overrides=json.dumps(NESTED))
+
+    def _batch(self, count=6):
+        batch = Batch(self.instances[:count])
+        batch.index_instances(self.vocab)
+        return batch.as_tensor_dict()
+
+    def _spans(self, tensors):
+        mask = tensors["tokens"]["tokens"]["tokens"] > 0
+        starts, ends, span_mask = self.model._enumerate_spans(mask)
+        return mask, starts, ends, span_mask
+
+    def test_span_features_equal_the_recursion_on_each_span(self):
+        model = self.model.eval()
+        tensors = self._batch()
+        mask, starts, ends, span_mask = self._spans(tensors)
+        with torch.no_grad():
+            features = model._span_features(tensors["tokens"], mask, starts, ends, None).double()
+            words = {name: embedder(**tensors["tokens"][name]) for name, embedder in model.word_embedders.items()}
+            character_ids = tensors["tokens"]["token_characters"]["token_characters"]
+            separator = model.character_embedding.num_embeddings - 1
+            alpha, beta = model.alpha, model.character_alpha
+            for sentence in range(mask.size(0)):
+                length = int(mask[sentence].sum())
+                for column in span_mask[sentence].nonzero().view(-1).tolist():
+                    start, end = int(starts[sentence, column]), int(ends[sentence, column])
+                    expected = []
+                    for name, embedded in words.items():
+                        vectors = list(embedded[sentence, :length])
+                        dim = embedded.size(-1)
+                        expected += [
+                            torch.stack(vectors[start:end]).double().sum(0),
+                            fofe(vectors[:end], alpha, dim),
+                            fofe(vectors[:start], alpha, dim),
+                            fofe(vectors[start:][::-1], alpha, dim),
+                            fofe(vectors[end:][::-1], alpha, dim),
+                        ]
+                    ids = []
+                    for word in range(start, end):
+                        if word > start:
+                            ids.append(separator)
+                        ids += [int(i) for i in character_ids[sentence, word] if i > 0]
+                    ids = torch.tensor(ids)
+                    characters = list(model.character_embedding(ids))
+                    expected += [fofe(characters, beta), fofe(characters[::-1], beta)]
+                    fragment = model.cnn_character_embedding(ids).t().unsqueeze(0)
+                    for kernel_size, convolution in zip(model.character_cnn.kernel_sizes, model.character_cnn.convolutions):
+                        if fragment.size(-1) >= kernel_size:
+                            expected.append(torch.relu(convolution(fragment)).max(-1).values.view(-1).double())
+                        else:
+                            expected.append(torch.zeros(convolution.out_channels, dtype=torch.float64))
+                    torch.testing.assert_close(features[sentence, column], torch.cat(expected), rtol=1e-4, atol=1e-5)
+
+    def test_second_pass_contexts_see_first_pass_entities_as_type_tokens(self):
+        first = self.model.eval()
+        second = FofeNer(
+            self.vocab,
+            word_embedders={"tokens": first.word_embedders["tokens"]},
+            feedforward=Lazy(FeedForward, Params({"num_layers": 1, "hidden_dims": 4, "activations": "relu"})),
+            max_span_width=first.max_span_width,
+            characters=None,
+            first_pass=first,
+        ).eval()
+        tensors = self._batch(4)
+        mask, starts, ends, span_mask = self._spans(tensors)
+        length = int(mask[0].sum())
+        assert length >= 6
+        # First-pass entities of sentence 0, by hand: [1, 3) type 0 and [4, 5) type 1.
+        entities = [(1, 3, 0), (4, 5, 1)]
+        in_entity = torch.zeros_like(mask)
+        entity_start = torch.arange(mask.size(1)).repeat(mask.size(0), 1)
+        entity_end = entity_start + 1
+        entity_type = torch.zeros_like(entity_start)
+        for start, end, label in entities:
+            in_entity[0, start:end] = True
+            entity_start[0, start:end] = start
+            entity_end[0, start:end] = end
+            entity_type[0, start:end] = label
+        substitutions = {"in_entity": in_entity, "start": entity_start, "end": entity_end, "type": entity_type}
+        with torch.no_grad():
+            features = second._span_features(tensors["tokens"], mask, starts, ends, substitutions).double()
+            embedded = list(second.word_embedders["tokens"](**tensors["tokens"]["tokens"])[0, :length])
+            types = second.type_embeddings["tokens"].weight
+        alpha, dim = second.alpha, embedded[0].size(0)
+
+        def left_units(boundary):
+            units, position = [], 0
+            while position < boundary:
+                entity = next((e for e in entities if e[0] == position), None)
+                if entity is not None and entity[1] <= boundary:
+                    units.append(types[entity[2]])
+                    position = entity[1]
+                else:
+                    units.append(embedded[position])
+                    position += 1
+            return units
+
+        def right_units(boundary):
+            units, position = [], length
+            while position > boundary:
+                entity = next((e for e in entities if e[1] == position), None)
+                if entity is not None and entity[0] >= boundary:
+                    units.append(types[entity[2]])
+                    position = entity[0]
+                else:
+                    units.append(embedded[position - 1])
+                    position -= 1
+            return units  # already right to left
+
+        for column in span_mask[0].nonzero().view(-1).tolist():
+            start, end = int(starts[0, column]), int(ends[0, column])
+            fragment = embedded[start:end]
+            expected = [
+                torch.stack(fragment).double().sum(0),
+                fofe(left_units(start) + fragment, alpha, dim),
+                fofe(left_units(start), alpha, dim),
+                fofe(right_units(end) + fragment[::-1], alpha, dim),
+                fofe(right_units(end), alpha, dim),
+            ]
+            torch.testing.assert_close(features[0, column], torch.cat(expected), rtol=1e-4, atol=1e-5, msg=f"span {start}-{end}")
+
+    def test_sampling_keeps_entities_and_negatives_at_their_rates(self):
+        model = self.model
+        model.overlap_sample_rate, model.disjoint_sample_rate = 0.36, 0.09
+        tensors = self._batch(16)
+        mask, starts, ends, span_mask = self._spans(tensors)
+        gold = model._gold_classes(tensors["entities"], starts, ends, span_mask)
+        entity_sets = [set((s, e) for s, e, _ in m["entities"]) for m in tensors["metadata"]]
+        exact = torch.zeros_like(span_mask)
+        overlapping = torch.zeros_like(span_mask)
+        for sentence, spans in enumerate(entity_sets):
+            for column in span_mask[sentence].nonzero().view(-1).tolist():
+                start, end = int(starts[sentence, column]), int(ends[sentence, column])
+                exact[sentence, column] = (start, end) in spans
+                overlapping[sentence, column] = (start, end) not in spans and any(
+                    s < end and start < e for s, e in spans
+                )
+        disjoint = span_mask & ~exact & ~overlapping
+        assert torch.equal(gold > 0, exact)
+        assert overlapping.sum() > 100 and disjoint.sum() > 100
+        draws = 400
+        kept = torch.zeros(span_mask.shape)
+        torch.manual_seed(0)
+        for _ in range(draws):
+            kept += (span_mask & model._sample(gold, tensors["entities"], starts, ends, mask)).float()
+        rate = kept / draws
+        assert torch.equal(rate[exact], torch.ones(int(exact.sum())))
+        assert rate[overlapping].mean().item() == pytest.approx(0.36, abs=0.01)
+        assert rate[disjoint].mean().item() == pytest.approx(0.09, abs=0.005)
+
+    def test_training_scores_only_sampled_spans_and_evaluation_scores_all(self):
+        tensors = self._batch(8)
+        self.model.train()
+        trained = self.model(**tensors)
+        self.model.eval()
+        evaluated = self.model(**tensors)
+        assert trained["span_mask"].sum() < evaluated["span_mask"].sum()
+        assert evaluated["span_mask"].sum() == self._spans(tensors)[3].sum()
+
+    def test_decoding_and_readable_output(self):
+        self.model.eval()
+        output = self.model.make_output_human_readable(self.model(**self._batch(4)))
+        assert len(output["spans"]) == 4
+        for spans in output["spans"]:
+            for span in spans:
+                assert set(span) == {"start", "end", "label", "score", "level"}
+                assert span["level"] in (1, 2) and 0.3 <= span["score"] <= 1.0
+
+    def test_bad_configurations_raise(self):
+        params = Params.from_file(str(CONFIG))
+        for key, value in [
+            ("decoding", ["highest_first"]),
+            ("decoding", ["best_first", "longest_first"]),
+            ("alpha", 1.0),
+            ("overlap_sample_rate", 1.5),
+            ("max_span_width", 0),
+        ]:
+            model_params = params.duplicate()["model"]
+            model_params[key] = value
+            with pytest.raises(ConfigurationError):
+                Model.from_params(vocab=self.vocab, params=model_params)
+
+    def test_first_pass_must_share_the_vocabulary(self):
+        other = Vocabulary.from_instances(self.instances[:3])
+        first = Model.from_params(vocab=other, params=Params.from_file(str(CONFIG))["model"])
+        model_params = Params.from_file(str(CONFIG))["model"]
+        with pytest.raises(ConfigurationError, match="from_files"):
+            Model.from_params(vocab=self.vocab, params=model_params, first_pass=first)

@@ -1,0 +1,105 @@
+"""FOFE-NER through the real `allennlp` command: train, evaluate, predict, second pass, nested entities."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests import PROJECT_ROOT
+from tests.test_end_to_end import evaluate
+
+CONFIG = "training_config/fofe_ner.jsonnet"
+SECOND_PASS = "training_config/fofe_ner_second_pass.jsonnet"
+TINY = "fixtures/experiments/fofe_ner_tiny.jsonnet"
+NESTED = {
+    "dataset_reader.file_format": "jsonl",
+    "dataset_reader.conll": None,
+    "train_data_path": "fixtures/nested/train.jsonl",
+    "validation_data_path": "fixtures/nested/dev.jsonl",
+}
+
+
+def allennlp(*args, env=None):
+    command = [sys.executable, "-m", "allennlp", *map(str, args)]
+    result = subprocess.run(
+        command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
+
+
+def predict(archive, lines, path, env=None):
+    inputs = path.with_suffix(".in.jsonl")
+    inputs.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    allennlp("predict", archive, inputs, "--output-file", path, "--batch-size", 2, "--silent",
+             "--include-package", "nerzoo", env=env)
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def first_pass(tmp_path_factory):
+    run = tmp_path_factory.mktemp("fofe") / "first"
+    allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo", "-o", json.dumps({"trainer.num_epochs": 12}))
+    return run
+
+
+def test_train_evaluate_predict_spans_with_scores_and_offsets(first_pass, tmp_path):
+    metrics = json.loads((first_pass / "metrics.json").read_text())
+    assert metrics["best_validation_f1-measure-overall"] > 0.8, metrics
+    evaluated = evaluate(first_pass / "model.tar.gz", "fixtures/conll2003/test.txt", tmp_path / "eval.json")
+    assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"], abs=1e-9)
+
+    sentences = [
+        {"sentence": "Peter Blackburn visited Brussels on Monday ."},
+        {"sentence": "Anna Keller , chief executive of Norvik Bank , resigned on Friday ."},
+        {"tokens": ["Lena", "Holm", "visited", "Oslo", "."]},
+    ]
+    predictions = predict(first_pass / "model.tar.gz", sentences, tmp_path / "predictions.jsonl")
+    assert len(predictions) == 3
+    spans = [span for prediction in predictions for span in prediction["spans"]]
+    assert spans and {"PER", "LOC"} <= {span["label"] for span in spans}
+    for line, prediction in zip(sentences, predictions):
+        text = line.get("sentence") or " ".join(line["tokens"])
+        assert "tags" not in prediction
+        for span in prediction["spans"]:
+            assert set(span) == {"label", "start", "end", "text", "char_start", "char_end", "score", "level"}
+            assert text[span["char_start"] : span["char_end"]] == span["text"]
+            assert span["text"] == " ".join(prediction["tokens"][span["start"] : span["end"]])
+            assert 0.5 <= span["score"] <= 1.0 and span["level"] == 1
+
+
+def test_second_pass_trains_on_first_pass_entities_and_predicts(first_pass, tmp_path):
+    env = {"FOFE_FIRST_PASS": str(first_pass / "model.tar.gz")}
+    run = tmp_path / "second"
+    allennlp("train", SECOND_PASS, "-s", run, "--include-package", "nerzoo", "-o",
+             json.dumps({"trainer.num_epochs": 4}), env=env)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["best_validation_f1-measure-overall"] > 0.8, metrics
+    config = json.loads((run / "config.json").read_text())
+    assert config["model"]["first_pass"]["archive_file"] == env["FOFE_FIRST_PASS"]
+    predictions = predict(run / "model.tar.gz", [{"tokens": ["Lena", "Holm", "visited", "Oslo", "."]}],
+                          tmp_path / "second.jsonl", env=env)
+    assert predictions[0]["spans"]
+
+
+def test_nested_entities_are_predicted_inside_outer_ones(tmp_path):
+    run = tmp_path / "nested"
+    overrides = {**NESTED, "trainer.num_epochs": 25, "model.thresholds": [0.5, 0.5],
+                 "model.decoding": ["highest_first", "highest_first"]}
+    allennlp("train", TINY, "-s", run, "--include-package", "nerzoo", "-o", json.dumps(overrides))
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["best_validation_f1-measure-overall"] > 0.5, metrics
+    dev = [json.loads(line) for line in (PROJECT_ROOT / "fixtures/nested/dev.jsonl").read_text().splitlines()]
+    lines = [{"tokens": sentence["tokens"]} for sentence in dev]
+    predictions = predict(run / "model.tar.gz", lines, tmp_path / "nested.jsonl")
+    inner = [
+        (span, outer)
+        for prediction in predictions
+        for span in prediction["spans"]
+        if span["level"] == 2
+        for outer in prediction["spans"]
+        if outer["level"] == 1 and outer["start"] <= span["start"] and span["end"] <= outer["end"]
+    ]
+    assert inner, "no nested entity predicted on the nested dev set"

@@ -1,0 +1,87 @@
+// FOFE-NER, local detection of entity spans: Xu (2017), "Fixed-size Ordinally-Forgetting Encoding
+// and Its Applications", MSc thesis, York University, chapter 5; settings of §5.5.1 scaled to CPU.
+// Every fragment of up to 7 words is classified from the FOFE codes (α = 0.5) of its left and right
+// contexts (including and excluding it) and its bag of words, over a case-sensitive and a
+// case-insensitive vocabulary (two embedding matrices), plus the character FOFE of the fragment in
+// both directions and a character CNN (kernel heights 2-9, 16 maps each; 64-d character embeddings,
+// uniform in [-1, 1]); a feed-forward net of 3 x 512 ReLU units (Glorot-uniform initialisation)
+// over the entity types + NONE. Negative fragments are down-sampled at 0.36 (partial overlap) and
+// 0.09 (disjoint). The learning rate decays every epoch so that it ends at 1/16 of its start.
+// Scaled to CPU: 50-d word embeddings (the case-insensitive ones from GloVe 6B 50d in place of the
+// thesis' 256-d RCV1 word2vec), batches of 32 sentences (~500 sampled fragments, the thesis'
+// mini-batch of 512), dropout from 0.4 down to 0.1 (`dropout_schedule`) and
+// fewer epochs. Highest-first decoding at threshold 0.5.
+//
+// Trains on the fixtures by default. For CoNLL-2003 (see README "FOFE-NER"), override the data and
+// the pretrained file:
+//   -o '{"train_data_path": "../shared/data/conll2003/eng.train",
+//        "validation_data_path": "../shared/data/conll2003/eng.testa",
+//        "test_data_path": "../shared/data/conll2003/eng.testb",
+//        "model.word_embedders.lowercase_tokens.pretrained_file": "<glove.6B.50d>",
+//        "vocabulary.pretrained_files.lowercase_tokens": "<glove.6B.50d>"}'
+// Nested entities: read JSON lines with '{"dataset_reader.file_format": "jsonl", "dataset_reader.conll":
+// null}' (format in fixtures/nested/README.md) and decode two
+// levels with '{"model.decoding": ["highest_first", "highest_first"], "model.thresholds": [0.5, 0.5]}'.
+// The second pass (§5.4) is training_config/fofe_ner_second_pass.jsonnet.
+local glove = "fixtures/embeddings/tiny_glove.txt";
+local word_dim = 50;
+local num_epochs = 30;
+
+{
+  dataset_reader: {
+    type: "entity_spans",
+    file_format: "conll",
+    conll: { tag_column: 3, file_tag_scheme: "IOB1" },
+    token_indexers: {
+      tokens: { type: "single_id", namespace: "tokens" },
+      lowercase_tokens: { type: "single_id", namespace: "lowercase_tokens", lowercase_tokens: true },
+      token_characters: { type: "characters", min_padding_length: 1 },
+    },
+  },
+  train_data_path: "fixtures/conll2003/train.txt",
+  validation_data_path: "fixtures/conll2003/dev.txt",
+  test_data_path: "fixtures/conll2003/test.txt",
+  evaluate_on_test: true,
+  vocabulary: {
+    type: "from_instances",
+    pretrained_files: { lowercase_tokens: glove },
+    min_pretrained_embeddings: { lowercase_tokens: 60000 },
+  },
+  model: {
+    type: "fofe_ner",
+    word_embedders: {
+      tokens: { type: "embedding", embedding_dim: word_dim, vocab_namespace: "tokens" },
+      lowercase_tokens: {
+        type: "embedding",
+        embedding_dim: word_dim,
+        vocab_namespace: "lowercase_tokens",
+        pretrained_file: glove,
+        trainable: true,
+      },
+    },
+    max_span_width: 7,
+    alpha: 0.5,
+    character_dim: 64,
+    cnn_filters: 16,
+    cnn_kernel_sizes: [2, 3, 4, 5, 6, 7, 8, 9],
+    feedforward: { num_layers: 3, hidden_dims: 512, activations: "relu", dropout: 0.4 },
+    dropout: 0.4,
+    overlap_sample_rate: 0.36,
+    disjoint_sample_rate: 0.09,
+    decoding: ["highest_first"],
+    thresholds: [0.5],
+    initializer: { regexes: [["feedforward.*weight|output_layer.weight", { type: "xavier_uniform" }]] },
+  },
+  data_loader: { batch_size: 32, shuffle: true },
+  validation_data_loader: { batch_size: 64, shuffle: false },
+  trainer: {
+    optimizer: { type: "adam", lr: 0.001 },
+    learning_rate_scheduler: { type: "exponential", gamma: std.pow(1 / 16, 1 / num_epochs) },
+    callbacks: [{ type: "dropout_schedule", start: 0.4, end: 0.1 }],
+    grad_norm: 5.0,
+    num_epochs: num_epochs,
+    patience: 10,
+    validation_metric: "+f1-measure-overall",
+    cuda_device: -1,
+  },
+}
