@@ -11,7 +11,6 @@ from tests.test_end_to_end import evaluate
 
 CONFIG = "training_config/fofe_ner.jsonnet"
 SECOND_PASS = "training_config/fofe_ner_second_pass.jsonnet"
-TINY = "fixtures/experiments/fofe_ner_tiny.jsonnet"
 NESTED = {
     "dataset_reader.file_format": "jsonl",
     "dataset_reader.conll": None,
@@ -74,7 +73,7 @@ def test_second_pass_trains_on_first_pass_entities_and_predicts(first_pass, tmp_
     env = {"FOFE_FIRST_PASS": str(first_pass / "model.tar.gz")}
     run = tmp_path / "second"
     allennlp("train", SECOND_PASS, "-s", run, "--include-package", "nerzoo", "-o",
-             json.dumps({"trainer.num_epochs": 4}), env=env)
+             json.dumps({"trainer.num_epochs": 12}), env=env)
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_f1-measure-overall"] > 0.8, metrics
     config = json.loads((run / "config.json").read_text())
@@ -86,9 +85,10 @@ def test_second_pass_trains_on_first_pass_entities_and_predicts(first_pass, tmp_
 
 def test_nested_entities_are_predicted_inside_outer_ones(tmp_path):
     run = tmp_path / "nested"
-    overrides = {**NESTED, "trainer.num_epochs": 25, "model.thresholds": [0.5, 0.5],
-                 "model.decoding": ["highest_first", "highest_first"]}
-    allennlp("train", TINY, "-s", run, "--include-package", "nerzoo", "-o", json.dumps(overrides))
+    overrides = {**NESTED, "test_data_path": "fixtures/nested/test.jsonl", "trainer.num_epochs": 30,
+                 "trainer.patience": None, "data_loader.batch_size": 8,
+                 "model.thresholds": [0.5, 0.5], "model.decoding": ["longest_first", "highest_first"]}
+    allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo", "-o", json.dumps(overrides))
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_f1-measure-overall"] > 0.5, metrics
     dev = [json.loads(line) for line in (PROJECT_ROOT / "fixtures/nested/dev.jsonl").read_text().splitlines()]

@@ -21,7 +21,9 @@
 //        "vocabulary.pretrained_files.lowercase_tokens": "<glove.6B.50d>"}'
 // Nested entities: read JSON lines with '{"dataset_reader.file_format": "jsonl", "dataset_reader.conll":
 // null}' (format in fixtures/nested/README.md) and decode two
-// levels with '{"model.decoding": ["highest_first", "highest_first"], "model.thresholds": [0.5, 0.5]}'.
+// levels, outer entities longest-first, then inside each the best-scoring ones:
+// '{"model.decoding": ["longest_first", "highest_first"], "model.thresholds": [0.5, 0.5]}'
+// (highest-first at the outer level would let a confident inner entity remove the outer one).
 // The second pass (§5.4) is training_config/fofe_ner_second_pass.jsonnet.
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
