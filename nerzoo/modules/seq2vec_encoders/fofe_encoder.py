@@ -5,6 +5,8 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2vec_encoders.seq2vec_encoder import Seq2VecEncoder
 
+from nerzoo.modules.fofe import prefix_codes, span_codes
+
 
 @Seq2VecEncoder.register("fofe")
 class FofeEncoder(Seq2VecEncoder):
@@ -25,9 +27,9 @@ class FofeEncoder(Seq2VecEncoder):
         z' = sum_{s >= F} alpha^(s - F) x_s         (F = the first unmasked position).
 
     Masked positions count as zero vectors; a fully masked sequence (a padding word, as
-    `TokenCharactersEncoder` passes them) gives zeros.  Each code is one weighted sum over the
-    positions, batched; it equals the last (first) position of
-    `nerzoo.modules.fofe.fofe_codes`.  Used as
+    `TokenCharactersEncoder` passes them) gives zeros.  Each code is the span code
+    (`nerzoo.modules.fofe.span_codes`) from the first to the last unmasked position, so it equals
+    the last (first) position of `fofe_codes`.  Used as
     `{"type": "character_encoding", "embedding": {...}, "encoder": {"type": "fofe", ...}}`, it is
     the FOFE character encoder.
 
@@ -88,16 +90,6 @@ class FofeEncoder(Seq2VecEncoder):
     def is_bidirectional(self) -> bool:
         return self._bidirectional
 
-    def _weighted_sum(self, inputs: torch.Tensor, mask: torch.BoolTensor, exponents: torch.Tensor) -> torch.Tensor:
-        """`sum_s alpha^(exponents[:, s]) x_s` over unmasked `s`: `(batch_size, input_dim)`."""
-        alpha = self.alpha
-        if isinstance(alpha, torch.Tensor):
-            weights = alpha.to(inputs.dtype) ** exponents.to(inputs.dtype)
-        else:
-            weights = torch.pow(alpha, exponents.to(torch.float64)).to(inputs.dtype)
-        weights = weights * mask.to(inputs.dtype)
-        return torch.bmm(weights.unsqueeze(1), inputs).squeeze(1)
-
     def forward(self, inputs: torch.Tensor, mask: Optional[torch.BoolTensor] = None) -> torch.Tensor:
         """
         # Parameters
@@ -116,13 +108,14 @@ class FofeEncoder(Seq2VecEncoder):
         if mask is None:
             mask = inputs.new_ones(batch_size, num_steps, dtype=torch.bool)
         mask = mask.bool()
-        positions = torch.arange(num_steps, device=inputs.device).unsqueeze(0)  # (1, num_steps)
-        # (batch_size, 1): last and first unmasked position (0 and num_steps for an empty row,
-        # whose weights the mask zeroes anyway).
-        last = torch.where(mask, positions, positions.new_zeros(())).amax(dim=1, keepdim=True)
-        # Exponents are clamped at 0 where the mask zeroes the weight: no negative powers.
-        codes = [self._weighted_sum(inputs, mask, (last - positions).clamp(min=0))]
+        # The code of the span from the first to the last unmasked position (empty for a padding row).
+        positions = torch.arange(num_steps, device=inputs.device).unsqueeze(0)
+        present = mask.any(dim=1, keepdim=True)
+        first = torch.where(mask, positions, num_steps).amin(dim=1, keepdim=True) * present
+        end = (torch.where(mask, positions, -1).amax(dim=1, keepdim=True) + 1) * present
+        alpha = self.alpha
+        codes = [span_codes(prefix_codes(inputs, mask, alpha), first, end, alpha)]
         if self._bidirectional:
-            first = torch.where(mask, positions, positions.new_full((), num_steps)).amin(dim=1, keepdim=True)
-            codes.append(self._weighted_sum(inputs, mask, (positions - first).clamp(min=0)))
-        return torch.cat(codes, dim=-1)
+            right_to_left = prefix_codes(inputs, mask, alpha, reverse=True)
+            codes.append(span_codes(right_to_left, first, end, alpha, reverse=True))
+        return torch.cat(codes, dim=-1).squeeze(1)
