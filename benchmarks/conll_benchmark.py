@@ -273,10 +273,12 @@ def nerzoo_overrides(config_params: Dict[str, Any], args) -> Dict[str, Any]:
         "evaluate_on_test": False,
         "trainer.num_epochs": args.epochs,
     }
-    embedders = get_nested(config_params, "model.text_field_embedder.token_embedders") or {}
-    for name, embedder in embedders.items():
-        if isinstance(embedder, dict) and "pretrained_file" in embedder:
-            overrides[f"model.text_field_embedder.token_embedders.{name}.pretrained_file"] = args.glove
+    # Embedders of a text field embedder, and those a model takes directly (fofe_ner's word_embedders).
+    for embedders_key in ("model.text_field_embedder.token_embedders", "model.word_embedders"):
+        embedders = get_nested(config_params, embedders_key) or {}
+        for name, embedder in embedders.items():
+            if isinstance(embedder, dict) and "pretrained_file" in embedder:
+                overrides[f"{embedders_key}.{name}.pretrained_file"] = args.glove
     pretrained_files = get_nested(config_params, "vocabulary.pretrained_files") or {}
     for namespace in pretrained_files:
         overrides[f"vocabulary.pretrained_files.{namespace}"] = args.glove
@@ -342,11 +344,14 @@ def train_and_evaluate(
     run_dir: str,
     max_minutes: float,
     evaluation_files: Dict[str, str],
+    extra_env: Optional[Dict[str, str]] = None,
 ) -> Dict[str, Any]:
     """
     `allennlp train` in a subprocess with the time budget callback loadable, a hard kill at 1.25 x
     budget + 5 min (the best weights so far are then archived), then `allennlp evaluate` on each of
-    `evaluation_files` (split name -> file), whose F1 x 100 lands in `<split>_f1`.
+    `evaluation_files` (split name -> file), whose F1 x 100 lands in `<split>_f1`.  `extra_env`:
+    environment variables added to those of this process for both subprocesses (e.g. a Jsonnet
+    `std.extVar` of the config); this process's own environment is left as it is.
     """
     serialization_dir = os.path.join(run_dir, name)
     result: Dict[str, Any] = {"name": name, "serialization_dir": serialization_dir}
@@ -355,6 +360,7 @@ def train_and_evaluate(
     if overrides:
         command += ["-o", json.dumps(overrides)]
     env = dict(os.environ)
+    env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [BENCHMARK_DIR, env.get("PYTHONPATH")]))
     # The callback stops gracefully between epochs; this hard limit only catches an epoch that alone
     # overruns the budget (or a hang), with a margin for start-up and archiving.
@@ -397,7 +403,8 @@ def train_and_evaluate(
         command = [ALLENNLP, "evaluate", archive, path, "--output-file", output_file]
         command += ["--include-package", include_package]
         print(f"=== {name}: evaluating on {split}", flush=True)
-        run = run_logged(command, os.path.join(run_dir, f"{name}.evaluate.{split}.log"), 3600)
+        evaluate_env = dict(os.environ, **extra_env) if extra_env else None
+        run = run_logged(command, os.path.join(run_dir, f"{name}.evaluate.{split}.log"), 3600, evaluate_env)
         result[f"{split}_evaluate_seconds"] = run["wall_seconds"]
         if run["returncode"] == 0 and os.path.exists(output_file):
             with open(output_file) as handle:

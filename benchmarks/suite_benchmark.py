@@ -3,18 +3,21 @@
 The engine of the paper benchmarks: a set of models trained one after the other on each of a set of
 datasets, with the same CPU time budget each, evaluated on dev and test with `allennlp evaluate`, and
 one row per model appended to the suite's own section of docs/RESULTS.md (span F1, wall time, train
-sentences/s and its ratio to the baseline trained in the same run).
+sentences/s and its ratio to the baseline trained in the same run; with `Suite.predict_speed`, also
+prediction sentences/s on the test file and its ratio to the baseline).
 
 What is specific to a paper (its models, datasets, section heading and intro, defaults) is a `Suite`,
 defined in the script that is run:
 
     .venv/bin/python benchmarks/deptree_benchmark.py    (dependency-aware NER, Aguilar & Solorio 2019)
     .venv/bin/python benchmarks/me_crf_benchmark.py     (ME-CRF, Liu, Baldwin & Cohn 2017)
+    .venv/bin/python benchmarks/fofe_ner_benchmark.py   (FOFE-NER, Xu 2017)
 
 This file itself is not meant to be run.  The training subprocess, the time budget callback
 (`benchmark_time_budget`), the logging of every subprocess and the small helpers come from
 `conll_benchmark.py` in this folder (imported as the top-level module `conll_benchmark`: fairscale
-owns the name `benchmarks`).  Prediction speed is not measured here.
+owns the name `benchmarks`).  Prediction speed, for suites that ask for it, is timed by
+`predict_speed.py` in this folder, in a subprocess per archive.
 """
 import argparse
 import datetime
@@ -22,6 +25,7 @@ import glob
 import json
 import os
 import platform
+import re
 import shlex
 import sys
 import tempfile
@@ -44,6 +48,8 @@ DEFAULT_RESULTS = "docs/RESULTS.md"
 DEFAULT_MAX_MINUTES = 8.5
 SMOKE_MAX_MINUTES = 0.2
 DEFAULT_EPOCHS = 100
+PREDICT_BATCH_SIZE = 64
+PREDICT_SPEED_SCRIPT = os.path.join(BENCHMARK_DIR, "predict_speed.py")
 
 TABLE_HEADER = [
     "date",
@@ -58,6 +64,11 @@ TABLE_HEADER = [
     "dev F1",
     "test F1",
 ]
+# Suites with `predict_speed`: these two columns go right after "vs baseline".
+PREDICT_COLUMNS = ["predict sent/s", "predict vs baseline"]
+
+# `{archive:NAME}` in the value of a model's "env": the archive of model NAME trained earlier in the run.
+ARCHIVE_PLACEHOLDER = re.compile(r"\{archive:([^{}]+)\}")
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,13 @@ class Suite:
     - `description`: the argparse description.
     - `models`: name -> {"config": path relative to the repository root, "overrides": dotted
       overrides that make the model, "label": row label}; the order is the order of `--models` help.
+      Optional keys, for a model built on another one trained in the same run:
+      "needs": the name of that model, which must have been trained earlier in the run (on the same
+      dataset) and have left an archive, or this model's row is an error row and it is not
+      trained; "env": {"VAR": "value"}, environment variables for this model's training, evaluation
+      and prediction-speed subprocesses (and the Jsonnet `std.extVar`s when its config is read
+      here), where `{archive:NAME}` in a value stands for the archive of model NAME in the
+      dataset's run folder (NAME must have been trained earlier in the run too).
     - `datasets`: name -> {"title", "train", "dev", "test", "format" ("conll" or "iob2"), "reader"
       (None: every config keeps its own reader; else it replaces every config's `dataset_reader`,
       the config's token indexers kept), optional "caveat" (a sub-item of the run note)}.
@@ -78,6 +96,11 @@ class Suite:
     - `section_heading`, `section_intro`: the section of the results file.
     - `default_datasets`, `default_models`: the defaults of `--datasets` and `--models`.
     - `baseline`: the model every "vs baseline" ratio of a dataset refers to.
+    - `predict_speed`: when true, after its evaluation each archive predicts the sentences of the
+      dataset's test file (`{"tokens": [...]}` inputs through the `entity_tagger` predictor, batch
+      size 64, CPU), timed by `predict_speed.py` in a subprocess (log `<model>.predict_speed.log`);
+      the table then has the columns "predict sent/s" and "predict vs baseline" after "vs
+      baseline" (`table_header`). Only for `conll` datasets.
     """
 
     name: str
@@ -91,6 +114,15 @@ class Suite:
     default_datasets: Sequence[str]
     default_models: Sequence[str]
     baseline: str = "baseline"
+    predict_speed: bool = False
+
+
+def table_header(suite: Suite) -> List[str]:
+    """The suite's table columns: TABLE_HEADER, with PREDICT_COLUMNS after "vs baseline" when it times prediction."""
+    if not suite.predict_speed:
+        return list(TABLE_HEADER)
+    position = TABLE_HEADER.index("vs baseline") + 1
+    return [*TABLE_HEADER[:position], *PREDICT_COLUMNS, *TABLE_HEADER[position:]]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -133,17 +165,25 @@ def missing_files(dataset: Dict[str, Any]) -> List[str]:
 # Configs
 
 
-def model_overrides(model: Dict[str, Any], dataset: Dict[str, Any], glove: str, epochs: int, max_minutes: float):
+def model_overrides(
+    model: Dict[str, Any],
+    dataset: Dict[str, Any],
+    glove: str,
+    epochs: int,
+    max_minutes: float,
+    env: Optional[Dict[str, str]] = None,
+):
     """
     All dotted overrides of one training: conll_benchmark's (data, GloVe in the embedder and the
     vocabulary, num_epochs, no test evaluation, the time budget callback), patience off, the model's
-    own overrides and, for datasets with their own reader, the whole `dataset_reader`.
+    own overrides and, for datasets with their own reader, the whole `dataset_reader`.  `env`: the
+    model's environment variables (`model_env`), Jsonnet external variables of its config.
     Returns (overrides, resolved config).
     """
     from allennlp.common.params import Params
 
     config_path = os.path.join(REPO_ROOT, model["config"])
-    config_params = Params.from_file(config_path).as_dict(quiet=True)
+    config_params = Params.from_file(config_path, ext_vars=env).as_dict(quiet=True)
     namespace = SimpleNamespace(
         train=dataset["train"], dev=dataset["dev"], glove=glove, epochs=epochs, max_minutes=max_minutes
     )
@@ -154,14 +194,48 @@ def model_overrides(model: Dict[str, Any], dataset: Dict[str, Any], glove: str, 
         reader = dict(dataset["reader"])
         reader["token_indexers"] = config_params["dataset_reader"].get("token_indexers")
         overrides["dataset_reader"] = reader  # a key equal to a whole object replaces it
-    resolved = Params.from_file(config_path, json.dumps(overrides)).as_dict(quiet=True)
+    resolved = Params.from_file(config_path, json.dumps(overrides), ext_vars=env).as_dict(quiet=True)
     return overrides, resolved
 
 
-def config_cell(model: Dict[str, Any], resolved: Dict[str, Any]) -> str:
+def required_models(model: Dict[str, Any]) -> List[str]:
+    """The models this one needs trained before it: its "needs" and the `{archive:NAME}`s of its "env"."""
+    names = [model["needs"]] if model.get("needs") else []
+    for value in (model.get("env") or {}).values():
+        names += [name for name in ARCHIVE_PLACEHOLDER.findall(value) if name not in names]
+    return names
+
+
+def missing_requirement(model: Dict[str, Any], results: List[Dict[str, Any]]) -> Optional[str]:
+    """Why a model cannot be trained after `results` (the models trained so far on its dataset), or None."""
+    for name in required_models(model):
+        earlier = next((result for result in results if result["model"] == name), None)
+        if earlier is None:
+            return f"needs {name}, not trained before it in this run"
+        if not earlier.get("archive"):
+            return f"needs {name}, which left no archive"
+    return None
+
+
+def model_env(model: Dict[str, Any], results: List[Dict[str, Any]]) -> Dict[str, str]:
+    """The model's "env" with each `{archive:NAME}` replaced by the archive of NAME among `results`."""
+    archives = {result["model"]: result.get("archive") for result in results}
+    return {
+        variable: ARCHIVE_PLACEHOLDER.sub(lambda match: archives[match.group(1)], value)
+        for variable, value in (model.get("env") or {}).items()
+    }
+
+
+def config_cell(model: Dict[str, Any], resolved: Optional[Dict[str, Any]]) -> str:
+    """The "config + overrides" cell; `resolved` None for a model that was not trained (no reader then)."""
     cell = model["config"]
     if model["overrides"]:
         cell += f" -o {json.dumps(model['overrides'])}"
+    for variable, value in (model.get("env") or {}).items():
+        shown = ARCHIVE_PLACEHOLDER.sub(lambda match: f"<{match.group(1)} archive of this run>", value)
+        cell += f"; {variable}={shown}"
+    if resolved is None:
+        return cell
     reader = resolved.get("dataset_reader") or {}
     cell += f"; reader {reader.get('type', '?')}"
     if reader.get("type") == "conllu_ner":
@@ -178,14 +252,63 @@ def config_cell(model: Dict[str, Any], resolved: Dict[str, Any]) -> str:
 
 
 def train_and_evaluate(
-    name: str, config_path: str, overrides: Dict[str, Any], dataset: Dict[str, Any], run_dir: str, max_minutes: float
+    name: str,
+    config_path: str,
+    overrides: Dict[str, Any],
+    dataset: Dict[str, Any],
+    run_dir: str,
+    max_minutes: float,
+    env: Optional[Dict[str, str]] = None,
 ) -> Dict[str, Any]:
-    """Writes the run's overrides, then conll_benchmark.train_and_evaluate on the dataset's dev and test."""
+    """
+    Writes the run's overrides, then conll_benchmark.train_and_evaluate on the dataset's dev and test
+    (`env`: extra environment variables of its subprocesses).
+    """
     with open(os.path.join(run_dir, f"{name}.overrides.json"), "w") as handle:
         json.dump(overrides, handle, indent=2)
     return conll_benchmark.train_and_evaluate(
-        name, config_path, overrides, "nerzoo", run_dir, max_minutes, {"dev": dataset["dev"], "test": dataset["test"]}
+        name,
+        config_path,
+        overrides,
+        "nerzoo",
+        run_dir,
+        max_minutes,
+        {"dev": dataset["dev"], "test": dataset["test"]},
+        extra_env=env or None,
     )
+
+
+def measure_predict_speed(
+    name: str, archive: str, test_path: str, run_dir: str, env: Optional[Dict[str, str]] = None
+) -> Dict[str, Any]:
+    """
+    `predict_speed.py` on the archive and the test file in a subprocess (log
+    `<name>.predict_speed.log`, its JSON line also in `<name>.predict_speed.json`); returns
+    `predict_sentences`, `predict_seconds` and `predict_sentences_per_second`, or `error`.
+    """
+    log_path = os.path.join(run_dir, f"{name}.predict_speed.log")
+    command = [sys.executable, PREDICT_SPEED_SCRIPT, archive, test_path]
+    command += ["--batch-size", str(PREDICT_BATCH_SIZE), "--include-package", "nerzoo"]
+    print(f"=== {name}: timing prediction on test (batch size {PREDICT_BATCH_SIZE})", flush=True)
+    run = conll_benchmark.run_logged(command, log_path, 3600, dict(os.environ, **env) if env else None)
+    timing = None
+    if run["returncode"] == 0:
+        with open(log_path, encoding="utf-8") as handle:
+            for line in handle:  # the last JSON line wins; logging may precede it
+                if line.startswith("{"):
+                    try:
+                        timing = json.loads(line)
+                    except ValueError:
+                        continue
+    if not timing or "sentences_per_second" not in timing:
+        return {"error": "prediction timing failed"}
+    with open(os.path.join(run_dir, f"{name}.predict_speed.json"), "w") as handle:
+        json.dump(timing, handle, indent=2)
+    return {
+        "predict_sentences": timing["sentences"],
+        "predict_seconds": timing["seconds"],
+        "predict_sentences_per_second": timing["sentences_per_second"],
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -196,14 +319,19 @@ def result_row(
     result: Dict[str, Any], baseline: Optional[Dict[str, Any]], common: Dict[str, Any], suite: Suite
 ) -> List[str]:
     fmt = conll_benchmark.fmt
-    rate = result.get("train_sentences_per_second")
-    if result["model"] == suite.baseline:
-        versus = "1.00x (baseline)" if rate else "n/a"
-    else:
-        versus = conll_benchmark.ratio(rate, baseline.get("train_sentences_per_second") if baseline else None)
+
+    def versus(key: str) -> str:
+        rate = result.get(key)
+        if result["model"] == suite.baseline:
+            return "1.00x (baseline)" if rate else "n/a"
+        return conll_benchmark.ratio(rate, baseline.get(key) if baseline else None)
+
     model = result["label"]
     if result.get("error"):
         model += f" (ERROR: {result['error']})"
+    predict_cells = []
+    if suite.predict_speed:
+        predict_cells = [fmt(result.get("predict_sentences_per_second"), 1), versus("predict_sentences_per_second")]
     return [
         common["date"],
         common["dataset"],
@@ -211,8 +339,9 @@ def result_row(
         result["config_display"],
         common["data"],
         *conll_benchmark.epochs_and_wall_cells(result),
-        fmt(rate, 1),
-        versus,
+        fmt(result.get("train_sentences_per_second"), 1),
+        versus("train_sentences_per_second"),
+        *predict_cells,
         fmt(result.get("dev_f1")),
         fmt(result.get("test_f1")),
     ]
@@ -224,7 +353,7 @@ def update_section(results_path: str, rows: List[List[str]], note: str, suite: S
     the section (`conll_benchmark.append_to_section`, which creates the section when missing).
     """
     conll_benchmark.append_to_section(
-        results_path, suite.section_heading, suite.section_intro, TABLE_HEADER, rows, note
+        results_path, suite.section_heading, suite.section_intro, table_header(suite), rows, note
     )
 
 
@@ -286,10 +415,15 @@ def parse_args(argv: Optional[List[str]], suite: Suite) -> argparse.Namespace:
 
 def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int:
     if suite is None:
-        raise ValueError("suite_benchmark.main needs a suite (run deptree_benchmark.py or me_crf_benchmark.py)")
+        raise ValueError(
+            "suite_benchmark.main needs a suite "
+            "(run deptree_benchmark.py, me_crf_benchmark.py or fofe_ner_benchmark.py)"
+        )
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(raw_argv, suite)
     datasets_available = suite.smoke_datasets() if args.smoke else suite.datasets
+    if suite.predict_speed and any(dataset["format"] != "conll" for dataset in datasets_available.values()):
+        raise ValueError("predict_speed reads the test sentences of CoNLL column files only (format 'conll')")
     dataset_names = [name.strip() for name in args.datasets.split(",") if name.strip()]
     model_names = [name.strip() for name in args.models.split(",") if name.strip()]
     unknown = [name for name in dataset_names if name not in suite.datasets]
@@ -359,20 +493,45 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
         results: List[Dict[str, Any]] = []
         for model_name in model_names:
             model = suite.models[model_name]
-            overrides, resolved = model_overrides(model, dataset, glove, args.epochs, max_minutes)
+            missing = missing_requirement(model, results)
+            if missing:
+                print(f"\n=== {model_name}: not trained: {missing}", flush=True)
+                results.append(
+                    {
+                        "name": model_name,
+                        "model": model_name,
+                        "label": model["label"],
+                        "config_display": config_cell(model, None),
+                        "error": missing,
+                        "train_sentences_per_second": None,
+                    }
+                )
+                continue
+            env = model_env(model, results)
+            overrides, resolved = model_overrides(model, dataset, glove, args.epochs, max_minutes, env)
             result = train_and_evaluate(
-                model_name, os.path.join(REPO_ROOT, model["config"]), overrides, dataset, dataset_dir, max_minutes
+                model_name, os.path.join(REPO_ROOT, model["config"]), overrides, dataset, dataset_dir, max_minutes, env
             )
             result.update(
                 model=model_name,
                 label=model["label"],
                 config_display=config_cell(model, resolved),
             )
+            if env:
+                result["env"] = env
             result["train_sentences_per_second"] = conll_benchmark.train_sentences_per_second(result, counts["train"])
+            if suite.predict_speed and result.get("archive"):
+                speed = measure_predict_speed(model_name, result["archive"], dataset["test"], dataset_dir, env)
+                error = speed.pop("error", None)
+                if error:
+                    result.setdefault("error", error)
+                result.update(speed)
             results.append(result)
+            predict_text = f", {fmt(result.get('predict_sentences_per_second'), 1)} predict sent/s"
             print(
                 f"  {model_name}: dev F1 {fmt(result.get('dev_f1'))}, test F1 {fmt(result.get('test_f1'))}, "
                 f"{fmt(result['train_sentences_per_second'], 1)} train sent/s"
+                + (predict_text if suite.predict_speed else "")
                 + (f", ERROR: {result['error']}" if result.get("error") else ""),
                 flush=True,
             )
@@ -393,10 +552,22 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
             f"{loads_text(dataset_load)}, at its end {loads_text(os.getloadavg())}."
         )
         for result in results:
+            if "train_wall_seconds" not in result:  # not trained: a model it needs is missing
+                note += f" {result['model']}: not trained ({result.get('error')})."
+                continue
             note += (
                 f" {result['model']}: training process CPU time "
                 f"{format_seconds(result.get('train_cpu_seconds'))}, mean 1-min load during "
-                f"training {fmt(result.get('train_mean_load'))}."
+                f"training {fmt(result.get('train_mean_load'))}"
+            )
+            for variable, value in (result.get("env") or {}).items():
+                note += f", {variable}=`{conll_benchmark.display_path(value)}`"
+            note += "."
+        if suite.predict_speed:
+            note += (
+                f" Prediction speed: `benchmarks/predict_speed.py`, the {counts['test']} test sentences through "
+                f"the archive's `entity_tagger` predictor, batch size {PREDICT_BATCH_SIZE}, CPU, three warm-up batches "
+                "not timed, one timed pass."
             )
         if baseline is None:
             note += " The baseline was not trained in this run, so there are no ratios."
@@ -409,7 +580,11 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
             summary.append(f"{dataset_name:10s} {result['model']:12s} " + " | ".join(row[5:]))
         any_error = any_error or any(result.get("error") for result in results)
 
-    print("\n=== Summary (epochs run (best) | train wall (trainer) | train sent/s | vs baseline | dev F1 | test F1)")
+    predict_summary = " | predict sent/s | predict vs baseline" if suite.predict_speed else ""
+    print(
+        f"\n=== Summary (epochs run (best) | train wall (trainer) | train sent/s | vs baseline{predict_summary} "
+        "| dev F1 | test F1)"
+    )
     print("\n".join(summary))
     print(f"\nrows appended to {results_path}\nrun folder: {run_dir}")
     return 1 if any_error else 0
@@ -419,7 +594,8 @@ if __name__ == "__main__":
     print(
         "suite_benchmark.py is the engine of the paper benchmarks; run one of them instead:\n"
         "    .venv/bin/python benchmarks/deptree_benchmark.py\n"
-        "    .venv/bin/python benchmarks/me_crf_benchmark.py",
+        "    .venv/bin/python benchmarks/me_crf_benchmark.py\n"
+        "    .venv/bin/python benchmarks/fofe_ner_benchmark.py",
         file=sys.stderr,
     )
     sys.exit(2)

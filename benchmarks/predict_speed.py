@@ -1,0 +1,104 @@
+#!/usr/bin/env python
+"""
+Prediction speed of a model archive on the sentences of a CoNLL column file, through the archive's
+`entity_tagger` predictor on the CPU.
+
+    .venv/bin/python benchmarks/predict_speed.py ARCHIVE DATA_FILE [--batch-size 64] [--include-package nerzoo]
+
+The sentences are the maximal runs of non-blank lines of DATA_FILE (`-DOCSTART-` lines skipped, as
+`conll_benchmark.count_sentences` counts them); the first column of each line is the word, the gold
+tags are not read.  Each sentence becomes a pre-tokenised input `{"tokens": [...]}`.  After loading
+the archive (`Predictor.from_path(ARCHIVE, "entity_tagger")`, CPU) and three untimed warm-up batches,
+`predict_batch_json` is timed over all sentences, in batches of `--batch-size`, once; the time
+covers building the instances, the model and the formatting of the predictor's output.  The last
+line of the output is one JSON object:
+
+    {"sentences": N, "seconds": S, "sentences_per_second": R}
+
+Used by suite_benchmark.py for suites with `predict_speed` (one subprocess per archive, its output
+in `<model>.predict_speed.log`); a model whose config reads environment variables (the FOFE-NER
+second pass: FOFE_FIRST_PASS) needs them set here too.  Torch keeps its default number of threads.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+from typing import List, Optional
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+DEFAULT_BATCH_SIZE = 64
+
+
+def read_sentences(path: str) -> List[List[str]]:
+    """The words (first column) of each sentence of a CoNLL column file, `-DOCSTART-` lines skipped."""
+    sentences: List[List[str]] = []
+    words: List[str] = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":
+                if words:
+                    sentences.append(words)
+                words = []
+                continue
+            words.append(fields[0])
+    if words:
+        sentences.append(words)
+    return sentences
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Time batched prediction of the sentences of a CoNLL file with a model archive's "
+        "entity_tagger predictor (CPU); print one JSON line."
+    )
+    parser.add_argument("archive", help="model.tar.gz")
+    parser.add_argument("data_file", help="CoNLL column file (first column: the words)")
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help=f"default {DEFAULT_BATCH_SIZE}")
+    parser.add_argument(
+        "--include-package", action="append", default=None, help="package to import first (default nerzoo; repeatable)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.batch_size < 1:
+        print("error: --batch-size must be at least 1", file=sys.stderr)
+        return 2
+    for path in (args.archive, args.data_file):
+        if not os.path.exists(path):
+            print(f"error: {path} does not exist", file=sys.stderr)
+            return 2
+    sentences = read_sentences(args.data_file)
+    if not sentences:
+        print(f"error: no sentences in {args.data_file}", file=sys.stderr)
+        return 2
+
+    if REPO_ROOT not in sys.path:
+        sys.path.insert(0, REPO_ROOT)  # the nerzoo package when not installed
+    from allennlp.common.util import import_module_and_submodules
+    from allennlp.predictors import Predictor
+
+    for package in args.include_package or ["nerzoo"]:
+        import_module_and_submodules(package)
+    predictor = Predictor.from_path(os.path.abspath(args.archive), "entity_tagger", cuda_device=-1)
+
+    inputs = [{"tokens": words} for words in sentences]
+    batches = [inputs[start : start + args.batch_size] for start in range(0, len(inputs), args.batch_size)]
+    for batch in batches[:3]:  # warm-up (first calls allocate and pick kernels), not timed
+        predictor.predict_batch_json(batch)
+    start = time.perf_counter()
+    predicted = 0
+    for batch in batches:
+        predicted += len(predictor.predict_batch_json(batch))
+    seconds = time.perf_counter() - start
+    timing = {"sentences": predicted, "seconds": seconds, "sentences_per_second": predicted / seconds}
+    print(json.dumps(timing), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
