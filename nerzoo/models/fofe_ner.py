@@ -170,18 +170,20 @@ class FofeNer(Model):
         check_dimensions_match(feature_dim, self.feedforward.get_input_dim(), "span feature dim", "feedforward input dim")
         self.output_layer = torch.nn.Linear(self.feedforward.get_output_dim(), num_classes)
 
-        self.first_pass = first_pass
         self.type_embeddings = torch.nn.ModuleDict()
         if first_pass is not None:
             self._check_first_pass(first_pass, vocab)
-            for parameter in first_pass.parameters():
-                parameter.requires_grad_(False)
             for name, embedder in word_embedders.items():
                 self.type_embeddings[name] = torch.nn.Embedding(len(self.entity_types), embedder.get_output_dim())
 
         self.accuracy = CategoricalAccuracy()
         self.span_f1 = SpanSetF1(self.entity_types)
         initializer(self)
+        # Attached after the initializer, whose regexes would otherwise re-initialise its weights.
+        self.first_pass = first_pass
+        if first_pass is not None:
+            for parameter in first_pass.parameters():
+                parameter.requires_grad_(False)
 
     def _check_first_pass(self, first_pass: Model, vocab: Vocabulary) -> None:
         if not isinstance(first_pass, FofeNer):

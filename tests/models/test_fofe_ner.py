@@ -5,7 +5,7 @@ import torch
 from allennlp.common import Lazy, Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.testing import ModelTestCase
-from allennlp.data import Batch, Vocabulary
+from allennlp.data import Batch, DatasetReader, Vocabulary
 from allennlp.models import Model
 from allennlp.modules import FeedForward
 
@@ -228,3 +228,36 @@ class TestFofeNer(ModelTestCase):
         model_params = Params.from_file(str(CONFIG))["model"]
         with pytest.raises(ConfigurationError, match="from_files"):
             Model.from_params(vocab=self.vocab, params=model_params, first_pass=first)
+
+
+def test_second_pass_keeps_the_first_pass_and_interpolates_its_probabilities():
+    params = Params.from_file(str(CONFIG))
+    reader_params, model_params = params["dataset_reader"], params["model"]
+    instances = list(DatasetReader.from_params(reader_params.duplicate()).read(str(DATA)))[:6]
+    vocab = Vocabulary.from_instances(instances)
+    first = Model.from_params(vocab=vocab, params=model_params.duplicate()).eval()
+    weights = {name: value.clone() for name, value in first.state_dict().items()}
+    second_params = model_params.duplicate()
+    # The shipped config's initializer matches the first pass's layers too (first_pass.feedforward...).
+    second_params["initializer"] = {"regexes": [["feedforward.*weight|output_layer.weight", {"type": "xavier_uniform"}]]}
+    second_params["interpolation"] = 1.0
+    second = Model.from_params(vocab=vocab, params=second_params, first_pass=first).eval()
+    for name, value in second.first_pass.state_dict().items():
+        assert torch.equal(value, weights[name]), name
+    assert not any(parameter.requires_grad for parameter in second.first_pass.parameters())
+    second.train()
+    assert not second.first_pass.training and second.feedforward.training
+    second.eval()
+    batch = Batch(instances)
+    batch.index_instances(vocab)
+    tensors = batch.as_tensor_dict()
+    mask = tensors["tokens"]["tokens"]["tokens"] > 0
+    starts, ends, span_mask = first._enumerate_spans(mask)
+    with torch.no_grad():
+        expected = first(**tensors)["class_probabilities"]
+        torch.testing.assert_close(second(**tensors)["class_probabilities"], expected)
+        second.interpolation = 0.25
+        substitutions = second._first_pass_entities(expected, starts, ends, span_mask, mask)
+        features = second._span_features(tensors["tokens"], mask, starts, ends, substitutions)
+        alone = second.output_layer(second.feedforward(features)).softmax(-1)
+        torch.testing.assert_close(second(**tensors)["class_probabilities"], 0.25 * expected + 0.75 * alone)
