@@ -10,6 +10,7 @@ from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, ConllColumnsReader
+from nerzoo.data.json_lines import numbered_lines
 from nerzoo.data.tag_schemes import tags_to_spans
 
 FILE_FORMATS = ("conll", "jsonl")
@@ -255,7 +256,10 @@ class EntitySpansReader(DatasetReader):
         name = str(file_path)
         path = cached_path(file_path)
         if self.file_format == "jsonl":
-            for line_number, line in self.shard_iterable(self._sentence_lines(path, name)):
+            lines = numbered_lines(
+                path, lambda line, message: EntitySpansFormatError(name, line, message), "the file holds no sentences"
+            )
+            for line_number, line in self.shard_iterable(lines):
                 where = f"{name}:{line_number}"
                 words, entities, sentence_id = self._parse_line(line, where)
                 metadata: Dict[str, Any] = {"source": where}
@@ -280,22 +284,6 @@ class EntitySpansReader(DatasetReader):
             yield self.text_to_instance(
                 words, entities, {"source": f"{name}:{first_line}", "id": sentence_id}
             )
-
-    @staticmethod
-    def _sentence_lines(path: str, name: str) -> Iterator[Tuple[int, str]]:
-        """The non-blank lines of a JSON-lines file with their 1-based numbers."""
-        any_sentence = False
-        with open(path, "rb") as handle:
-            for line_number, raw_line in enumerate(handle, start=1):
-                try:
-                    line = raw_line.decode("utf-8-sig" if line_number == 1 else "utf-8")
-                except UnicodeDecodeError as error:
-                    raise EntitySpansFormatError(name, line_number, f"not valid UTF-8 ({error.reason})") from None
-                if line.strip():
-                    any_sentence = True
-                    yield line_number, line
-        if not any_sentence:
-            raise EntitySpansFormatError(name, None, "the file holds no sentences")
 
     @staticmethod
     def _parse_line(line: str, where: str) -> Tuple[List[str], Optional[List[EntitySpan]], Optional[str]]:

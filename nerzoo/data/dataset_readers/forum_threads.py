@@ -1,7 +1,7 @@
 import json
 import os
 import re
-from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -11,6 +11,9 @@ from allennlp.data.fields import Field, ListField, MetadataField, SequenceLabelF
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import SpacyTokenizer, Token, Tokenizer
+
+from nerzoo.data.json_lines import numbered_lines
+
 
 # The one token of an empty (or all-whitespace) title or text, so that every post has a non-empty
 # TextField and the title/text encoders always see at least one word.
@@ -293,27 +296,16 @@ class ForumThreadsReader(DatasetReader):
     def _read(self, file_path: str) -> Iterable[Instance]:
         name = str(file_path)
         path = cached_path(file_path)
-        for line_number, line in self.shard_iterable(self._thread_lines(path, name)):
+        lines = numbered_lines(
+            path,
+            lambda line, message: ThreadFormatError(name if line is None else f"{name}:{line}", message),
+            "the file holds no threads",
+        )
+        for line_number, line in self.shard_iterable(lines):
             where = f"{name}:{line_number}"
             default_id = f"{os.path.basename(name)}:{line_number}"
             thread_id, posts = self._parse_line(line, where, default_id)
             yield self.text_to_instance(posts, thread_id, {"source": where})
-
-    @staticmethod
-    def _thread_lines(path: str, name: str) -> Iterator[Tuple[int, str]]:
-        """The non-blank lines of the file with their 1-based numbers."""
-        any_thread = False
-        with open(path, "rb") as handle:
-            for line_number, raw_line in enumerate(handle, start=1):
-                try:
-                    line = raw_line.decode("utf-8-sig" if line_number == 1 else "utf-8")
-                except UnicodeDecodeError as error:
-                    raise ThreadFormatError(f"{name}:{line_number}", f"not valid UTF-8 ({error.reason})") from None
-                if line.strip():
-                    any_thread = True
-                    yield line_number, line
-        if not any_thread:
-            raise ThreadFormatError(name, "the file holds no threads")
 
     @staticmethod
     def _parse_line(line: str, where: str, default_id: str) -> Tuple[str, Any]:
