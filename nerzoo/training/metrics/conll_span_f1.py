@@ -1,11 +1,10 @@
 from typing import Dict, List, Sequence
 
-import torch
 from allennlp.data.vocabulary import Vocabulary
-from allennlp.nn.util import dist_reduce_sum
 from allennlp.training.metrics.metric import Metric
 
 from nerzoo.data.tag_schemes import split_tag, tags_to_spans
+from nerzoo.training.metrics.span_set_f1 import LabelledSpan, SpanSetF1
 
 
 @Metric.register("conll_span_f1")
@@ -20,9 +19,10 @@ class ConllSpanF1(Metric):
     Spans are decoded with `nerzoo.data.tag_schemes.tags_to_spans`, which follows conlleval's chunk
     rules for IOB1, BIO and BIOUL/BIOES alike.
 
-    Counts live in one `(num_types, 3)` integer tensor (true positives, false positives, false
-    negatives) over a type list fixed at construction, so under distributed training `get_metric`
-    sums them exactly across workers (allennlp's `SpanBasedF1Measure` refuses to).
+    The decoded spans are counted by a `SpanSetF1` (composition): one `(num_types, 3)` integer
+    tensor (true positives, false positives, false negatives) over a type list fixed at
+    construction, so under distributed training `get_metric` sums them exactly across workers
+    (allennlp's `SpanBasedF1Measure` refuses to).
 
     The metric keys match allennlp's `SpanBasedF1Measure`: `precision-overall`, `recall-overall`,
     `f1-measure-overall` and `precision-TYPE`, `recall-TYPE`, `f1-measure-TYPE`.
@@ -34,9 +34,11 @@ class ConllSpanF1(Metric):
     """
 
     def __init__(self, entity_types: Sequence[str]) -> None:
-        self.entity_types: List[str] = sorted(set(entity_types))
-        self._type_index = {label: index for index, label in enumerate(self.entity_types)}
-        self._counts = torch.zeros(len(self.entity_types), 3, dtype=torch.long)
+        self._spans = SpanSetF1(entity_types)
+
+    @property
+    def entity_types(self) -> List[str]:
+        return self._spans.entity_types
 
     @classmethod
     def from_vocab(cls, vocabulary: Vocabulary, tag_namespace: str = "labels") -> "ConllSpanF1":
@@ -58,57 +60,22 @@ class ConllSpanF1(Metric):
         """
         if len(predicted_tags) != len(gold_tags):
             raise ValueError(f"{len(predicted_tags)} predicted but {len(gold_tags)} gold sequences")
-        batch_counts = torch.zeros_like(self._counts)
         for predicted, gold in zip(predicted_tags, gold_tags):
             if len(predicted) != len(gold):
                 raise ValueError(f"sequence lengths differ: {len(predicted)} vs {len(gold)}")
-            predicted_spans = set(tags_to_spans(predicted))
-            gold_spans = set(tags_to_spans(gold))
-            for label, *_ in predicted_spans & gold_spans:
-                batch_counts[self._index(label), 0] += 1
-            for label, *_ in predicted_spans - gold_spans:
-                batch_counts[self._index(label), 1] += 1
-            for label, *_ in gold_spans - predicted_spans:
-                batch_counts[self._index(label), 2] += 1
-        self._counts += batch_counts
-
-    def _index(self, label: str) -> int:
-        try:
-            return self._type_index[label]
-        except KeyError:
-            raise ValueError(
-                f"entity type {label!r} is not among the metric's types {self.entity_types}"
-            ) from None
+        self._spans(list(map(_labelled_spans, predicted_tags)), list(map(_labelled_spans, gold_tags)))
 
     @property
     def counts(self) -> Dict[str, Dict[str, int]]:
         """This worker's raw counts: `{type: {"tp": .., "fp": .., "fn": ..}}`."""
-        return {
-            label: dict(zip(("tp", "fp", "fn"), self._counts[index].tolist()))
-            for index, label in enumerate(self.entity_types)
-        }
+        return self._spans.counts
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
-        counts = dist_reduce_sum(self._counts).cpu()
-        metrics: Dict[str, float] = {}
-        for index, label in enumerate(self.entity_types):
-            metrics.update(self._scores(counts[index], f"-{label}"))
-        metrics.update(self._scores(counts.sum(dim=0), "-overall"))
-        if reset:
-            self.reset()
-        return metrics
-
-    @staticmethod
-    def _scores(counts: torch.Tensor, suffix: str) -> Dict[str, float]:
-        true_positives, false_positives, false_negatives = (int(value) for value in counts)
-        precision = _ratio(true_positives, true_positives + false_positives)
-        recall = _ratio(true_positives, true_positives + false_negatives)
-        f1 = _ratio(2 * precision * recall, precision + recall)
-        return {f"precision{suffix}": precision, f"recall{suffix}": recall, f"f1-measure{suffix}": f1}
+        return self._spans.get_metric(reset)
 
     def reset(self) -> None:
-        self._counts.zero_()
+        self._spans.reset()
 
 
-def _ratio(numerator: float, denominator: float) -> float:
-    return float(numerator) / denominator if denominator else 0.0
+def _labelled_spans(tags: Sequence[str]) -> List[LabelledSpan]:
+    return [(start, end, label) for label, start, end in tags_to_spans(tags)]
