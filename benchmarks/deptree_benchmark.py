@@ -80,14 +80,7 @@ UNER_CAVEAT = (
 # Datasets of a full run. "reader" is None when every config keeps its own dataset reader; otherwise
 # it replaces the whole `dataset_reader` of every config (the baseline's model ignores the tree fields).
 DATASETS: Dict[str, Dict[str, Any]] = {
-    "conll2003": {
-        "title": "CoNLL-2003 English (spaCy trees)",
-        "train": os.path.join(SHARED_DATA, "conll2003", "eng.train"),
-        "dev": os.path.join(SHARED_DATA, "conll2003", "eng.testa"),
-        "test": os.path.join(SHARED_DATA, "conll2003", "eng.testb"),
-        "format": "conll",
-        "reader": None,
-    },
+    "conll2003": suite_benchmark.conll2003_dataset("CoNLL-2003 English (spaCy trees)"),
     "uner_ewt": {
         "title": "UNER English-EWT (gold UD r2.9 trees)",
         "train": UNER_TRAIN_PRERELEASE,
@@ -108,16 +101,10 @@ DATASETS: Dict[str, Dict[str, Any]] = {
 
 def smoke_datasets() -> Dict[str, Dict[str, Any]]:
     """The same datasets on the fixtures: train, dev and test are the same small files."""
-    conll = os.path.join(REPO_ROOT, "fixtures", "conll2003")
     uner_sample = os.path.join(REPO_ROOT, "fixtures", "ud", "uner_sample.iob2")
     uner_treebank = os.path.join(REPO_ROOT, "fixtures", "ud", "uner_treebank.conllu")
     return {
-        "conll2003": dict(
-            DATASETS["conll2003"],
-            train=os.path.join(conll, "train.txt"),
-            dev=os.path.join(conll, "dev.txt"),
-            test=os.path.join(conll, "test.txt"),
-        ),
+        "conll2003": suite_benchmark.on_conll2003_fixtures(DATASETS["conll2003"]),
         "uner_ewt": dict(
             DATASETS["uner_ewt"],
             train=uner_sample,

@@ -75,27 +75,14 @@ BASELINE = "baseline"
 # "reader": None, so each config keeps its own reader (`entity_spans` over the IOB1 tags of column 3
 # for both FOFE passes, `conll_columns` with BIOUL tags for the baseline).
 DATASETS: Dict[str, Dict[str, Any]] = {
-    "conll2003": {
-        "title": "CoNLL-2003 English (span classification for FOFE-NER, tagging for the baseline)",
-        "train": os.path.join(SHARED_DATA, "conll2003", "eng.train"),
-        "dev": os.path.join(SHARED_DATA, "conll2003", "eng.testa"),
-        "test": os.path.join(SHARED_DATA, "conll2003", "eng.testb"),
-        "format": "conll",
-        "reader": None,
-    },
+    "conll2003": suite_benchmark.conll2003_dataset("CoNLL-2003 English (span classification for FOFE-NER, tagging for the baseline)"),
 }
 
 
 def smoke_datasets() -> Dict[str, Dict[str, Any]]:
     """The same dataset on the CoNLL-2003 fixtures."""
-    conll = os.path.join(REPO_ROOT, "fixtures", "conll2003")
     return {
-        "conll2003": dict(
-            DATASETS["conll2003"],
-            train=os.path.join(conll, "train.txt"),
-            dev=os.path.join(conll, "dev.txt"),
-            test=os.path.join(conll, "test.txt"),
-        ),
+        "conll2003": suite_benchmark.on_conll2003_fixtures(DATASETS["conll2003"]),
     }
 
 

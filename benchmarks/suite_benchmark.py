@@ -152,6 +152,30 @@ def count_sentences(path: str, file_format: str) -> int:
     return conll_benchmark.count_sentences(path)
 
 
+def conll2003_dataset(title: str) -> Dict[str, Any]:
+    """CoNLL-2003 English from ../shared/data (eng.train / eng.testa / eng.testb), each config's own reader."""
+    folder = os.path.join(SHARED_DATA, "conll2003")
+    return {
+        "title": title,
+        "train": os.path.join(folder, "eng.train"),
+        "dev": os.path.join(folder, "eng.testa"),
+        "test": os.path.join(folder, "eng.testb"),
+        "format": "conll",
+        "reader": None,
+    }
+
+
+def on_conll2003_fixtures(dataset: Dict[str, Any]) -> Dict[str, Any]:
+    """`dataset` with its files replaced by the CoNLL-2003 fixtures (for --smoke)."""
+    folder = os.path.join(REPO_ROOT, "fixtures", "conll2003")
+    return dict(
+        dataset,
+        train=os.path.join(folder, "train.txt"),
+        dev=os.path.join(folder, "dev.txt"),
+        test=os.path.join(folder, "test.txt"),
+    )
+
+
 def missing_files(dataset: Dict[str, Any]) -> List[str]:
     paths = [dataset["train"], dataset["dev"], dataset["test"]]
     missing = [path for path in paths if not os.path.exists(path)]
