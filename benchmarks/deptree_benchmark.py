@@ -80,7 +80,9 @@ UNER_CAVEAT = (
 # Datasets of a full run. "reader" is None when every config keeps its own dataset reader; otherwise
 # it replaces the whole `dataset_reader` of every config (the baseline's model ignores the tree fields).
 DATASETS: Dict[str, Dict[str, Any]] = {
-    "conll2003": suite_benchmark.conll2003_dataset("CoNLL-2003 English (spaCy trees)"),
+    "conll2003": suite_benchmark.conll2003_dataset(
+        "CoNLL-2003 English (spaCy trees)"
+    ),
     "uner_ewt": {
         "title": "UNER English-EWT (gold UD r2.9 trees)",
         "train": UNER_TRAIN_PRERELEASE,

@@ -75,7 +75,9 @@ BASELINE = "baseline"
 # "reader": None, so each config keeps its own reader (`entity_spans` over the IOB1 tags of column 3
 # for both FOFE passes, `conll_columns` with BIOUL tags for the baseline).
 DATASETS: Dict[str, Dict[str, Any]] = {
-    "conll2003": suite_benchmark.conll2003_dataset("CoNLL-2003 English (span classification for FOFE-NER, tagging for the baseline)"),
+    "conll2003": suite_benchmark.conll2003_dataset(
+        "CoNLL-2003 English (span classification for FOFE-NER, tagging for the baseline)"
+    ),
 }
 
 

@@ -41,6 +41,7 @@ with 2 threads took 0.7-3.3 s against 0.25 s with `--threads 1`; idle, 0.13 s wi
 the load average is printed.
 """
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -51,6 +52,7 @@ sys.path.insert(0, REPO_ROOT)
 
 import torch  # noqa: E402
 
+from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader  # noqa: E402
 from nerzoo.modules.fofe import prefix_codes, span_codes  # noqa: E402
 
 SHARED_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
@@ -64,22 +66,10 @@ PreparedBatch = Tuple[torch.Tensor, torch.BoolTensor, torch.LongTensor, torch.Lo
 
 
 def read_sentences(path: str, count: int) -> List[List[str]]:
-    """The word column of the first `count` sentences of a CoNLL-2003 file."""
-    sentences: List[List[str]] = []
-    words: List[str] = []
-    with open(path, encoding="utf-8") as conll:
-        for line in conll:
-            columns = line.split()
-            if not columns or columns[0] == "-DOCSTART-":
-                if words:
-                    sentences.append(words)
-                    words = []
-                    if len(sentences) == count:
-                        return sentences
-                continue
-            words.append(columns[0])
-    if words and len(sentences) < count:
-        sentences.append(words)
+    """The word column of the first `count` sentences of a CoNLL-2003 file, read by nerzoo's `conll_columns`."""
+    documents = ConllColumnsReader(file_tag_scheme=None).read_documents(path)
+    words = ([row[0] for row in rows] for _, sentences in documents for _, _, rows in sentences)
+    sentences = list(itertools.islice(words, count))
     if len(sentences) < count:
         raise ValueError(f"{path} has only {len(sentences)} sentences.")
     return sentences

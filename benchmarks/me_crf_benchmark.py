@@ -57,7 +57,9 @@ BASELINE = "baseline"
 # "reader": None, so each config keeps its own `conll_columns` reader (me_crf: `document_level: true`,
 # BIO tags; the baseline: sentences, BIOUL tags).
 DATASETS: Dict[str, Dict[str, Any]] = {
-    "conll2003": suite_benchmark.conll2003_dataset("CoNLL-2003 English (whole documents for me_crf, sentences for the baseline)"),
+    "conll2003": suite_benchmark.conll2003_dataset(
+        "CoNLL-2003 English (whole documents for me_crf, sentences for the baseline)"
+    ),
 }
 
 

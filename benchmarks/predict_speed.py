@@ -32,21 +32,11 @@ DEFAULT_BATCH_SIZE = 64
 
 
 def read_sentences(path: str) -> List[List[str]]:
-    """The words (first column) of each sentence of a CoNLL column file, `-DOCSTART-` lines skipped."""
-    sentences: List[List[str]] = []
-    words: List[str] = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            fields = line.split()
-            if not fields or fields[0] == "-DOCSTART-":
-                if words:
-                    sentences.append(words)
-                words = []
-                continue
-            words.append(fields[0])
-    if words:
-        sentences.append(words)
-    return sentences
+    """The words (first column) of each sentence of a CoNLL column file, read by nerzoo's `conll_columns`."""
+    from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
+
+    documents = ConllColumnsReader(file_tag_scheme=None).read_documents(path)
+    return [[row[0] for row in rows] for _, sentences in documents for _, _, rows in sentences]
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -72,13 +62,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not os.path.exists(path):
             print(f"error: {path} does not exist", file=sys.stderr)
             return 2
+    if REPO_ROOT not in sys.path:
+        sys.path.insert(0, REPO_ROOT)  # the nerzoo package when not installed
     sentences = read_sentences(args.data_file)
     if not sentences:
         print(f"error: no sentences in {args.data_file}", file=sys.stderr)
         return 2
 
-    if REPO_ROOT not in sys.path:
-        sys.path.insert(0, REPO_ROOT)  # the nerzoo package when not installed
     from allennlp.common.util import import_module_and_submodules
     from allennlp.predictors import Predictor
 
