@@ -1,6 +1,14 @@
 import pytest
+from allennlp.common import Params
+from allennlp.common.checks import ConfigurationError
+from allennlp.data import DatasetReader
 
-from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, ConllColumnsReader
+from nerzoo.data.dataset_readers.conll_columns import (
+    ColumnFormatError,
+    ConllColumnsReader,
+    parse_held_out_path,
+    select_held_out,
+)
 from nerzoo.data.tag_schemes import tags_to_spans
 from tests import FIXTURES_ROOT, SHARED_DATA
 
@@ -122,3 +130,192 @@ def test_real_conll2003_counts(name, documents, sentences, tokens, entities):
     assert sum(len(instance["metadata"]["sentence_spans"]) for instance in read) == sentences
     assert sum(len(instance["tokens"]) for instance in read) == tokens
     assert sum(len(tags_to_spans(instance["tags"].labels)) for instance in read) == entities
+
+
+# --------------------------------------------------------------------------------------------------
+# Segments (Seq2Biseq training regime)
+
+# A 5-token sentence (lines 3-7 of the file) and a 2-token one (lines 9-10), tags in BIO.
+SEGMENT_FILE = (
+    "-DOCSTART- -X- O\n"
+    "\n"
+    "Ines NNP B-NP\n"
+    "Duarte NNP I-NP\n"
+    "saw VBD B-VP\n"
+    "the DT B-NP\n"
+    "dog NN I-NP\n"
+    "\n"
+    "It PRP B-NP\n"
+    "rained VBD B-VP\n"
+)
+
+
+def _segment_reader(**kwargs):
+    return ConllColumnsReader(
+        tag_column=2, feature_columns={"pos_tags": 1}, file_tag_scheme="BIO", tag_scheme="BIOUL", **kwargs
+    )
+
+
+def test_segments_are_overlapping_windows_shifted_by_one(tmp_path):
+    path = tmp_path / "segments.txt"
+    path.write_text(SEGMENT_FILE, encoding="utf-8")
+    instances = list(_segment_reader(segment_length=3).read(path))
+    assert len(instances) == 3 + 1
+    words = [[token.text for token in instance["tokens"]] for instance in instances]
+    assert words == [
+        ["Ines", "Duarte", "saw"],
+        ["Duarte", "saw", "the"],
+        ["saw", "the", "dog"],
+        ["It", "rained"],  # at most segment_length tokens: the whole sentence
+    ]
+    # BIOUL conversion on the whole sentence (B-NP L-NP U-VP B-NP L-NP), then cut: the second window
+    # starts with the L- of "Ines Duarte" and ends with the B- of "the dog".
+    assert [instance["tags"].labels for instance in instances] == [
+        ["B-NP", "L-NP", "U-VP"],
+        ["L-NP", "U-VP", "B-NP"],
+        ["U-VP", "B-NP", "L-NP"],
+        ["U-NP", "U-VP"],
+    ]
+    assert instances[1]["pos_tags"].labels == ["NNP", "VBD", "DT"]
+    metadata = [instance["metadata"].metadata for instance in instances]
+    assert [m["segment_start"] for m in metadata] == [0, 1, 2, 0]
+    assert [m["source"] for m in metadata] == ["segments.txt:3", "segments.txt:4", "segments.txt:5", "segments.txt:9"]
+    assert [m["sentence_ids"] for m in metadata] == [["segments.txt:d0:s0"]] * 3 + [["segments.txt:d0:s1"]]
+    assert [m["sentence_spans"] for m in metadata] == [[(0, 3)]] * 3 + [[(0, 2)]]
+    assert all(m["document_id"] == "segments.txt:d0" for m in metadata)
+    assert metadata[2]["words"] == ["saw", "the", "dog"]
+
+
+def test_segments_of_every_length_rebuild_the_sentences():
+    sentences = list(ConllColumnsReader(tag_column=3).read(CONLL_FIXTURE))
+    for length in (1, 2, 4, 10, 1000):
+        segments = list(ConllColumnsReader(tag_column=3, segment_length=length).read(CONLL_FIXTURE))
+        expected = sum(max(len(s["tokens"]) - length, 0) + 1 for s in sentences)
+        assert len(segments) == expected
+        by_sentence = {}
+        for segment in segments:
+            metadata = segment["metadata"]
+            by_sentence.setdefault(metadata["sentence_ids"][0], []).append(segment)
+        for sentence in sentences:
+            windows = by_sentence[sentence["metadata"]["sentence_ids"][0]]
+            words, tags = sentence["metadata"]["words"], sentence["tags"].labels
+            assert [w["metadata"]["segment_start"] for w in windows] == list(range(len(windows)))
+            for window in windows:
+                start = window["metadata"]["segment_start"]
+                size = min(length, len(words))
+                assert window["metadata"]["words"] == words[start : start + size]
+                assert window["tags"].labels == tags[start : start + size]
+
+
+def test_segments_build_from_params():
+    reader = DatasetReader.from_params(Params({"type": "conll_columns", "tag_column": 3, "segment_length": 10}))
+    assert isinstance(reader, ConllColumnsReader) and reader.segment_length == 10
+
+
+@pytest.mark.parametrize("length", [0, -3, 2.5, True])
+def test_bad_segment_length(length):
+    with pytest.raises(ConfigurationError, match="segment_length must be a positive integer"):
+        ConllColumnsReader(segment_length=length)
+
+
+def test_segments_are_not_for_documents():
+    with pytest.raises(ConfigurationError, match="cannot be used with document_level"):
+        ConllColumnsReader(segment_length=10, document_level=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Held-out sentences selected by the data path
+
+CONLL2000_FIXTURE = FIXTURES_ROOT / "conll2000" / "train.txt"
+
+
+def _sentences(instances):
+    return [
+        (instance["metadata"]["sentence_ids"][0], instance["metadata"]["source"], instance["metadata"]["words"])
+        for instance in instances
+    ]
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_held_out_partitions_the_sentences(n):
+    reader = ConllColumnsReader(tag_column=2, tag_scheme="BIO")
+    everything = _sentences(reader.read(CONLL2000_FIXTURE))
+    held_out = _sentences(reader.read(f"{CONLL2000_FIXTURE}?held_out={n}"))
+    rest = _sentences(reader.read(f"{CONLL2000_FIXTURE}?without_held_out={n}"))
+    assert held_out == [sentence for i, sentence in enumerate(everything) if i % n == n - 1]
+    assert rest == [sentence for i, sentence in enumerate(everything) if i % n != n - 1]
+    assert held_out and not set(map(str, held_out)) & set(map(str, rest))
+    assert sorted(held_out + rest) == sorted(everything)
+    assert len(held_out) == len(everything) // n
+
+
+def test_held_out_counts_sentences_across_documents(tmp_path):
+    path = tmp_path / "docs.txt"
+    path.write_text(
+        "-DOCSTART- -X- O\n\na B-NP\n\nb B-NP\n\n-DOCSTART- -X- O\n\nc B-NP\n\nd B-NP\n\ne B-NP\n",
+        encoding="utf-8",
+    )
+    reader = ConllColumnsReader(file_tag_scheme="BIO")
+    held_out = _sentences(reader.read(f"{path}?held_out=2"))
+    assert held_out == [("docs.txt:d0:s1", "docs.txt:5", ["b"]), ("docs.txt:d1:s1", "docs.txt:11", ["d"])]
+    rest = [words for _, _, words in _sentences(reader.read(f"{path}?without_held_out=2"))]
+    assert rest == [["a"], ["c"], ["e"]]
+
+
+def test_held_out_before_segments(tmp_path):
+    path = tmp_path / "segments.txt"
+    path.write_text(SEGMENT_FILE, encoding="utf-8")
+    reader = _segment_reader(segment_length=3)
+    assert [i["metadata"]["words"] for i in reader.read(f"{path}?held_out=2")] == [["It", "rained"]]
+    assert len(list(reader.read(f"{path}?without_held_out=2"))) == 3
+
+
+@pytest.mark.parametrize(
+    "suffix, message",
+    [
+        ("?dev=9", "unknown data path selection 'dev=9'"),
+        ("?held_out", "unknown data path selection 'held_out'"),
+        ("?held_out=1", "held_out must be an integer of at least 2, not '1'"),
+        ("?without_held_out=0", "without_held_out must be an integer of at least 2, not '0'"),
+        ("?held_out=x", "held_out must be an integer of at least 2, not 'x'"),
+        ("?held_out=", "held_out must be an integer of at least 2, not ''"),
+        ("?held_out=-3", "held_out must be an integer of at least 2, not '-3'"),
+    ],
+)
+def test_bad_held_out_paths_are_named(suffix, message):
+    path = f"{CONLL2000_FIXTURE}{suffix}"
+    with pytest.raises(ConfigurationError) as error:
+        list(ConllColumnsReader(tag_column=2).read(path))
+    assert str(error.value).startswith(f"{path}: ")
+    assert message in str(error.value)
+
+
+def test_held_out_is_not_for_documents():
+    path = f"{CONLL2000_FIXTURE}?held_out=3"
+    with pytest.raises(ConfigurationError, match="cannot be used with document_level"):
+        list(ConllColumnsReader(tag_column=2, document_level=True).read(path))
+
+
+def test_parse_held_out_path():
+    assert parse_held_out_path("data/train.txt") == ("data/train.txt", None)
+    assert parse_held_out_path("data/train.txt?held_out=9") == ("data/train.txt", ("held_out", 9))
+    assert parse_held_out_path("a?b/train.txt?without_held_out=12") == ("a?b/train.txt", ("without_held_out", 12))
+    # A URL keeps its own query string; only the selection keys are taken from it.
+    assert parse_held_out_path("https://host/train.txt?dl=1") == ("https://host/train.txt?dl=1", None)
+    assert parse_held_out_path("https://host/train.txt?held_out=4") == ("https://host/train.txt", ("held_out", 4))
+    assert list(select_held_out(range(10), "held_out", 4)) == [3, 7]
+    assert list(select_held_out(range(10), "without_held_out", 4)) == [0, 1, 2, 4, 5, 6, 8, 9]
+
+
+CONLL2000 = SHARED_DATA / "conll2000"
+
+
+@pytest.mark.skipif(not CONLL2000.exists(), reason="../shared/data/conll2000 is not present")
+def test_real_conll2000_dev_carved_out_of_train():
+    reader = ConllColumnsReader(tag_column=2, tag_scheme="BIO")
+    train = CONLL2000 / "train.txt"
+    held_out = list(reader.read(f"{train}?held_out=9"))
+    rest = list(reader.read(f"{train}?without_held_out=9"))
+    assert (len(held_out), len(rest)) == (992, 7944)
+    assert held_out[0]["metadata"]["sentence_ids"] == ["train.txt:d0:s8"]
+    assert held_out[0]["metadata"]["source"] == "train.txt:269"

@@ -397,3 +397,99 @@ def test_real_uner_dev_joined_with_ewt_r29():
     assert spans == {"LOC": 399, "ORG": 224, "PER": 343}
     assert all(instance["metadata"]["num_roots"] >= 1 for instance in instances)
     assert instances[0]["metadata"]["sentence_id"] == "answers-20070404104007AAY1Chs_ans-0001"
+
+
+# --------------------------------------------------------------------------------------------------
+# tag_source: POS columns as the tags
+
+
+def _column_by_sentence(path, index):
+    """Independent read of one CoNLL-U column (basic-tree words only), sentence by sentence."""
+    sentences, current = [], []
+    for line in open(path, encoding="utf-8"):
+        line = line.rstrip("\n")
+        if not line.strip():
+            if current:
+                sentences.append(current)
+            current = []
+        elif not line.startswith("#") and line.split("\t")[0].isdigit():
+            current.append(line.split("\t")[index])
+    if current:
+        sentences.append(current)
+    return sentences
+
+
+@pytest.mark.parametrize("fixture", ["ner_misc.conllu", "ner_column.conllu", "uner_treebank.conllu"])
+@pytest.mark.parametrize("tag_source, column", [("upos", 3), ("xpos", 4)])
+def test_tag_source_reads_a_pos_column_as_plain_tags(fixture, tag_source, column):
+    instances = list(ConlluNerReader(tag_source=tag_source).read(UD / fixture))
+    assert [instance["tags"].labels for instance in instances] == _column_by_sentence(UD / fixture, column)
+    assert all(instance["tags"]._label_namespace == "labels" for instance in instances)
+    forms = _column_by_sentence(UD / fixture, 1)
+    assert [instance["metadata"]["words"] for instance in instances] == forms
+
+
+def test_tag_source_upos_values_and_fields():
+    instances = list(ConlluNerReader(tag_source="upos").read(NER_MISC))
+    assert instances[0]["tags"].labels == ["PROPN", "PROPN", "VERB", "PROPN", "ADJ", "NOUN", "PUNCT"]
+    # The POS input would be the answer: it is left out when it is the predicted column.
+    assert all("pos_tags" not in instance.fields for instance in instances)
+    assert {"tokens", "dependency_labels", "head_indices", "tags", "metadata"} <= set(instances[0].fields)
+    other = list(ConlluNerReader(tag_source="upos", pos_column="xpos").read(NER_MISC))
+    assert other[0]["pos_tags"].labels[:3] == ["NNP", "NNP", "VBD"]
+    assert other[0]["tags"].labels[:3] == ["PROPN", "PROPN", "VERB"]
+    xpos = list(ConlluNerReader(tag_source="xpos", label_namespace="pos_labels").read(NER_MISC))
+    assert xpos[0]["tags"].labels[:3] == ["NNP", "NNP", "VBD"]
+    assert xpos[0]["tags"]._label_namespace == "pos_labels"
+    assert xpos[0]["pos_tags"].labels[:3] == ["PROPN", "PROPN", "VERB"]  # pos_column "upos"
+    vocab = Vocabulary.from_instances(instances)
+    assert "PROPN" in vocab.get_token_to_index_vocabulary("labels")
+    assert "pos" not in vocab.get_namespaces()
+
+
+def test_tag_source_in_text_to_instance():
+    reader = ConlluNerReader(tag_source="upos")
+    instance = reader.text_to_instance(
+        ["Ada", "sings"], ["PROPN", "VERB"], ["nsubj", "root"], [2, 0], tags=["PROPN", "VERB"]
+    )
+    assert instance["tags"].labels == ["PROPN", "VERB"]
+    assert "pos_tags" not in instance.fields
+    kept = ConlluNerReader(tag_source="xpos").text_to_instance(
+        ["Ada", "sings"], ["PROPN", "VERB"], ["nsubj", "root"], [2, 0]
+    )
+    assert kept["pos_tags"].labels == ["PROPN", "VERB"] and "tags" not in kept.fields
+
+
+def test_tag_source_builds_from_params():
+    reader = DatasetReader.from_params(Params({"type": "conllu_ner", "tag_source": "upos"}))
+    assert isinstance(reader, ConlluNerReader) and reader.tag_source == "upos"
+
+
+def test_bad_tag_source():
+    with pytest.raises(ConfigurationError, match="tag_source must be one of 'ner', 'upos', 'xpos', not 'UPOS'"):
+        ConlluNerReader(tag_source="UPOS")
+    for option in ({"ner_column": 10}, {"drop_entity_types": ["OTH"]}, {"treebank": str(UD / "*.conllu")}):
+        name = next(iter(option))
+        message = f"{name} reads NER tags and cannot be used with tag_source 'xpos'"
+        with pytest.raises(ConfigurationError, match=message):
+            ConlluNerReader(tag_source="xpos", **option)
+
+
+def test_tag_source_needs_a_tag_on_every_word(tmp_path):
+    path = tmp_path / "no_xpos.conllu"
+    path.write_text(_sentence(GOOD, "2\tsings\t_\tVERB\t_\t_\t1\tdep\t_\t_"), encoding="utf-8")
+    assert len(list(ConlluNerReader(tag_source="upos").read(path))) == 1
+    with pytest.raises(ColumnFormatError, match=f"^{path}:3: word 2 has no XPOS tag"):
+        list(ConlluNerReader(tag_source="xpos").read(path))
+
+
+EWT_216 = SHARED_DATA / "ud_english_ewt" / "r2.16"
+
+
+@pytest.mark.skipif(not EWT_216.exists(), reason="../shared/data/ud_english_ewt/r2.16 is not present")
+def test_real_ewt_dev_upos():
+    path = EWT_216 / "en_ewt-ud-dev.conllu"
+    instances = list(ConlluNerReader(tag_source="upos").read(path))
+    assert [instance["tags"].labels for instance in instances] == _column_by_sentence(path, 3)
+    assert sum(len(instance["tokens"]) for instance in instances) == 25147
+    assert len({tag for instance in instances for tag in instance["tags"].labels}) == 17

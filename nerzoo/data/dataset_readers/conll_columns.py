@@ -1,5 +1,6 @@
 import os
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+import re
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
@@ -12,6 +13,7 @@ from allennlp.data.tokenizers import Token
 from nerzoo.data.tag_schemes import check_tag_scheme, convert_tags, invalid_tag_reason
 
 DOCSTART = "-DOCSTART-"
+T = TypeVar("T")
 
 
 class ColumnFormatError(ConfigurationError):
@@ -20,6 +22,54 @@ class ColumnFormatError(ConfigurationError):
     def __init__(self, path: str, line: Optional[int], message: str) -> None:
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {message}")
+
+
+HELD_OUT_KEYS = ("held_out", "without_held_out")
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def parse_held_out_path(file_path) -> Tuple[str, Optional[Tuple[str, int]]]:
+    """
+    Splits a data path `<file>?held_out=<n>` or `<file>?without_held_out=<n>` into the file and the
+    selection `(key, n)`; a path without one gives `(path, None)`.  Raises `ConfigurationError`,
+    naming the path, on an unknown key or an `n` that is not an integer of at least 2.  In a URL
+    only these two keys are taken: any other query string belongs to the URL.
+    """
+    path = str(file_path)
+    base, separator, query = path.rpartition("?")
+    if not separator:
+        return path, None
+    key, equals, value = query.partition("=")
+    if _URL_SCHEME.match(path) and key not in HELD_OUT_KEYS:
+        return path, None
+    if not equals or key not in HELD_OUT_KEYS:
+        raise ConfigurationError(
+            f"{path}: unknown data path selection {query!r}; expected '<file>?held_out=<n>' or "
+            f"'<file>?without_held_out=<n>'"
+        )
+    if not re.fullmatch(r"[0-9]+", value) or int(value) < 2:
+        raise ConfigurationError(f"{path}: {key} must be an integer of at least 2, not {value!r}")
+    if not base:
+        raise ConfigurationError(f"{path}: no file before '?{query}'")
+    return base, (key, int(value))
+
+
+def select_held_out(sentences: Iterable[T], key: str, n: int) -> Iterator[T]:
+    """
+    Every `n`-th item (0-based index `i` with `i % n == n - 1`) for `key` "held_out", all the other
+    items for "without_held_out", in order.
+    """
+    if key not in HELD_OUT_KEYS:
+        raise ConfigurationError(f"unknown held-out selection {key!r}; expected one of {HELD_OUT_KEYS}")
+    keep_held_out = key == "held_out"
+    for index, sentence in enumerate(sentences):
+        if (index % n == n - 1) == keep_held_out:
+            yield sentence
+
+
+def _file_stem(sentence_id: str) -> str:
+    """`'train.txt:d0:s3'` -> `'train.txt'` (a file name may itself hold a colon)."""
+    return sentence_id.rsplit(":", 2)[0]
 
 
 @DatasetReader.register("conll_columns")
@@ -43,6 +93,45 @@ class ConllColumnsReader(DatasetReader):
     - `metadata` : `words`, `document_id`, `sentence_ids`, `sentence_spans` (token offsets
       `(start, end)` of each sentence, end exclusive), `source` (`path:line` of the first token).
 
+    **Segments.**  With `segment_length` each sentence gives fixed-length, overlapping segments
+    instead: a sentence of `N > segment_length` tokens gives the `N - segment_length + 1` windows
+    `[i, i + segment_length)`, each shifted one token ahead of the previous one, and a sentence of
+    at most `segment_length` tokens gives one instance, the whole sentence.  This is the training
+    regime of Seq2Biseq (Marco Dinarelli and Loïc Grobol, 2019, "Seq2Biseq: Bidirectional
+    Output-wise Recurrent Neural Networks for Sequence Modelling", §4.2 and §4.3; segments of 10 or
+    15 tokens): mini-batches of short inputs of one length, instead of padding every sentence to the
+    longest one (a few sentences are very long) and back-propagating through all of it, which "did
+    not appear to impair the performances"; on the small, noisy MEDIA corpus it worked better than
+    length-clustered whole sentences, as the network sees every token at the start of a segment.
+    Tags are converted to `tag_scheme` on the whole sentence first and then cut, so a window may
+    start with `I-`/`L-` (inside an entity) or end with `B-`/`I-`: each token keeps the tag it has
+    in its sentence.  A segment's metadata has the usual keys, with `sentence_ids` = `[its
+    sentence]`, `sentence_spans` = `[(0, length)]`, `segment_start` (the window's offset in its
+    sentence) and `source` = `path:line` of the segment's own first token.  Segments are meant for
+    the training reader only: give the trainer a `validation_dataset_reader` without
+    `segment_length`, so that validation and `allennlp evaluate` see whole sentences.  (A CRF whose
+    decoding is constrained to `tag_scheme` still trains on such windows: allennlp constrains only
+    its Viterbi decoding, not its likelihood.)
+
+    **Held-out sentences.**  The data path may select a fixed subset of a file's sentences, so that
+    one reader reads a development set carved out of a training file (CoNLL-2000 has none) while
+    `allennlp evaluate` on a test file still reads the whole file:
+
+    - `<file>?held_out=<n>` reads only the sentences whose 0-based index `i` in the file (counted
+      over the whole file, in order, across `-DOCSTART-` documents) has `i % n == n - 1`, i.e.
+      every `n`-th sentence;
+    - `<file>?without_held_out=<n>` reads all the others, in order.
+
+    `n` is an integer of at least 2.  The two selections of one file with the same `n` are
+    disjoint and together hold every sentence once.  For CoNLL-2000, `train.txt?held_out=9` gives
+    992 development sentences out of 8,936 and `train.txt?without_held_out=9` the other 7,944.  The
+    whole file is still read and checked, and ids and `source` are those of the full file (the
+    first held-out sentence above is `train.txt:d0:s8`, source `train.txt:269`).  The selection is
+    made before segmenting and before sharding among workers.  Not available with
+    `document_level`.  In a local path a `?` always starts a selection (an unknown key is an error);
+    in a URL (`scheme://...`) only a `held_out`/`without_held_out` key is taken, any other query
+    string being the URL's own.
+
     # Parameters
 
     token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
@@ -63,6 +152,9 @@ class ConllColumnsReader(DatasetReader):
         file is one document.
     delimiter : `str`, optional (default = `None`)
         Column separator; `None` splits on any run of whitespace.
+    segment_length : `int`, optional (default = `None`)
+        Cut sentences into overlapping segments of this many tokens (see above; 10 or 15 in
+        Seq2Biseq).  `None` reads whole sentences.  Not available with `document_level`.
     """
 
     def __init__(
@@ -75,6 +167,7 @@ class ConllColumnsReader(DatasetReader):
         label_namespace: str = "labels",
         document_level: bool = False,
         delimiter: Optional[str] = None,
+        segment_length: Optional[int] = None,
         **kwargs,
     ) -> None:
         super().__init__(
@@ -90,18 +183,38 @@ class ConllColumnsReader(DatasetReader):
         self.label_namespace = label_namespace
         self.document_level = document_level
         self.delimiter = delimiter
+        if segment_length is not None:
+            if isinstance(segment_length, bool) or not isinstance(segment_length, int) or segment_length < 1:
+                raise ConfigurationError(f"segment_length must be a positive integer, not {segment_length!r}")
+            if document_level:
+                raise ConfigurationError("segment_length cuts sentences and cannot be used with document_level")
+        self.segment_length = segment_length
 
     # ----------------------------------------------------------------------------------------------
     # Parsing
 
     def _read(self, file_path: str) -> Iterable[Instance]:
-        path = cached_path(file_path)
-        documents = self.read_documents(path, display_name=str(file_path))
-        units: Iterable = documents
-        if not self.document_level:
-            units = ((document_id, [sentence]) for document_id, sentences in documents for sentence in sentences)
-        for document_id, sentences in self.shard_iterable(units):
-            yield self._to_instance(document_id, sentences)
+        name, selection = parse_held_out_path(file_path)
+        if selection is not None and self.document_level:
+            raise ConfigurationError(
+                f"{file_path}: '?{selection[0]}=' selects sentences and cannot be used with document_level"
+            )
+        path = cached_path(name)
+        documents = self.read_documents(path, display_name=name)
+        if self.document_level:
+            for document_id, sentences in self.shard_iterable(documents):
+                yield self._to_instance(document_id, sentences)
+            return
+        units: Iterable = (
+            (document_id, sentence) for document_id, sentences in documents for sentence in sentences
+        )
+        if selection is not None:
+            units = select_held_out(units, *selection)
+        for document_id, sentence in self.shard_iterable(units):
+            if self.segment_length is None:
+                yield self._to_instance(document_id, [sentence])
+            else:
+                yield from self._segment_instances(document_id, sentence)
 
     def read_documents(
         self, path: str, display_name: Optional[str] = None
@@ -183,6 +296,16 @@ class ConllColumnsReader(DatasetReader):
         if num_columns < 2:
             raise ColumnFormatError(name, line_number, "expected a word and at least one label column")
 
+    def _sentence_columns(self, rows: List[List[str]]) -> Tuple[List[str], List[str], Dict[str, List[str]]]:
+        """The words, the tags (in `tag_scheme`) and the feature columns of one sentence."""
+        words = [row[0] for row in rows]
+        tags = [row[self.tag_column] for row in rows]
+        if self.file_tag_scheme is not None:
+            # Convert sentence by sentence: entities never cross a sentence boundary.
+            tags = convert_tags(tags, self.tag_scheme)
+        features = {name: [row[column] for row in rows] for name, column in self.feature_columns.items()}
+        return words, tags, features
+
     def _to_instance(self, document_id: str, sentences) -> Instance:
         words: List[str] = []
         tags: List[str] = []
@@ -190,23 +313,45 @@ class ConllColumnsReader(DatasetReader):
         sentence_spans: List[Tuple[int, int]] = []
         for _, _, rows in sentences:
             start = len(words)
-            words.extend(row[0] for row in rows)
-            sentence_tags = [row[self.tag_column] for row in rows]
-            if self.file_tag_scheme is not None:
-                # Convert sentence by sentence: entities never cross a sentence boundary.
-                sentence_tags = convert_tags(sentence_tags, self.tag_scheme)
+            sentence_words, sentence_tags, sentence_features = self._sentence_columns(rows)
+            words.extend(sentence_words)
             tags.extend(sentence_tags)
-            for name, column in self.feature_columns.items():
-                features[name].extend(row[column] for row in rows)
+            for name, values in sentence_features.items():
+                features[name].extend(values)
             sentence_spans.append((start, len(words)))
         first_id, first_line, _ = sentences[0]
         metadata = {
             "document_id": document_id,
             "sentence_ids": [sentence_id for sentence_id, _, _ in sentences],
             "sentence_spans": sentence_spans,
-            "source": f"{first_id.split(':')[0]}:{first_line}",
+            "source": f"{_file_stem(first_id)}:{first_line}",
         }
         return self.text_to_instance(words, tags, features, metadata)
+
+    def _segment_instances(self, document_id: str, sentence) -> Iterator[Instance]:
+        """The overlapping `segment_length`-token windows of one sentence (or the whole sentence)."""
+        assert self.segment_length is not None
+        sentence_id, first_line, rows = sentence
+        # Tags are converted on the whole sentence, then cut.
+        words, tags, features = self._sentence_columns(rows)
+        length = min(self.segment_length, len(words))
+        stem = _file_stem(sentence_id)
+        for start in range(len(words) - length + 1):
+            end = start + length
+            metadata = {
+                "document_id": document_id,
+                "sentence_ids": [sentence_id],
+                "sentence_spans": [(0, length)],
+                # A sentence's token lines are consecutive, so token `k` is on line `first_line + k`.
+                "source": f"{stem}:{first_line + start}",
+                "segment_start": start,
+            }
+            yield self.text_to_instance(
+                words[start:end],
+                tags[start:end],
+                {name: values[start:end] for name, values in features.items()},
+                metadata,
+            )
 
     # ----------------------------------------------------------------------------------------------
     # Instances

@@ -23,6 +23,7 @@ from nerzoo.data.tag_schemes import check_tag_scheme, invalid_tag_reason, spans_
 logger = logging.getLogger(__name__)
 
 CONLLU_COLUMNS = 10
+TAG_SOURCES = ("ner", "upos", "xpos")
 _ID, _FORM, _UPOS, _XPOS, _HEAD, _DEPREL, _MISC = 0, 1, 3, 4, 6, 7, 9
 _RANGE_ID = re.compile(r"^[1-9][0-9]*-[1-9][0-9]*$")
 _EMPTY_NODE_ID = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
@@ -75,6 +76,14 @@ class ConlluNerReader(DatasetReader):
     (HEAD, DEPREL) of every sentence is checked (`InvalidTreeError` names file, line and sent_id).
     Sentences with several roots are kept; their number is logged per file.
 
+    With `tag_source` "upos" or "xpos" the `tags` field holds that CoNLL-U column instead, as plain
+    labels, for POS tagging (e.g. UPOS tagging of UD English-EWT, as in Seq2Biseq, Marco Dinarelli
+    and Loïc Grobol, 2019, "Seq2Biseq: Bidirectional Output-wise Recurrent Neural Networks for
+    Sequence Modelling"): no tag scheme is checked or converted, MISC is not read, and every word
+    must have a tag (`_` is an error naming file and line).  When `tag_source` is also the
+    `pos_column` (e.g. "upos" with the default `pos_column`), instances have no `pos_tags` field, so
+    that no model is given the gold tags as input; `text_to_instance` leaves it out too.
+
     Instances (see `nerzoo.data.dependency_trees.dependency_instance`): `tokens`, `pos_tags`,
     `dependency_labels`, `head_indices` (1-based, 0 = root), `tags` (in `tag_scheme`, when annotated)
     and `metadata` (`words`, `sentence_id`, `document_id`, `source`, `num_roots`, `sentence_spans`,
@@ -107,6 +116,11 @@ class ConlluNerReader(DatasetReader):
     cache_directory : `str`, optional (default = `None`)
         Handed to the spaCy parser (see `SpacyDependencyParser`); this reader parses only
         `text_to_instance` input and does not cache it.
+    tag_source : `str`, optional (default = `"ner"`)
+        What the `tags` field holds: `"ner"` the NER tags (from MISC or `ner_column`, in
+        `tag_scheme`), `"upos"` the UPOS column (4th) or `"xpos"` the XPOS column (5th), as plain
+        labels in `label_namespace`.  With "upos" or "xpos", `file_tag_scheme`, `tag_scheme` and
+        `misc_ner_key` are ignored, and `ner_column`, `drop_entity_types` and `treebank` are errors.
     """
 
     def __init__(
@@ -122,6 +136,7 @@ class ConlluNerReader(DatasetReader):
         treebank: Optional[str] = None,
         spacy_model: str = DEFAULT_SPACY_PIPELINE,
         cache_directory: Optional[str] = None,
+        tag_source: str = "ner",
         **kwargs,
     ) -> None:
         super().__init__(manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs)
@@ -133,6 +148,24 @@ class ConlluNerReader(DatasetReader):
                 f"ner_column must index a column after the {CONLLU_COLUMNS} CoNLL-U columns "
                 f"(10 for an 11th column), not {ner_column}"
             )
+        if tag_source not in TAG_SOURCES:
+            raise ConfigurationError(
+                f"tag_source must be one of {', '.join(repr(source) for source in TAG_SOURCES)}, not {tag_source!r}"
+            )
+        if tag_source != "ner":
+            for option, value in (
+                ("ner_column", ner_column),
+                ("drop_entity_types", drop_entity_types),
+                ("treebank", treebank),
+            ):
+                if value:
+                    raise ConfigurationError(
+                        f"{option} reads NER tags and cannot be used with tag_source {tag_source!r}"
+                    )
+        self.tag_source = tag_source
+        self._tag_index: Optional[int] = {"ner": None, "upos": _UPOS, "xpos": _XPOS}[tag_source]
+        # The POS input would be the answer when it is the column being predicted.
+        self._drop_pos_tags = tag_source == pos_column
         self.pos_column = pos_column
         self._pos_index = _UPOS if pos_column == "upos" else _XPOS
         self.ner_column = ner_column
@@ -178,7 +211,9 @@ class ConlluNerReader(DatasetReader):
     def _to_instance(self, item: Tuple[_Sentence, Dict[str, Any]]) -> Instance:
         sentence, extra = item
         tags = None
-        if sentence.tags is not None:
+        if sentence.tags is not None and self._tag_index is not None:
+            tags = sentence.tags  # POS tags: plain labels
+        elif sentence.tags is not None:
             spans = [span for span in tags_to_spans(sentence.tags) if span[0] not in self.drop_entity_types]
             tags = spans_to_tags(spans, len(sentence.words), self.tag_scheme)
         metadata = {
@@ -196,6 +231,12 @@ class ConlluNerReader(DatasetReader):
             metadata,
             self.label_namespace,
         )
+        return self._without_target_input(instance)
+
+    def _without_target_input(self, instance: Instance) -> Instance:
+        """Drops `pos_tags` when they are the very column the `tags` field holds."""
+        if self._drop_pos_tags:
+            del instance.fields["pos_tags"]
         return instance
 
     def _blocks(self, path: str, name: str) -> Iterator[_Block]:
@@ -239,7 +280,10 @@ class ConlluNerReader(DatasetReader):
     def _conllu_sentences(
         self, path: str, name: str, read_tags: bool
     ) -> Iterator[Tuple[_Sentence, Dict[str, Any]]]:
-        """Reads a CoNLL-U file; `read_tags` takes NER tags from MISC or `ner_column`."""
+        """
+        Reads a CoNLL-U file; `read_tags` takes the tags of `tag_source`: NER tags from MISC or
+        `ner_column`, or a POS column.
+        """
         num_columns: Optional[int] = None
         # Whether the file has tags: decided by its first token, then required of every token.
         annotated: Optional[bool] = None
@@ -286,6 +330,18 @@ class ConlluNerReader(DatasetReader):
                 labels.append(columns[_DEPREL])
                 heads.append(int(head))
                 if not read_tags:
+                    continue
+                if self._tag_index is not None:
+                    tag = columns[self._tag_index]
+                    if not tag or tag == "_":
+                        raise ColumnFormatError(
+                            name,
+                            line_number,
+                            f"word {token_id} has no {self.tag_source.upper()} tag ({tag!r}) but tag_source is "
+                            f"{self.tag_source!r}: every word needs one",
+                        )
+                    annotated = True
+                    tags.append(tag)
                     continue
                 tag = self._tag_of(columns)
                 if annotated is None:
@@ -442,10 +498,12 @@ class ConlluNerReader(DatasetReader):
         """
         Builds an instance from pre-tokenised words and, when given, their tree (`head_indices`
         1-based, 0 = root); without a tree the words are parsed with `spacy_model`.  `tags` are
-        already in `tag_scheme`.  Predictors call it with words (and metadata) alone.
+        already in `tag_scheme` (plain POS tags with `tag_source` "upos" or "xpos").  Predictors call
+        it with words (and metadata) alone.
         """
         parse = given_or_parsed(self.parser, words, pos_tags, dependency_labels, head_indices)
-        return dependency_instance(words, *parse, tags, metadata, self.label_namespace)
+        instance = dependency_instance(words, *parse, tags, metadata, self.label_namespace)
+        return self._without_target_input(instance)
 
     def apply_token_indexers(self, instance: Instance) -> None:
         instance["tokens"].token_indexers = self._token_indexers  # type: ignore
