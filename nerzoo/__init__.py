@@ -14,11 +14,13 @@ from nerzoo.data.dataset_readers.entity_spans import EntitySpansReader
 from nerzoo.data.dataset_readers.forum_threads import ForumThreadsReader
 from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReader
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
+from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 from nerzoo.models.bilstm_crf import BiLstmCrfTagger
 from nerzoo.models.dependency_ner import DependencyNerTagger
 from nerzoo.models.fofe_ner import FofeNer
 from nerzoo.models.me_crf import MeCrfTagger
 from nerzoo.models.me_crf_threads import MeCrfThreadTagger
+from nerzoo.models.seq2biseq import Seq2Biseq
 from nerzoo.modules.crf_tag_head import CrfTagHead
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
@@ -26,18 +28,23 @@ from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
 from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
 from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
+from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
+from nerzoo.modules.token_embedders.char_gated_embedder import CharGatedEmbedder
 from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeaturesEmbedder
 from nerzoo.predictors.entity_tagger import EntityTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
+from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 
 __all__ = [
     "BiLstmCrfTagger",
+    "CharGatedEmbedder",
     "ChildSumTreeLstm",
+    "ConceptErrorRate",
     "ConllColumnsReader",
     "ConllSpanF1",
     "ConlluNerReader",
@@ -61,9 +68,12 @@ __all__ = [
     "MemoryHopEncoder",
     "RelativeAttention",
     "ResidualStack",
+    "Seq2Biseq",
     "SpacyParsedConllReader",
     "SpanSetF1",
+    "SummedGruEncoder",
     "TagText",
     "ThreadDiscourseF1",
     "ThreadDiscoursePredictor",
+    "WordAndCharactersIndexer",
 ]

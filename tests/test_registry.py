@@ -58,6 +58,11 @@ COMPONENTS = {
     (Metric, "span_set_f1"): {"entity_types": ["LOC", "PER"]},
     (TrainerCallback, "dropout_schedule"): {"serialization_dir": "unused", "start": 0.4, "end": 0.1},
     (Model, "fofe_ner"): None,  # built and trained in tests/models/test_fofe_ner.py
+    (TokenIndexer, "word_and_characters"): {"lowercase_tokens": True},
+    (TokenEmbedder, "char_gated"): None,  # needs a vocabulary: tests/modules/test_char_gated_embedder.py
+    (Seq2VecEncoder, "summed_gru"): {"input_dim": 6, "hidden_dim": 3, "output_dim": 5, "num_layers": 2},
+    (Metric, "concept_error_rate"): {"tag_scheme": "BIO"},
+    (Model, "seq2biseq"): None,  # built and trained in tests/models/test_seq2biseq.py
 }
 # The file each reader reads in test_component_builds_from_params.
 READER_FILES = {
@@ -68,6 +73,7 @@ READER_FILES = {
 METRIC_INPUTS = {
     "conll_span_f1": ([["U-PER"]], [["U-PER"]]),
     "span_set_f1": ([[(0, 1, "PER")]], [[(0, 1, "PER")]]),
+    "concept_error_rate": ([["B-PER", "O", "B-LOC"]], [["B-PER", "O", "B-LOC"]]),
 }
 
 
@@ -103,7 +109,11 @@ def test_component_builds_from_params(key):
         check_seq2vec_shapes_and_masking(component)
     if base is Metric:
         component(*METRIC_INPUTS[name])
-        assert component.get_metric()["f1-measure-overall"] == 1.0
+        metrics = component.get_metric()
+        if "concept_error_rate" in metrics:
+            assert metrics["concept_error_rate"] == 0.0
+        else:
+            assert metrics["f1-measure-overall"] == 1.0
 
 
 def check_encoder_shapes_and_masking(encoder):

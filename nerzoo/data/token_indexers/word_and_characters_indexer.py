@@ -1,0 +1,131 @@
+import warnings
+from typing import Dict, List
+
+import torch
+from allennlp.data.token_indexers.single_id_token_indexer import SingleIdTokenIndexer
+from allennlp.data.token_indexers.token_characters_indexer import TokenCharactersIndexer
+from allennlp.data.token_indexers.token_indexer import IndexedTokenList, TokenIndexer
+from allennlp.data.tokenizers import Token
+from allennlp.data.vocabulary import Vocabulary
+
+# Prefixes that keep the padding-length keys of the two parts apart inside this indexer.
+_WORD_PREFIX = "word__"
+_CHARACTER_PREFIX = "characters__"
+
+
+@TokenIndexer.register("word_and_characters")
+class WordAndCharactersIndexer(TokenIndexer):
+    """
+    Represents each token both by its word id and by the ids of its characters, for the
+    "char_gated" token embedder (`CharGatedEmbedder`), which implements the character-attention
+    word representation of Rei, Crichton and Pyysalo, "Attending to characters in neural sequence
+    labeling models" (COLING 2016, https://aclanthology.org/C16-1030).  There the word embedding
+    `x_t` and the character-based vector `m_t` of the same token are combined,
+    `x~_t = z_t * x_t + (1 - z_t) * m_t`, and the cosine loss needs to know which tokens are
+    out-of-vocabulary words.  An AllenNLP `TokenEmbedder` only receives the tensors of one indexer,
+    so this indexer hands both to the same embedder.
+
+    It is a composition of allennlp's `SingleIdTokenIndexer` (the word id, optionally lower-cased)
+    and `TokenCharactersIndexer` (the characters, always with their original case, so that the
+    character model sees capitalisation even when the word vocabulary is lower-cased).  Vocabulary
+    counting, indexing, padding and tensors are delegated to the two parts.
+
+    Output keys, the arguments of `CharGatedEmbedder.forward`:
+
+    - "token_ids": `LongTensor` of shape `(num_tokens,)`, batched `(batch_size, num_tokens)`;
+      0 at padding positions, so `get_text_field_mask` takes the mask from it (the tensor with the
+      fewest dimensions).
+    - "token_characters": `LongTensor` of shape `(num_tokens, num_characters)`, batched
+      `(batch_size, num_tokens, num_characters)`; 0 at padding characters and padding tokens.
+
+    The padding lengths of the two parts are reported under distinct prefixed keys
+    ("word__tokens", "characters__token_characters", "characters__num_token_characters"), so they
+    cannot overwrite each other; a batch is padded to its longest sentence and longest word.
+
+    Registered as a `TokenIndexer` with name "word_and_characters".
+
+    # Parameters
+
+    namespace : `str`, optional (default = `"tokens"`)
+        Vocabulary namespace of the word ids.
+    lowercase_tokens : `bool`, optional (default = `False`)
+        Lower-case the word before looking up its id.  Applies to the word id only; the characters
+        keep their case.
+    character_namespace : `str`, optional (default = `"token_characters"`)
+        Vocabulary namespace of the character ids.
+    min_padding_length : `int`, optional (default = `0`)
+        Minimum number of characters per word after padding, as in `TokenCharactersIndexer`.  The
+        default 0 suits an LSTM character encoder (the paper's); with a `CnnEncoder` set it to the
+        largest n-gram filter size.  (`TokenCharactersIndexer`'s warning about the default is
+        therefore not repeated here.)
+    token_min_padding_length : `int`, optional (default = `0`)
+        See `TokenIndexer`; applied to both parts.
+    """
+
+    def __init__(
+        self,
+        namespace: str = "tokens",
+        lowercase_tokens: bool = False,
+        character_namespace: str = "token_characters",
+        min_padding_length: int = 0,
+        token_min_padding_length: int = 0,
+    ) -> None:
+        super().__init__(token_min_padding_length)
+        self._word_indexer = SingleIdTokenIndexer(
+            namespace=namespace,
+            lowercase_tokens=lowercase_tokens,
+            token_min_padding_length=token_min_padding_length,
+        )
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*min_padding_length.*", category=UserWarning)
+            self._character_indexer = TokenCharactersIndexer(
+                namespace=character_namespace,
+                min_padding_length=min_padding_length,
+                token_min_padding_length=token_min_padding_length,
+            )
+
+    def count_vocab_items(self, token: Token, counter: Dict[str, Dict[str, int]]):
+        self._word_indexer.count_vocab_items(token, counter)
+        self._character_indexer.count_vocab_items(token, counter)
+
+    def tokens_to_indices(self, tokens: List[Token], vocabulary: Vocabulary) -> IndexedTokenList:
+        word_ids = self._word_indexer.tokens_to_indices(tokens, vocabulary)["tokens"]
+        characters = self._character_indexer.tokens_to_indices(tokens, vocabulary)["token_characters"]
+        return {"token_ids": word_ids, "token_characters": characters}
+
+    def get_empty_token_list(self) -> IndexedTokenList:
+        return {
+            "token_ids": self._word_indexer.get_empty_token_list()["tokens"],
+            "token_characters": self._character_indexer.get_empty_token_list()["token_characters"],
+        }
+
+    def get_padding_lengths(self, indexed_tokens: IndexedTokenList) -> Dict[str, int]:
+        word_lengths = self._word_indexer.get_padding_lengths(self._word_part(indexed_tokens))
+        character_lengths = self._character_indexer.get_padding_lengths(self._character_part(indexed_tokens))
+        padding_lengths = {_WORD_PREFIX + key: length for key, length in word_lengths.items()}
+        padding_lengths.update({_CHARACTER_PREFIX + key: length for key, length in character_lengths.items()})
+        return padding_lengths
+
+    def as_padded_tensor_dict(
+        self, tokens: IndexedTokenList, padding_lengths: Dict[str, int]
+    ) -> Dict[str, torch.Tensor]:
+        word_lengths = self._strip_prefix(padding_lengths, _WORD_PREFIX)
+        character_lengths = self._strip_prefix(padding_lengths, _CHARACTER_PREFIX)
+        word_ids = self._word_indexer.as_padded_tensor_dict(self._word_part(tokens), word_lengths)["tokens"]
+        characters = self._character_indexer.as_padded_tensor_dict(self._character_part(tokens), character_lengths)[
+            "token_characters"
+        ]
+        return {"token_ids": word_ids, "token_characters": characters}
+
+    @staticmethod
+    def _word_part(indexed_tokens: IndexedTokenList) -> IndexedTokenList:
+        # The key under which `SingleIdTokenIndexer` keeps its ids.
+        return {"tokens": indexed_tokens["token_ids"]}
+
+    @staticmethod
+    def _character_part(indexed_tokens: IndexedTokenList) -> IndexedTokenList:
+        return {"token_characters": indexed_tokens["token_characters"]}
+
+    @staticmethod
+    def _strip_prefix(padding_lengths: Dict[str, int], prefix: str) -> Dict[str, int]:
+        return {key[len(prefix) :]: length for key, length in padding_lengths.items() if key.startswith(prefix)}

@@ -1,0 +1,334 @@
+import math
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from allennlp.common.checks import ConfigurationError, check_dimensions_match
+from allennlp.data import TextFieldTensors, Vocabulary
+from allennlp.models.model import Model
+from allennlp.modules import Seq2SeqEncoder, TextFieldEmbedder
+from allennlp.nn import InitializerApplicator, RegularizerApplicator
+from allennlp.nn.util import get_text_field_mask, sequence_cross_entropy_with_logits
+from allennlp.training.metrics import Average, CategoricalAccuracy
+
+from nerzoo.data.tag_schemes import check_tag_scheme, tags_to_spans
+from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
+from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
+
+
+def reversal_index(mask: torch.BoolTensor) -> torch.LongTensor:
+    """
+    `(batch_size, num_steps)` indices that reverse every row within its length and leave the padding
+    where it is: row `[a b c _ _]` gathered with it gives `[c b a _ _]`.  The map is its own inverse.
+    """
+    steps = torch.arange(mask.size(1), device=mask.device).unsqueeze(0)
+    lengths = mask.long().sum(dim=1, keepdim=True)
+    return torch.where(steps < lengths, lengths - 1 - steps, steps)
+
+
+def gather_steps(values: torch.Tensor, index: torch.LongTensor) -> torch.Tensor:
+    """`values[b, index[b, t]]` for `(batch_size, num_steps, dim)` values."""
+    return values.gather(1, index.unsqueeze(-1).expand(-1, -1, values.size(-1)))
+
+
+@Model.register("seq2biseq")
+class Seq2Biseq(Model):
+    """
+    Seq2Biseq: Marco Dinarelli and Loïc Grobol, "Seq2Biseq: Bidirectional Output-wise Recurrent
+    Neural Networks for Sequence Modelling", CICLing 2019, https://arxiv.org/abs/1904.04733, §3.
+
+    - Words and characters (eq. 1-2): `text_field_embedder` gives `[E_w(w_i); h_c(w_i)]` (in the
+      shipped config a word embedding and a `character_encoding` with the `summed_gru` encoder of
+      eq. 1), and `encoder` (a bidirectional GRU) gives `h_w_i`, `(batch_size, num_tokens, H)`.
+    - Backward label decoder (eq. 5-6, Fig. 2): a GRU run from the last word to the first,
+      `<-h_e_i = GRU([h_w_i; E_l(e_{i+1})], <-h_e_{i+1})`, started from the `<EOS>` label, with
+      `o_bw_i = W_bw [h_w_i; <-h_e_i] + b_bw`.
+    - Forward label decoder (eq. 4 with the lexical input, and eq. 7): a GRU from the first word,
+      `->h_e_i = GRU([h_w_i; E_l(e_{i-1})], ->h_e_{i-1})` started from a `<BOS>` label, whose output
+      layer sees both decoders and the words: `o_i = W_o [->h_e_i; h_w_i; <-h_e_i] + b_o`.  Its
+      argmax is the model's prediction.
+    - While training (and for the loss whenever gold tags are given) both decoders read the gold
+      labels (teacher forcing); otherwise they read their own argmax predictions, the backward pass
+      first, then the forward pass over its states (§4.3).  Decoding is batched over sentences; the
+      only loop is over positions, and teacher forcing runs each decoder GRU over the whole
+      sequence at once.  Rows are reversed within their lengths for the backward decoder, so padding
+      always comes after the words and never reaches their states.
+    - Loss (eq. 8): `-1/2 (log p(->e_i) + log p(<-e_i))`, averaged over the tokens of the batch, plus
+      the L2 term through the model's `regularizer` (`{"regexes": [[".*", {"type": "l2", "alpha":
+      lambda / 2}]]}`).  With `backward_loss_weight = w` the loss gets `w * -log p(<-e_i)` on top:
+      this is the two-optimiser variant (Seq2Biseq_2-opt, end of §4.3), see below.
+    - Any auxiliary loss reported by a submodule (e.g. the `char_gated` embedder's cosine loss) is
+      added to the loss and reported as `<name>_loss`.
+
+    The two-optimiser variant.  The paper steps one optimiser on the backward decoder's negative
+    log-likelihood and another on the whole loss (eq. 8).  nerzoo builds the equivalent gradient:
+    for SGD (with or without momentum, Nesterov or not) two optimisers with the same learning rate
+    (schedule) and momentum over all parameters move the parameters exactly as one optimiser on the
+    sum of the two losses, because their update is linear in the gradient and the two momentum
+    buffers add up to the one of the summed gradients
+    (`tests/models/test_seq2biseq.py::test_two_optimisers_equal_the_summed_loss` checks it).  So
+    `backward_loss_weight: 1` with `sgd` (the paper's MEDIA setting: momentum 0.9) is Seq2Biseq_2-opt.
+    With Adam the two are not equivalent (each optimiser normalises its own gradient); the summed
+    loss is then a close variant, not the paper's procedure.
+
+    Registered as a `Model` with name "seq2biseq".
+
+    # Parameters
+
+    vocab : `Vocabulary`, required
+    text_field_embedder : `TextFieldEmbedder`, required
+        `(batch_size, num_tokens, embedding_dim)`, the `S^lex` of eq. 2.
+    encoder : `Seq2SeqEncoder`, required
+        `GRU_w` of eq. 2, `(batch_size, num_tokens, H)`.
+    label_embedding_dim : `int`, optional (default = `30`)
+        `D_l`, size of `E_l`; the table has the labels plus `<EOS>` and `<BOS>`.
+    decoder_hidden_dim : `int`, optional (default = `150`)
+        Hidden size of each label decoder.
+    label_namespace : `str`, optional (default = `"labels"`)
+    tag_scheme : `str`, optional (default = `"BIOUL"`)
+        Scheme of the labels, for span F1 and the concept error rate; `None` for plain labels
+        (POS tags), which get accuracy only.
+    lexical_decoders : `bool`, optional (default = `True`)
+        Feed `h_w_i` to the decoders (Seq2Biseq_le, eq. 5); `False` gives eq. 3-4 (labels only).
+    backward_loss_weight : `float`, optional (default = `0.0`)
+        Weight of the extra backward-decoder loss; `1.0` is Seq2Biseq_2-opt (see above).
+    dropout : `float`, optional (default = `0.0`)
+        Dropout on the embeddings and on `h_w` (§4.2 uses 0.5).
+    initializer : `InitializerApplicator`, optional
+    regularizer : `RegularizerApplicator`, optional
+        The L2 term of eq. 8.
+    """
+
+    default_predictor = "entity_tagger"
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        text_field_embedder: TextFieldEmbedder,
+        encoder: Seq2SeqEncoder,
+        label_embedding_dim: int = 30,
+        decoder_hidden_dim: int = 150,
+        label_namespace: str = "labels",
+        tag_scheme: Optional[str] = "BIOUL",
+        lexical_decoders: bool = True,
+        backward_loss_weight: float = 0.0,
+        dropout: float = 0.0,
+        initializer: InitializerApplicator = InitializerApplicator(),
+        regularizer: Optional[RegularizerApplicator] = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(vocab, regularizer=regularizer, **kwargs)
+        check_dimensions_match(
+            text_field_embedder.get_output_dim(),
+            encoder.get_input_dim(),
+            "text field embedding dim",
+            "encoder input dim",
+        )
+        if backward_loss_weight < 0:
+            raise ConfigurationError(f"backward_loss_weight must be >= 0, got {backward_loss_weight}")
+        self.label_namespace = label_namespace
+        self.num_tags = vocab.get_vocab_size(label_namespace)
+        if self.num_tags == 0:
+            raise ConfigurationError(f"the vocabulary has no labels in namespace {label_namespace!r}")
+        self.tag_scheme = None if tag_scheme is None else check_tag_scheme(tag_scheme)
+        self.text_field_embedder = text_field_embedder
+        self.encoder = encoder
+        self.dropout = torch.nn.Dropout(dropout)
+        self.lexical_decoders = lexical_decoders
+        self.backward_loss_weight = backward_loss_weight
+
+        # Label ids 0 .. num_tags - 1, then <EOS> (starts the backward pass) and <BOS> (the forward).
+        self.end_label = self.num_tags
+        self.start_label = self.num_tags + 1
+        self.label_embedding = torch.nn.Embedding(self.num_tags + 2, label_embedding_dim)
+        lexical_dim = encoder.get_output_dim()
+        decoder_input_dim = label_embedding_dim + (lexical_dim if lexical_decoders else 0)
+        self.backward_decoder = torch.nn.GRU(decoder_input_dim, decoder_hidden_dim, batch_first=True)
+        self.forward_decoder = torch.nn.GRU(decoder_input_dim, decoder_hidden_dim, batch_first=True)
+        self.backward_output = torch.nn.Linear(lexical_dim + decoder_hidden_dim, self.num_tags)  # eq. 6
+        self.forward_output = torch.nn.Linear(2 * decoder_hidden_dim + lexical_dim, self.num_tags)  # eq. 7
+
+        self.accuracy = CategoricalAccuracy()
+        self.backward_accuracy = CategoricalAccuracy()
+        self.span_f1: Optional[ConllSpanF1] = None
+        self.concept_error_rate: Optional[ConceptErrorRate] = None
+        if self.tag_scheme is not None:
+            self.span_f1 = ConllSpanF1.from_vocab(vocab, label_namespace)
+            self.concept_error_rate = ConceptErrorRate(self.tag_scheme)
+        self.auxiliary_loss_means: Dict[str, Average] = {}
+        initializer(self)
+
+    # ----------------------------------------------------------------------------------------------
+    # Decoders
+
+    def _decoder_inputs(self, lexical: torch.Tensor, previous_labels: torch.LongTensor) -> torch.Tensor:
+        """`[h_w_i; E_l(e)]` (or `E_l(e)` alone), `(batch_size, steps, decoder_input_dim)`."""
+        embedded = self.label_embedding(previous_labels)
+        return torch.cat([lexical, embedded], dim=-1) if self.lexical_decoders else embedded
+
+    def _forward_logits(self, forward_states, lexical, backward_states) -> torch.Tensor:
+        return self.forward_output(torch.cat([forward_states, lexical, backward_states], dim=-1))
+
+    def teacher_forced(
+        self, lexical: torch.Tensor, mask: torch.BoolTensor, tags: torch.LongTensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """
+        Both decoders over the gold labels, each GRU run once over the whole sequence.
+        `lexical` `(batch_size, num_tokens, H)`, `tags` `(batch_size, num_tokens)`; returns the
+        forward and backward logits, each `(batch_size, num_tokens, num_tags)`.
+        """
+        batch_size = mask.size(0)
+        reverse = reversal_index(mask)
+        lexical_reversed = gather_steps(lexical, reverse)
+        tags_reversed = tags.gather(1, reverse)
+        # In reversed order the label read at step s is the one of the step before: e_{i+1}.
+        ends = tags.new_full((batch_size, 1), self.end_label)
+        right_labels = torch.cat([ends, tags_reversed[:, :-1]], dim=1)
+        backward_reversed, _ = self.backward_decoder(self._decoder_inputs(lexical_reversed, right_labels))
+        backward_states = gather_steps(backward_reversed, reverse)
+        starts = tags.new_full((batch_size, 1), self.start_label)
+        left_labels = torch.cat([starts, tags[:, :-1]], dim=1)
+        forward_states, _ = self.forward_decoder(self._decoder_inputs(lexical, left_labels))
+        backward_logits = self.backward_output(torch.cat([lexical, backward_states], dim=-1))
+        return self._forward_logits(forward_states, lexical, backward_states), backward_logits
+
+    def decode(
+        self, lexical: torch.Tensor, mask: torch.BoolTensor, forced_tags: Optional[torch.LongTensor] = None
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """
+        Step-by-step decoding, batched over sentences: the backward decoder from the last word to the
+        first, each step reading its own previous argmax, then the forward decoder over its states.
+        With `forced_tags` each step reads those instead (a slow reference of `teacher_forced`).
+        Returns the forward and backward logits, each `(batch_size, num_tokens, num_tags)`.
+        """
+        batch_size, num_steps = mask.shape
+        reverse = reversal_index(mask)
+        lexical_reversed = gather_steps(lexical, reverse)
+        forced_reversed = None if forced_tags is None else forced_tags.gather(1, reverse)
+
+        previous = mask.new_full((batch_size,), self.end_label, dtype=torch.long)
+        hidden: Optional[torch.Tensor] = None
+        backward_steps, backward_logit_steps = [], []
+        for step in range(num_steps):
+            inputs = self._decoder_inputs(lexical_reversed[:, step : step + 1], previous.unsqueeze(1))
+            state, hidden = self.backward_decoder(inputs, hidden)
+            logits = self.backward_output(torch.cat([lexical_reversed[:, step], state[:, 0]], dim=-1))
+            backward_steps.append(state)
+            backward_logit_steps.append(logits.unsqueeze(1))
+            previous = logits.argmax(dim=-1) if forced_reversed is None else forced_reversed[:, step]
+        backward_states = gather_steps(torch.cat(backward_steps, dim=1), reverse)
+        backward_logits = gather_steps(torch.cat(backward_logit_steps, dim=1), reverse)
+
+        previous = mask.new_full((batch_size,), self.start_label, dtype=torch.long)
+        hidden = None
+        forward_logit_steps = []
+        for step in range(num_steps):
+            inputs = self._decoder_inputs(lexical[:, step : step + 1], previous.unsqueeze(1))
+            state, hidden = self.forward_decoder(inputs, hidden)
+            logits = self._forward_logits(state[:, 0], lexical[:, step], backward_states[:, step])
+            forward_logit_steps.append(logits.unsqueeze(1))
+            previous = logits.argmax(dim=-1) if forced_tags is None else forced_tags[:, step]
+        return torch.cat(forward_logit_steps, dim=1), backward_logits
+
+    # ----------------------------------------------------------------------------------------------
+    # Model API
+
+    def forward(  # type: ignore
+        self,
+        tokens: TextFieldTensors,
+        tags: Optional[torch.LongTensor] = None,
+        metadata: Optional[List[Dict[str, Any]]] = None,
+        **kwargs,
+    ) -> Dict[str, Any]:
+        """
+        # Parameters
+
+        tokens : `TextFieldTensors`, from a `TextField`
+        tags : `torch.LongTensor`, optional, `(batch_size, num_tokens)` gold label ids
+        metadata : `List[Dict]`, optional; `words` is passed through
+        **kwargs : other fields of the reader (e.g. `pos_tags`), unused
+
+        # Returns
+
+        `logits` (forward decoder) and `backward_logits`, `(batch_size, num_tokens, num_tags)`,
+        `mask`, `tags` (predicted label ids, one list per instance) and `loss` when `tags` are given.
+        In training the logits and predictions are the teacher-forced ones; otherwise decoded.
+        """
+        mask = get_text_field_mask(tokens)
+        embedded = self.dropout(self.text_field_embedder(tokens))
+        lexical = self.dropout(self.encoder(embedded, mask))
+        output: Dict[str, Any] = {"mask": mask}
+        auxiliary_losses = pop_auxiliary_losses(self)
+
+        if tags is not None:
+            forward_logits, backward_logits = self.teacher_forced(lexical, mask, tags)
+            forward_nll = sequence_cross_entropy_with_logits(forward_logits, tags, mask, average="token")
+            backward_nll = sequence_cross_entropy_with_logits(backward_logits, tags, mask, average="token")
+            loss = 0.5 * (forward_nll + backward_nll) + self.backward_loss_weight * backward_nll
+            for name, value in auxiliary_losses.items():
+                loss = loss + value
+                self.auxiliary_loss_means.setdefault(name, Average())(value.detach())
+            output["loss"] = loss
+        if tags is None or not self.training:
+            forward_logits, backward_logits = self.decode(lexical, mask)
+        output["logits"] = forward_logits
+        output["backward_logits"] = backward_logits
+        predicted = forward_logits.argmax(dim=-1)
+        output["tags"] = [row[row_mask].tolist() for row, row_mask in zip(predicted, mask)]
+        if tags is not None:
+            self._update_metrics(output["tags"], forward_logits, backward_logits, tags, mask)
+        if metadata is not None:
+            output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
+        return output
+
+    def _labels(self, tag_ids: List[int]) -> List[str]:
+        return [self.vocab.get_token_from_index(tag, namespace=self.label_namespace) for tag in tag_ids]
+
+    def _update_metrics(self, predicted, forward_logits, backward_logits, tags, mask) -> None:
+        self.accuracy(forward_logits, tags, mask)
+        self.backward_accuracy(backward_logits, tags, mask)
+        if self.span_f1 is None or self.concept_error_rate is None:
+            return
+        lengths = mask.sum(dim=1).tolist()
+        gold = [self._labels(row[:length]) for row, length in zip(tags.tolist(), lengths)]
+        hypotheses = [self._labels(path) for path in predicted]
+        self.span_f1(hypotheses, gold)
+        self.concept_error_rate(hypotheses, gold)
+
+    def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
+        """
+        Adds `tag_probabilities` (softmax of the forward decoder, `(batch_size, num_tokens,
+        num_tags)`), `tag_confidences` (the probability of each predicted label) and `spans`
+        (`label`, `start`, `end` exclusive, `confidence` = product of its tokens' confidences),
+        and turns label ids into strings.
+        """
+        probabilities = torch.softmax(output_dict["logits"].float(), dim=-1)
+        output_dict["tag_probabilities"] = probabilities
+        confidences, spans = [], []
+        for row, path in enumerate(output_dict["tags"]):
+            steps = torch.arange(len(path), device=probabilities.device)
+            chosen = probabilities[row, steps, torch.as_tensor(path, device=probabilities.device)].tolist()
+            confidences.append(chosen)
+            row_spans = []
+            if self.tag_scheme is not None:
+                for label, start, end in tags_to_spans(self._labels(path)):
+                    confidence = math.exp(math.fsum(math.log(max(value, 1e-45)) for value in chosen[start:end]))
+                    row_spans.append({"label": label, "start": start, "end": end, "confidence": confidence})
+            spans.append(row_spans)
+        output_dict["tag_confidences"] = confidences
+        output_dict["spans"] = spans
+        output_dict["tags"] = [self._labels(path) for path in output_dict["tags"]]
+        return output_dict
+
+    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        metrics = {
+            "accuracy": self.accuracy.get_metric(reset),
+            "backward_accuracy": self.backward_accuracy.get_metric(reset),
+        }
+        if self.span_f1 is not None and self.concept_error_rate is not None:
+            span_metrics = self.span_f1.get_metric(reset)
+            metrics.update({key: value for key, value in span_metrics.items() if key.endswith("-overall")})
+            metrics.update(self.concept_error_rate.get_metric(reset))
+        for name, mean in self.auxiliary_loss_means.items():
+            metrics[f"{name}_loss"] = mean.get_metric(reset)
+        return metrics

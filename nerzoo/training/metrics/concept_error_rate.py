@@ -1,0 +1,164 @@
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+from allennlp.nn.util import dist_reduce_sum
+from allennlp.training.metrics.metric import Metric
+
+from nerzoo.data.tag_schemes import check_tag_scheme, invalid_tag_reason, tags_to_spans
+
+# Positions in the count tensor.
+_SUBSTITUTIONS, _DELETIONS, _INSERTIONS, _REFERENCE = range(4)
+
+
+@Metric.register("concept_error_rate")
+class ConceptErrorRate(Metric):
+    """
+    The Concept Error Rate (CER) of spoken language understanding, as reported for the MEDIA task
+    by Seq2Biseq (Marco Dinarelli and Loïc Grobol, 2019, "Seq2Biseq: Bidirectional Output-wise
+    Recurrent Neural Networks for Sequence Modelling", §4.3): "computed by Levenshtein alignment
+    between reference annotation and model hypothesis", as the sclite toolkit computes word error
+    rates.
+
+    Registered as a `Metric` with name "concept_error_rate".
+
+    In each sentence the concepts are the labels of the chunks decoded from its tags by
+    `nerzoo.data.tag_schemes.tags_to_spans` (conlleval rules), in order: the tags
+    `B-PER L-PER O U-LOC` give the concept sequence `PER LOC`; `O` tokens are no concept, and
+    chunk boundaries count only through the concepts they make.  The hypothesis sequence is aligned
+    to the reference one with the Levenshtein distance (unit costs for a substitution, a deletion
+    and an insertion; a match is free), giving the numbers of substitutions `S`, deletions `D` and
+    insertions `I` of a minimum-cost alignment (see `levenshtein_counts`).  Over the corpus
+
+        CER = (S + D + I) / N
+
+    with every count summed over all sentences (pooled, not averaged per sentence) and `N` the
+    number of reference concepts.  With no reference concept the rate is 0.0 when nothing was
+    inserted either and `S + D + I` (as if `N` were 1) otherwise.  Like a word error rate it may
+    exceed 1.
+
+    The counts live in one integer tensor summed across workers by `get_metric`, so distributed
+    training gets the exact corpus-level rate.  `get_metric` returns the single key
+    `concept_error_rate`; this worker's counts are the attributes `substitutions`, `deletions`,
+    `insertions` and `reference_concepts`.
+
+    # Parameters
+
+    tag_scheme : `str`, optional (default = `"BIOUL"`)
+        The scheme of the tags ("IOB1", "BIO" or "BIOUL"; BIOES spellings are accepted in
+        "BIOUL").  A tag that is not of the scheme raises `ValueError`; BIO tags are valid BIOUL
+        tags.
+    """
+
+    def __init__(self, tag_scheme: str = "BIOUL") -> None:
+        self.tag_scheme = check_tag_scheme(tag_scheme)
+        self._counts = torch.zeros(4, dtype=torch.long)
+
+    def __call__(  # type: ignore
+        self, predicted_tags: Sequence[Sequence[str]], gold_tags: Sequence[Sequence[str]]
+    ) -> None:
+        """
+        # Parameters
+
+        predicted_tags : `Sequence[Sequence[str]]`
+            One tag sequence per sentence (the model's hypothesis).
+        gold_tags : `Sequence[Sequence[str]]`
+            The reference tags, aligned with `predicted_tags`, sentence for sentence and token for
+            token.
+        """
+        if len(predicted_tags) != len(gold_tags):
+            raise ValueError(f"{len(predicted_tags)} predicted but {len(gold_tags)} gold sequences")
+        batch_counts = torch.zeros_like(self._counts)
+        for index, (predicted, gold) in enumerate(zip(predicted_tags, gold_tags)):
+            if len(predicted) != len(gold):
+                raise ValueError(
+                    f"sequence {index}: lengths differ: {len(predicted)} predicted vs {len(gold)} gold"
+                )
+            reference = self._concepts(gold, index, "gold")
+            hypothesis = self._concepts(predicted, index, "predicted")
+            substitutions, deletions, insertions = levenshtein_counts(reference, hypothesis)
+            batch_counts += torch.tensor([substitutions, deletions, insertions, len(reference)])
+        self._counts += batch_counts
+
+    def _concepts(self, tags: Sequence[str], index: int, side: str) -> List[str]:
+        for tag in tags:
+            reason = invalid_tag_reason(tag, self.tag_scheme)
+            if reason is not None:
+                raise ValueError(f"{side} sequence {index}: {reason}")
+        return concept_sequence(tags)
+
+    @property
+    def substitutions(self) -> int:
+        """This worker's substitutions so far."""
+        return int(self._counts[_SUBSTITUTIONS])
+
+    @property
+    def deletions(self) -> int:
+        """This worker's deletions (reference concepts missing from the hypothesis) so far."""
+        return int(self._counts[_DELETIONS])
+
+    @property
+    def insertions(self) -> int:
+        """This worker's insertions (hypothesis concepts not in the reference) so far."""
+        return int(self._counts[_INSERTIONS])
+
+    @property
+    def reference_concepts(self) -> int:
+        """This worker's number of reference concepts so far (`N`)."""
+        return int(self._counts[_REFERENCE])
+
+    def get_metric(self, reset: bool = False) -> Dict[str, float]:
+        counts = dist_reduce_sum(self._counts).cpu().tolist()
+        errors = counts[_SUBSTITUTIONS] + counts[_DELETIONS] + counts[_INSERTIONS]
+        rate = float(errors) / max(counts[_REFERENCE], 1)
+        if reset:
+            self.reset()
+        return {"concept_error_rate": rate}
+
+    def reset(self) -> None:
+        self._counts.zero_()
+
+
+def concept_sequence(tags: Sequence[str]) -> List[str]:
+    """The labels of the chunks of `tags`, in order: `[B-PER, L-PER, O, U-LOC]` -> `[PER, LOC]`."""
+    return [label for label, _, _ in tags_to_spans(tags)]
+
+
+def levenshtein_counts(reference: Sequence[str], hypothesis: Sequence[str]) -> Tuple[int, int, int]:
+    """
+    The numbers of substitutions, deletions and insertions `(S, D, I)` of a minimum-cost alignment
+    of `hypothesis` to `reference`, with unit costs for the three edits and free matches, so that
+    `S + D + I` is the Levenshtein distance, `len(reference) = S + D + matches` and
+    `len(hypothesis) = S + I + matches`.
+
+    Several alignments may have the minimum cost (`A B` vs `B C`: two substitutions, or a deletion
+    and an insertion).  The backtrace from the end of both sequences is deterministic: at each step
+    back it takes, among the moves on a minimum-cost path, the diagonal (a match or a
+    substitution) first, then a deletion, then an insertion.
+    """
+    rows, columns = len(reference) + 1, len(hypothesis) + 1
+    # cost[i][j]: edit distance between reference[:i] and hypothesis[:j].
+    cost = [[0] * columns for _ in range(rows)]
+    for i in range(rows):
+        cost[i][0] = i
+    for j in range(columns):
+        cost[0][j] = j
+    for i in range(1, rows):
+        for j in range(1, columns):
+            diagonal = cost[i - 1][j - 1] + (reference[i - 1] != hypothesis[j - 1])
+            cost[i][j] = min(diagonal, cost[i - 1][j] + 1, cost[i][j - 1] + 1)
+    substitutions = deletions = insertions = 0
+    i, j = len(reference), len(hypothesis)
+    while i > 0 or j > 0:
+        if i > 0 and j > 0:
+            mismatch = reference[i - 1] != hypothesis[j - 1]
+            if cost[i][j] == cost[i - 1][j - 1] + mismatch:
+                substitutions += mismatch
+                i, j = i - 1, j - 1
+                continue
+        if i > 0 and cost[i][j] == cost[i - 1][j] + 1:
+            deletions += 1
+            i -= 1
+        else:
+            insertions += 1
+            j -= 1
+    return substitutions, deletions, insertions
