@@ -1,0 +1,91 @@
+// The sequence labeller of Rei, Crichton & Pyysalo (2016), "Attending to Characters in Neural
+// Sequence Labeling Models", COLING, https://aclanthology.org/C16-1030 (blog:
+// ../shared/papers/char-attention_rei-2016-blog.txt), in its three word representations:
+//
+//   "words"        a word embedding x only (the blog's "Word-based" column);
+//   "concatenate"  [x; m], m = a tanh layer over the final states of a character BiLSTM
+//                  (Lample et al. 2016, "Char concat");
+//   "gate"         z * x + (1 - z) * m with z = sigmoid(W3 tanh(W1 x + W2 m)) and the cosine loss
+//                  sum_t g_t (1 - cos(m_t, x_t)) ("Char attn").
+//
+// Then a BiLSTM (200 per direction), a 50-d tanh hidden layer and a CRF, as in the blog. The
+// character representations come from the `char_gated` TokenEmbedder fed by the
+// `word_and_characters` TokenIndexer (word id and characters of each token together).
+//
+// Deviations, for a CPU budget: 50-d GloVe 6B (lower-cased) instead of 300-d embeddings; 50-d
+// character embeddings and a character BiLSTM of 50 per direction; Adam (lr 0.002) with batches of
+// 32 sentences instead of the paper's optimiser. The three variants share every other setting.
+//
+// Data: CoNLL-style column files, the chunk column (tag_column 2, BIO in CoNLL-2000). The configs
+// train on the CoNLL-2003 fixtures' chunk column by default; for CoNLL-2000 (no dev set: every 9th
+// training sentence is held out, see `conll_columns`' `?held_out=` paths) override
+//   -o '{"train_data_path": "../shared/data/conll2000/train.txt?without_held_out=9",
+//        "validation_data_path": "../shared/data/conll2000/train.txt?held_out=9",
+//        "test_data_path": "../shared/data/conll2000/test.txt",
+//        "vocabulary.pretrained_files.tokens": "<glove.6B.50d>", and the embedder's pretrained_file}'
+// as benchmarks/char_attention_benchmark.py does.
+local glove = "fixtures/embeddings/tiny_glove.txt";
+local word_dim = 50;
+local char_dim = 50;
+local char_lstm_dim = 50;
+local lstm_dim = 200;
+local hidden_dim = 50;
+
+function(representation)
+  assert std.member(["words", "concatenate", "gate"], representation) : "representation: words, concatenate or gate";
+  local word_embedding = { embedding_dim: word_dim, pretrained_file: glove, trainable: true };
+  local embedder =
+    if representation == "words" then
+      word_embedding { type: "embedding" }
+    else {
+      type: "char_gated",
+      combination: representation,
+      word_embedding: word_embedding,
+      character_embedding: { embedding_dim: char_dim, vocab_namespace: "token_characters" },
+      character_encoder: { type: "lstm", input_size: char_dim, hidden_size: char_lstm_dim, bidirectional: true },
+      // The cosine loss belongs to the gated combination only (the blog).
+      cosine_loss_weight: if representation == "gate" then 1.0 else 0.0,
+    };
+  local indexer =
+    if representation == "words" then { type: "single_id", lowercase_tokens: true }
+    else { type: "word_and_characters", lowercase_tokens: true, min_padding_length: 1 };
+  {
+    dataset_reader: {
+      type: "conll_columns",
+      tag_column: 2,
+      file_tag_scheme: "BIO",
+      tag_scheme: "BIOUL",
+      token_indexers: { tokens: indexer },
+    },
+    train_data_path: "fixtures/conll2003/train.txt",
+    validation_data_path: "fixtures/conll2003/dev.txt",
+    test_data_path: "fixtures/conll2003/test.txt",
+    evaluate_on_test: true,
+    vocabulary: {
+      type: "from_instances",
+      pretrained_files: { tokens: glove },
+      min_pretrained_embeddings: { tokens: 60000 },
+    },
+    model: {
+      type: "bilstm_crf",
+      text_field_embedder: { token_embedders: { tokens: embedder } },
+      encoder: {
+        type: "lstm",
+        input_size: if representation == "concatenate" then 2 * word_dim else word_dim,
+        hidden_size: lstm_dim,
+        bidirectional: true,
+      },
+      dropout: 0.5,
+      head: { tag_scheme: "BIOUL", constrain_crf_decoding: true, hidden_dim: hidden_dim, activation: "tanh" },
+    },
+    data_loader: { batch_size: 32, shuffle: true },
+    validation_data_loader: { batch_size: 64, shuffle: false },
+    trainer: {
+      optimizer: { type: "adam", lr: 0.002 },
+      grad_norm: 5.0,
+      num_epochs: 30,
+      patience: 7,
+      validation_metric: "+f1-measure-overall",
+      cuda_device: -1,
+    },
+  }
