@@ -264,6 +264,17 @@ def run_logged(command: List[str], log_path: str, timeout: Optional[float], env=
 # Configs
 
 
+def pretrained_file_keys(params: Dict[str, Any], prefix: str) -> List[str]:
+    """The dotted keys of every `pretrained_file` inside `params` (nested objects included)."""
+    keys = []
+    for name, value in params.items():
+        if name == "pretrained_file":
+            keys.append(f"{prefix}.{name}")
+        elif isinstance(value, dict):
+            keys += pretrained_file_keys(value, f"{prefix}.{name}")
+    return keys
+
+
 def nerzoo_overrides(config_params: Dict[str, Any], args) -> Dict[str, Any]:
     """Dotted overrides for the nerzoo config: real data, GloVe, epochs, no test, the time budget."""
     overrides: Dict[str, Any] = {
@@ -273,12 +284,11 @@ def nerzoo_overrides(config_params: Dict[str, Any], args) -> Dict[str, Any]:
         "evaluate_on_test": False,
         "trainer.num_epochs": args.epochs,
     }
-    # Embedders of a text field embedder, and those a model takes directly (fofe_ner's word_embedders).
+    # Embedders of a text field embedder, and those a model takes directly (fofe_ner's word_embedders),
+    # with the embeddings nested in them (char_gated's word_embedding).
     for embedders_key in ("model.text_field_embedder.token_embedders", "model.word_embedders"):
-        embedders = get_nested(config_params, embedders_key) or {}
-        for name, embedder in embedders.items():
-            if isinstance(embedder, dict) and "pretrained_file" in embedder:
-                overrides[f"{embedders_key}.{name}.pretrained_file"] = args.glove
+        for dotted in pretrained_file_keys(get_nested(config_params, embedders_key) or {}, embedders_key):
+            overrides[dotted] = args.glove
     pretrained_files = get_nested(config_params, "vocabulary.pretrained_files") or {}
     for namespace in pretrained_files:
         overrides[f"vocabulary.pretrained_files.{namespace}"] = args.glove
@@ -345,11 +355,13 @@ def train_and_evaluate(
     max_minutes: float,
     evaluation_files: Dict[str, str],
     extra_env: Optional[Dict[str, str]] = None,
+    metric: str = "f1-measure-overall",
 ) -> Dict[str, Any]:
     """
     `allennlp train` in a subprocess with the time budget callback loadable, a hard kill at 1.25 x
     budget + 5 min (the best weights so far are then archived), then `allennlp evaluate` on each of
-    `evaluation_files` (split name -> file), whose F1 x 100 lands in `<split>_f1`.  `extra_env`:
+    `evaluation_files` (split name -> file), whose `metric` x 100 (span F1 by default) lands in
+    `<split>_f1`.  `extra_env`:
     environment variables added to those of this process for both subprocesses (e.g. a Jsonnet
     `std.extVar` of the config); this process's own environment is left as it is.
     """
@@ -391,7 +403,7 @@ def train_and_evaluate(
         result["epochs_run"] = int(metrics["epoch"]) + 1
     if metrics.get("best_epoch") is not None:
         result["best_epoch"] = int(metrics["best_epoch"]) + 1
-    result["best_validation_f1"] = metrics.get("best_validation_f1-measure-overall")
+    result["best_validation_f1"] = metrics.get(f"best_validation_{metric}")
 
     if not os.path.exists(archive):
         result["error"] = "no model archive"
@@ -408,7 +420,7 @@ def train_and_evaluate(
         result[f"{split}_evaluate_seconds"] = run["wall_seconds"]
         if run["returncode"] == 0 and os.path.exists(output_file):
             with open(output_file) as handle:
-                result[f"{split}_f1"] = 100.0 * json.load(handle)["f1-measure-overall"]
+                result[f"{split}_f1"] = 100.0 * json.load(handle)[metric]
         else:
             result.setdefault("error", f"evaluate on {split} failed")
     return result

@@ -31,7 +31,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
 if BENCHMARK_DIR not in sys.path:
@@ -89,13 +89,15 @@ class Suite:
       and prediction-speed subprocesses (and the Jsonnet `std.extVar`s when its config is read
       here), where `{archive:NAME}` in a value stands for the archive of model NAME in the
       dataset's run folder (NAME must have been trained earlier in the run too).
-    - `datasets`: name -> {"title", "train", "dev", "test", "format" ("conll" or "iob2"), "reader"
+    - `datasets`: name -> {"title", "train", "dev", "test", "format" ("conll", "iob2" or "conllu"), "reader"
       (None: every config keeps its own reader; else it replaces every config's `dataset_reader`,
       the config's token indexers kept), optional "caveat" (a sub-item of the run note)}.
     - `smoke_datasets`: returns the same names on the fixtures.
     - `section_heading`, `section_intro`: the section of the results file.
     - `default_datasets`, `default_models`: the defaults of `--datasets` and `--models`.
     - `baseline`: the model every "vs baseline" ratio of a dataset refers to.
+    - `metric`, `metric_label`: the `allennlp evaluate` metric of the dev and test columns (x 100) and
+      its name in the table header (span F1 by default; "accuracy" for POS tagging).
     - `predict_speed`: when true, after its evaluation each archive predicts the sentences of the
       dataset's test file (`{"tokens": [...]}` inputs through the `entity_tagger` predictor, batch
       size 64, CPU), timed by `predict_speed.py` in a subprocess (log `<model>.predict_speed.log`);
@@ -115,14 +117,21 @@ class Suite:
     default_models: Sequence[str]
     baseline: str = "baseline"
     predict_speed: bool = False
+    metric: str = "f1-measure-overall"
+    metric_label: str = "F1"
 
 
 def table_header(suite: Suite) -> List[str]:
-    """The suite's table columns: TABLE_HEADER, with PREDICT_COLUMNS after "vs baseline" when it times prediction."""
+    """
+    The suite's table columns: TABLE_HEADER, with PREDICT_COLUMNS after "vs baseline" when it times
+    prediction, and the last two named after the suite's metric ("dev accuracy" for `metric_label`
+    "accuracy").
+    """
+    header = [*TABLE_HEADER[:-2], f"dev {suite.metric_label}", f"test {suite.metric_label}"]
     if not suite.predict_speed:
-        return list(TABLE_HEADER)
-    position = TABLE_HEADER.index("vs baseline") + 1
-    return [*TABLE_HEADER[:position], *PREDICT_COLUMNS, *TABLE_HEADER[position:]]
+        return header
+    position = header.index("vs baseline") + 1
+    return [*header[:position], *PREDICT_COLUMNS, *header[position:]]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -146,10 +155,29 @@ def count_iob2_sentences(path: str) -> int:
     return count
 
 
+def held_out_selection(path: str) -> Tuple[str, Optional[str], int]:
+    """
+    `("train.txt", "held_out", 9)` for `train.txt?held_out=9` (`conll_columns`' held-out paths; also
+    `without_held_out`), `(path, None, 0)` for a plain path.
+    """
+    file_path, separator, query = path.partition("?")
+    if not separator:
+        return path, None, 0
+    key, _, value = query.partition("=")
+    return file_path, key, int(value)
+
+
 def count_sentences(path: str, file_format: str) -> int:
-    if file_format == "iob2":
-        return count_iob2_sentences(path)
-    return conll_benchmark.count_sentences(path)
+    """Sentences of a data file, or of its held-out selection (`conll_columns` paths `<file>?held_out=<n>`)."""
+    file_path, key, every = held_out_selection(path)
+    if file_format in ("iob2", "conllu"):  # blocks of token rows; `#` comment lines skipped
+        total = count_iob2_sentences(file_path)
+    else:
+        total = conll_benchmark.count_sentences(file_path)
+    if key is None:
+        return total
+    held_out = total // every  # sentence i is held out when i % every == every - 1
+    return held_out if key == "held_out" else total - held_out
 
 
 def conll2003_dataset(title: str) -> Dict[str, Any]:
@@ -177,7 +205,7 @@ def on_conll2003_fixtures(dataset: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def missing_files(dataset: Dict[str, Any]) -> List[str]:
-    paths = [dataset["train"], dataset["dev"], dataset["test"]]
+    paths = [held_out_selection(dataset[split])[0] for split in ("train", "dev", "test")]
     missing = [path for path in paths if not os.path.exists(path)]
     if dataset.get("reader") and "treebank" in dataset["reader"]:
         if not glob.glob(dataset["reader"]["treebank"]):
@@ -218,6 +246,8 @@ def model_overrides(
         reader = dict(dataset["reader"])
         reader["token_indexers"] = config_params["dataset_reader"].get("token_indexers")
         overrides["dataset_reader"] = reader  # a key equal to a whole object replaces it
+        if "validation_dataset_reader" in config_params:
+            overrides["validation_dataset_reader"] = reader
     resolved = Params.from_file(config_path, json.dumps(overrides), ext_vars=env).as_dict(quiet=True)
     return overrides, resolved
 
@@ -262,7 +292,9 @@ def config_cell(model: Dict[str, Any], resolved: Optional[Dict[str, Any]]) -> st
         return cell
     reader = resolved.get("dataset_reader") or {}
     cell += f"; reader {reader.get('type', '?')}"
-    if reader.get("type") == "conllu_ner":
+    if reader.get("type") == "conllu_ner" and reader.get("tag_source", "ner") != "ner":
+        cell += f" ({reader['tag_source'].upper()} tags)"
+    elif reader.get("type") == "conllu_ner":
         cell += " (gold trees)"
     elif reader.get("spacy_model"):
         cell += f" ({reader['spacy_model']} trees)"
@@ -283,10 +315,11 @@ def train_and_evaluate(
     run_dir: str,
     max_minutes: float,
     env: Optional[Dict[str, str]] = None,
+    metric: str = "f1-measure-overall",
 ) -> Dict[str, Any]:
     """
     Writes the run's overrides, then conll_benchmark.train_and_evaluate on the dataset's dev and test
-    (`env`: extra environment variables of its subprocesses).
+    (`env`: extra environment variables of its subprocesses; `metric`: the evaluated metric).
     """
     with open(os.path.join(run_dir, f"{name}.overrides.json"), "w") as handle:
         json.dump(overrides, handle, indent=2)
@@ -299,6 +332,7 @@ def train_and_evaluate(
         max_minutes,
         {"dev": dataset["dev"], "test": dataset["test"]},
         extra_env=env or None,
+        metric=metric,
     )
 
 
@@ -534,7 +568,14 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
             env = model_env(model, results)
             overrides, resolved = model_overrides(model, dataset, glove, args.epochs, max_minutes, env)
             result = train_and_evaluate(
-                model_name, os.path.join(REPO_ROOT, model["config"]), overrides, dataset, dataset_dir, max_minutes, env
+                model_name,
+                os.path.join(REPO_ROOT, model["config"]),
+                overrides,
+                dataset,
+                dataset_dir,
+                max_minutes,
+                env,
+                suite.metric,
             )
             result.update(
                 model=model_name,
@@ -553,7 +594,8 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
             results.append(result)
             predict_text = f", {fmt(result.get('predict_sentences_per_second'), 1)} predict sent/s"
             print(
-                f"  {model_name}: dev F1 {fmt(result.get('dev_f1'))}, test F1 {fmt(result.get('test_f1'))}, "
+                f"  {model_name}: dev {suite.metric_label} {fmt(result.get('dev_f1'))}, "
+                f"test {suite.metric_label} {fmt(result.get('test_f1'))}, "
                 f"{fmt(result['train_sentences_per_second'], 1)} train sent/s"
                 + (predict_text if suite.predict_speed else "")
                 + (f", ERROR: {result['error']}" if result.get("error") else ""),
@@ -607,7 +649,7 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
     predict_summary = " | predict sent/s | predict vs baseline" if suite.predict_speed else ""
     print(
         f"\n=== Summary (epochs run (best) | train wall (trainer) | train sent/s | vs baseline{predict_summary} "
-        "| dev F1 | test F1)"
+        f"| dev {suite.metric_label} | test {suite.metric_label})"
     )
     print("\n".join(summary))
     print(f"\nrows appended to {results_path}\nrun folder: {run_dir}")
