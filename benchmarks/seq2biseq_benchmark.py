@@ -44,7 +44,6 @@ import suite_benchmark  # noqa: E402  (needs BENCHMARK_DIR on sys.path)
 
 REPO_ROOT = suite_benchmark.REPO_ROOT
 SHARED_DATA = suite_benchmark.SHARED_DATA
-DEFAULT_MAX_MINUTES = 5.0
 SEQ2BISEQ_CONFIG = "training_config/seq2biseq_pos.jsonnet"
 
 MODELS: Dict[str, Dict[str, Any]] = {
@@ -134,13 +133,11 @@ SEQ2BISEQ = suite_benchmark.Suite(
     default_datasets=tuple(DATASETS),
     default_models=tuple(MODELS),
     baseline=BASELINE,
+    default_max_minutes=5.0,
     metric="accuracy",
     metric_label="accuracy",
 )
 
 
 if __name__ == "__main__":
-    arguments = sys.argv[1:]
-    if not any(argument.startswith("--max-minutes") for argument in arguments) and "--smoke" not in arguments:
-        arguments += ["--max-minutes", str(DEFAULT_MAX_MINUTES)]
-    sys.exit(suite_benchmark.main(arguments, suite=SEQ2BISEQ))
+    sys.exit(suite_benchmark.main(suite=SEQ2BISEQ))

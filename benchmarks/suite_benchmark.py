@@ -91,11 +91,13 @@ class Suite:
       dataset's run folder (NAME must have been trained earlier in the run too).
     - `datasets`: name -> {"title", "train", "dev", "test", "format" ("conll", "iob2" or "conllu"), "reader"
       (None: every config keeps its own reader; else it replaces every config's `dataset_reader`,
-      the config's token indexers kept), optional "caveat" (a sub-item of the run note)}.
+      the config's token indexers kept), optional "overrides" (dotted overrides of every model on
+      this dataset, e.g. its label set), optional "caveat" (a sub-item of the run note)}.
     - `smoke_datasets`: returns the same names on the fixtures.
     - `section_heading`, `section_intro`: the section of the results file.
     - `default_datasets`, `default_models`: the defaults of `--datasets` and `--models`.
     - `baseline`: the model every "vs baseline" ratio of a dataset refers to.
+    - `default_max_minutes`: the default of `--max-minutes` (without `--smoke`).
     - `metric`, `metric_label`: the `allennlp evaluate` metric of the dev and test columns (x 100) and
       its name in the table header (span F1 by default; "accuracy" for POS tagging).
     - `predict_speed`: when true, after its evaluation each archive predicts the sentences of the
@@ -119,6 +121,7 @@ class Suite:
     predict_speed: bool = False
     metric: str = "f1-measure-overall"
     metric_label: str = "F1"
+    default_max_minutes: float = DEFAULT_MAX_MINUTES
 
 
 def table_header(suite: Suite) -> List[str]:
@@ -241,6 +244,7 @@ def model_overrides(
     )
     overrides = conll_benchmark.nerzoo_overrides(config_params, namespace)
     overrides["trainer.patience"] = None
+    overrides.update(dataset.get("overrides") or {})
     overrides.update(model["overrides"])
     if dataset.get("reader"):
         reader = dict(dataset["reader"])
@@ -449,7 +453,7 @@ def parse_args(argv: Optional[List[str]], suite: Suite) -> argparse.Namespace:
         "--max-minutes",
         type=float,
         default=None,
-        help=f"training budget per model (default {DEFAULT_MAX_MINUTES:g}, {SMOKE_MAX_MINUTES:g} with --smoke): training "
+        help=f"training budget per model (default {suite.default_max_minutes:g}, {SMOKE_MAX_MINUTES:g} with --smoke): training "
         "stops after the epoch whose successor would overrun it; the process is killed at 1.25 x budget + 5 min",
     )
     parser.add_argument(
@@ -490,7 +494,7 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
         print(f"error: unknown or missing dataset/model names {unknown}", file=sys.stderr)
         return 2
     max_minutes = args.max_minutes if args.max_minutes is not None else (
-        SMOKE_MAX_MINUTES if args.smoke else DEFAULT_MAX_MINUTES
+        SMOKE_MAX_MINUTES if args.smoke else suite.default_max_minutes
     )
     glove = os.path.abspath(args.glove) if args.glove else (SMOKE_GLOVE if args.smoke else DEFAULT_GLOVE)
     started = datetime.datetime.now()

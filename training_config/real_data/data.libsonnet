@@ -17,8 +17,16 @@ local conll2000_paths = {
   test_data_path: conll2000 + "test.txt",
 };
 
+// The eleven CoNLL-2000 chunk types, all declared: training never has a multi-word LST chunk, which
+// test.txt has, and UCP occurs only in the held-out dev sentences.
+local chunk_types = ["ADJP", "ADVP", "CONJP", "INTJ", "LST", "NP", "PP", "PRT", "SBAR", "UCP", "VP"];
+local prefixes = { BIOUL: ["B", "I", "L", "U"], BIO: ["B", "I"], IOB1: ["B", "I"] };
+local chunk_labels(scheme) = ["O"] + [prefix + "-" + chunk for chunk in chunk_types for prefix in prefixes[scheme]];
+
 local datasets = {
-  conll2000_chunking: function(config) conll2000_paths,
+  conll2000_chunking: function(config) conll2000_paths + {
+    vocabulary+: { tokens_to_add: { labels: chunk_labels(config.dataset_reader.tag_scheme) } },
+  },
   conll2000_pos: function(config) conll2000_paths,
   ewt_upos: function(config)
     local reader = { type: "conllu_ner", tag_source: "upos", token_indexers: config.dataset_reader.token_indexers };
