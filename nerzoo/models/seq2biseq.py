@@ -8,10 +8,10 @@ from allennlp.models.model import Model
 from allennlp.modules import Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator, RegularizerApplicator
 from allennlp.nn.util import get_text_field_mask, sequence_cross_entropy_with_logits
-from allennlp.training.metrics import Average, CategoricalAccuracy
+from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import check_tag_scheme, tags_to_spans
-from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.modules.auxiliary_loss import AuxiliaryLosses, pop_auxiliary_losses
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 
@@ -155,7 +155,7 @@ class Seq2Biseq(Model):
         if self.tag_scheme is not None:
             self.span_f1 = ConllSpanF1.from_vocab(vocab, label_namespace)
             self.concept_error_rate = ConceptErrorRate(self.tag_scheme)
-        self.auxiliary_loss_means: Dict[str, Average] = {}
+        self.auxiliary_losses = AuxiliaryLosses()
         initializer(self)
 
     # ----------------------------------------------------------------------------------------------
@@ -265,9 +265,7 @@ class Seq2Biseq(Model):
             forward_nll = sequence_cross_entropy_with_logits(forward_logits, tags, mask, average="token")
             backward_nll = sequence_cross_entropy_with_logits(backward_logits, tags, mask, average="token")
             loss = 0.5 * (forward_nll + backward_nll) + self.backward_loss_weight * backward_nll
-            for name, value in auxiliary_losses.items():
-                loss = loss + value
-                self.auxiliary_loss_means.setdefault(name, Average())(value.detach())
+            loss = self.auxiliary_losses.add_to(loss, auxiliary_losses)
             output["loss"] = loss
         if tags is None or not self.training:
             forward_logits, backward_logits = self.decode(lexical, mask)
@@ -329,6 +327,5 @@ class Seq2Biseq(Model):
             span_metrics = self.span_f1.get_metric(reset)
             metrics.update({key: value for key, value in span_metrics.items() if key.endswith("-overall")})
             metrics.update(self.concept_error_rate.get_metric(reset))
-        for name, mean in self.auxiliary_loss_means.items():
-            metrics[f"{name}_loss"] = mean.get_metric(reset)
+        metrics.update(self.auxiliary_losses.get_metrics(reset))
         return metrics

@@ -3,13 +3,15 @@ A way for any embedder or encoder inside a nerzoo model to add a term to the mod
 
 A module calls `add_auxiliary_loss(self, "name", loss)` during its forward pass; the model, after
 its forward pass, calls `pop_auxiliary_losses(self)`, which collects every reported term from all
-submodules (and clears them, so a loss is never counted twice).  `CrfTagHead` adds them to its
-loss and reports each one's running mean as a metric.  Modules need no base class for this, so
+submodules (and clears them, so a loss is never counted twice).  An `AuxiliaryLosses` (held by
+`CrfTagHead` and by models with their own loss) adds them to the loss and reports each one's running
+mean as the metric `<name>_loss`.  Modules need no base class for this, so
 it works for any TokenEmbedder or Seq2SeqEncoder used inside any nerzoo model.
 """
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
+from allennlp.training.metrics import Average
 
 _ATTRIBUTE = "_nerzoo_auxiliary_losses"
 
@@ -30,3 +32,19 @@ def pop_auxiliary_losses(root: torch.nn.Module) -> Dict[str, torch.Tensor]:
         for name, loss in (pending or {}).items():
             collected[name] = collected[name] + loss if name in collected else loss
     return collected
+
+
+class AuxiliaryLosses:
+    """Adds the collected terms to a loss and keeps each one's running mean for `get_metrics`."""
+
+    def __init__(self) -> None:
+        self._means: Dict[str, Average] = {}
+
+    def add_to(self, loss: torch.Tensor, auxiliary_losses: Optional[Dict[str, torch.Tensor]]) -> torch.Tensor:
+        for name, value in (auxiliary_losses or {}).items():
+            loss = loss + value
+            self._means.setdefault(name, Average())(value.detach())
+        return loss
+
+    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        return {f"{name}_loss": mean.get_metric(reset) for name, mean in self._means.items()}

@@ -8,9 +8,10 @@ from allennlp.data import Vocabulary
 from allennlp.modules import ConditionalRandomField, FeedForward, TimeDistributed
 from allennlp.modules.conditional_random_field import allowed_transitions
 from allennlp.nn import Activation
-from allennlp.training.metrics import Average, CategoricalAccuracy
+from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import check_tag_scheme, tags_to_spans
+from nerzoo.modules.auxiliary_loss import AuxiliaryLosses
 from nerzoo.modules.crf_marginals import PathPosteriors, forward_backward, tag_marginals
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 
@@ -117,7 +118,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
         self.span_f1 = (
             ConllSpanF1.from_vocab(vocab, label_namespace) if self.tag_scheme is not None else None
         )
-        self.auxiliary_loss_means: Dict[str, Average] = {}
+        self.auxiliary_losses = AuxiliaryLosses()
 
     def forward(
         self,
@@ -171,9 +172,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
             else:
                 token_mask = mask.bool()
                 loss = torch.nn.functional.cross_entropy(logits[token_mask], tags[token_mask], reduction="sum")
-            for name, value in (auxiliary_losses or {}).items():
-                loss = loss + value
-                self.auxiliary_loss_means.setdefault(name, Average())(value.detach())
+            loss = self.auxiliary_losses.add_to(loss, auxiliary_losses)
             output["loss"] = loss
             self._update_metrics(predicted, tags, mask, sentence_spans)
         return output
@@ -256,6 +255,5 @@ class CrfTagHead(torch.nn.Module, FromParams):
             if not self.verbose_metrics:
                 span_metrics = {key: value for key, value in span_metrics.items() if key.endswith("-overall")}
             metrics.update(span_metrics)
-        for name, mean in self.auxiliary_loss_means.items():
-            metrics[f"{name}_loss"] = mean.get_metric(reset)
+        metrics.update(self.auxiliary_losses.get_metrics(reset))
         return metrics
