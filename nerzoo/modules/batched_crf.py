@@ -1,0 +1,114 @@
+"""
+Batched inference and likelihood for allennlp's `ConditionalRandomField` (Lafferty, McCallum &
+Pereira, 2001, "Conditional Random Fields: Probabilistic Models for Segmenting and Labeling
+Sequence Data", ICML).  The CRF module stays the holder of the parameters (`transitions`,
+`start_transitions`, `end_transitions`, `_constraint_mask`); these functions only replace its
+per-instance Python loops:
+
+- `viterbi_decode` equals `ConditionalRandomField.viterbi_tags` (same constrained scores: a
+  forbidden transition scores -10000), but decodes the whole batch at once: one loop over the time
+  steps with `(batch_size, num_tags, num_tags)` tensors, backpointers kept as tensors, and one
+  loop back over them.
+- `crf_log_likelihood` equals `ConditionalRandomField.forward` per instance (unconstrained
+  transitions, as allennlp trains): the gold path's score is gathered without a loop, the
+  partition function is one forward recursion over the time steps.
+
+Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)` with each
+row's valid steps first (right padding), as everywhere in allennlp.  Half-precision logits (under
+autocast) are scored in float32.
+"""
+from typing import NamedTuple
+
+import torch
+from allennlp.modules.conditional_random_field import ConditionalRandomField
+
+from nerzoo.modules.crf_marginals import constrained_scores
+
+
+class ViterbiPaths(NamedTuple):
+    tags: torch.LongTensor  # (batch_size, num_steps): best path; 0 at padding
+    scores: torch.Tensor  # (batch_size,): its constrained score
+    lengths: torch.LongTensor  # (batch_size,)
+
+
+def _scoring_dtype(logits: torch.Tensor) -> torch.Tensor:
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+
+@torch.no_grad()
+def viterbi_decode(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor) -> ViterbiPaths:
+    """
+    The highest-scoring tag path of every row under the CRF's constraints.
+
+    At padded steps a row's scores are carried over unchanged and its backpointers point each tag
+    to itself, so following them back from the last step leaves the row's path intact.
+    """
+    logits = _scoring_dtype(logits.detach())
+    batch_size, num_steps, num_tags = logits.shape
+    mask = mask.bool()
+    transitions, start, end = (scores.detach().to(logits.dtype) for scores in constrained_scores(crf))
+    lengths = mask.sum(dim=1)
+    if num_steps == 0:
+        empty = logits.new_zeros((batch_size, 0), dtype=torch.long)
+        return ViterbiPaths(empty, logits.new_zeros(batch_size), lengths)
+
+    stay = torch.arange(num_tags, device=logits.device).expand(batch_size, num_tags)
+    step_mask = mask.t().unsqueeze(-1)  # (num_steps, batch_size, 1)
+    step_logits = logits.transpose(0, 1)  # (num_steps, batch_size, num_tags)
+    score = start.unsqueeze(0) + step_logits[0]
+    backpointers = []
+    for t in range(1, num_steps):
+        # (batch, from, to): best previous tag for each tag at t.
+        best, previous = (score.unsqueeze(2) + transitions).max(dim=1)
+        score = torch.where(step_mask[t], best + step_logits[t], score)
+        backpointers.append(torch.where(step_mask[t], previous, stay))
+    best_score, tag = (score + end.unsqueeze(0)).max(dim=1)
+
+    path = [tag]
+    for previous in reversed(backpointers):
+        tag = previous.gather(1, tag.unsqueeze(1)).squeeze(1)
+        path.append(tag)
+    tags = torch.stack(path[::-1], dim=1) * mask
+    # A row with no valid step has no path and scores 0.
+    best_score = best_score * (lengths > 0)
+    return ViterbiPaths(tags, best_score, lengths)
+
+
+def crf_log_likelihood(
+    crf: ConditionalRandomField, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor
+) -> torch.Tensor:
+    """
+    `(batch_size,)` log P(tags | logits) of each row, as `ConditionalRandomField.forward` computes
+    it (which returns their sum) with unconstrained transitions.  Every row needs at least one
+    valid step.
+
+    The forward recursion runs over all steps without masking (padded emissions are zeroed first)
+    and each row's log-partition is read at its own last step.
+    """
+    logits = _scoring_dtype(logits)
+    batch_size, num_steps, num_tags = logits.shape
+    mask = mask.bool()
+    logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
+    transitions = crf.transitions.to(logits.dtype)
+    last = (mask.sum(dim=1) - 1).clamp_min(0)
+    rows = torch.arange(batch_size, device=logits.device)
+
+    # Numerator: the gold path's score.
+    gold_emissions = logits.gather(2, tags.unsqueeze(-1)).squeeze(-1) * mask
+    gold_transitions = transitions[tags[:, :-1], tags[:, 1:]] * mask[:, 1:]
+    numerator = gold_emissions.sum(dim=1) + gold_transitions.sum(dim=1)
+
+    # Denominator: log Z by the forward recursion.
+    alpha = logits[:, 0]
+    if crf.include_start_end_transitions:
+        start, end = crf.start_transitions.to(logits.dtype), crf.end_transitions.to(logits.dtype)
+        numerator = numerator + start[tags[:, 0]] + end[tags[rows, last]]
+        alpha = alpha + start.unsqueeze(0)
+    alphas = [alpha]
+    for t in range(1, num_steps):
+        alpha = torch.logsumexp(alpha.unsqueeze(2) + transitions, dim=1) + logits[:, t]
+        alphas.append(alpha)
+    final = torch.stack(alphas, dim=1)[rows, last]
+    if crf.include_start_end_transitions:
+        final = final + end.unsqueeze(0)
+    return numerator - torch.logsumexp(final, dim=1)
