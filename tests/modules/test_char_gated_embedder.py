@@ -5,7 +5,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.data import Batch, Instance, Token, Vocabulary
 from allennlp.data.fields import TextField
 from allennlp.data.token_indexers import TokenIndexer
-from allennlp.modules.seq2vec_encoders import LstmSeq2VecEncoder
+from allennlp.modules.seq2vec_encoders import CnnEncoder, LstmSeq2VecEncoder
 from allennlp.modules.text_field_embedders import BasicTextFieldEmbedder
 from allennlp.modules.token_embedders import Embedding, TokenEmbedder
 from allennlp.nn.util import get_text_field_mask
@@ -336,11 +336,53 @@ def test_padding_words_give_finite_outputs_and_gradients():
     assert pop_auxiliary_losses(embedder)["char_cosine"].item() == 0.0
 
 
-def test_cosine_loss_is_float32_under_autocast():
-    vocab = make_vocab()
-    embedder = make_embedder(vocab)
+def bf16_lstm_unsupported() -> str:
+    """Why a bf16 LSTM cannot run on this CPU under autocast, or "" when it can.
+
+    oneDNN has no bf16 LSTM without AVX-512 (AVX2-only CPUs raise a RuntimeError)."""
+    lstm = torch.nn.LSTM(input_size=2, hidden_size=2, batch_first=True)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lstm(torch.zeros(1, 2, 2))
+    except RuntimeError as error:
+        return f"no bf16 LSTM kernel on this CPU: {str(error).splitlines()[0]}"
+    return ""
+
+
+def check_cosine_loss_under_autocast(embedder, vocab):
     token_ids, token_characters = sample_input(vocab)
     with torch.autocast("cpu", dtype=torch.bfloat16):
+        # The character representation really is bf16 here, so the loss has something to upcast.
+        characters = embedder.character_representation(token_characters)
+        assert characters.dtype == torch.bfloat16
         embedder(token_ids, token_characters)
     loss = pop_auxiliary_losses(embedder)["char_cosine"]
     assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    # By hand, in float32, from the bf16 characters: "the" and "cat" ("dog" is OOV, then padding).
+    x = embedder._word_embedding.weight[token_ids[0]]
+    m = characters[0].float()
+    cosines = [torch.dot(m[t], x[t]) / (m[t].norm() * x[t].norm()) for t in (0, 2)]
+    assert loss.item() == pytest.approx(sum(1.0 - cosine.item() for cosine in cosines), rel=1e-5)
+
+
+def test_cosine_loss_is_float32_under_autocast():
+    reason = bf16_lstm_unsupported()
+    if reason:
+        pytest.skip(reason)
+    vocab = make_vocab()
+    check_cosine_loss_under_autocast(make_embedder(vocab), vocab)
+
+
+def test_cosine_loss_is_float32_under_autocast_with_a_cnn_character_encoder():
+    # Runs on every CPU: the CNN has float32 kernels under autocast, the projection a bf16 one.
+    vocab = make_vocab()
+    torch.manual_seed(0)
+    embedder = CharGatedEmbedder(
+        vocab=vocab,
+        word_embedding=Embedding(embedding_dim=WORD_DIM, num_embeddings=vocab.get_vocab_size("tokens")),
+        character_embedding=Embedding(
+            embedding_dim=CHAR_DIM, num_embeddings=vocab.get_vocab_size("token_characters")
+        ),
+        character_encoder=CnnEncoder(embedding_dim=CHAR_DIM, num_filters=2, ngram_filter_sizes=(2,)),
+    )
+    check_cosine_loss_under_autocast(embedder, vocab)
