@@ -1,7 +1,7 @@
 """
 A character CNN over every span of a sentence at once (FOFE-NER's "Char CNN of word fragment").
 """
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -11,8 +11,10 @@ def range_max(values: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTe
     """
     `max(values[b, starts[b, s] : ends[b, s]])` for every query, 0 for an empty range.
 
-    A sparse table (level k holds the maxima of windows of 2^k positions) answers each query with
-    two gathers, so all spans are served without a loop over them.
+    A sparse table (level k holds the maxima of the windows of 2^k positions starting at each
+    position) answers each query with two row lookups, so all spans are served without a loop
+    over them.  The table is built over the batch laid end to end: a window that runs past the end
+    of its row mixes in the next row, but a query only reads windows inside its own range.
 
     # Parameters
 
@@ -28,20 +30,20 @@ def range_max(values: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTe
     max_width = int(widths.max()) if widths.numel() else 0
     if max_width == 0 or length == 0:
         return values.new_zeros(batch_size, starts.size(1), channels)
-    levels = [values]
+    num_rows = batch_size * length
+    levels = [values.reshape(num_rows, channels)]
     while 2 ** len(levels) <= max_width:
         shift = 2 ** (len(levels) - 1)
         previous = levels[-1]
-        shifted = torch.nn.functional.pad(previous[:, shift:], (0, 0, 0, shift))
-        levels.append(torch.maximum(previous, shifted))
-    table = torch.stack(levels, dim=1)  # (batch_size, num_levels, length, channels)
-    level = torch.floor(torch.log2(widths.clamp(min=1).float())).long()
-    left = starts.clamp(max=length - 1)
-    right = (ends - (2 ** level)).clamp(min=0, max=length - 1)
-    flat_table = table.reshape(batch_size, -1, channels)
-    left_index = (level * length + left).unsqueeze(-1).expand(-1, -1, channels)
-    right_index = (level * length + right).unsqueeze(-1).expand(-1, -1, channels)
-    result = torch.maximum(flat_table.gather(1, left_index), flat_table.gather(1, right_index))
+        levels.append(torch.cat([torch.maximum(previous[:-shift], previous[shift:]), previous[-shift:]]))
+    table = torch.cat(levels)  # (num_levels * num_rows, channels)
+    # floor(log2(width)) in integers: the number of levels k >= 1 with 2^k <= width.
+    level = sum((widths >= 2 ** k).long() for k in range(1, len(levels)))
+    row_offsets = torch.arange(batch_size, device=values.device).unsqueeze(1) * length + level * num_rows
+    left = (row_offsets + starts.clamp(max=length - 1)).view(-1)
+    right = (row_offsets + (ends - 2 ** level).clamp(min=0, max=length - 1)).view(-1)
+    result = torch.maximum(table.index_select(0, left), table.index_select(0, right))
+    result = result.view(batch_size, -1, channels)
     return result * (widths > 0).unsqueeze(-1).to(result.dtype)
 
 
@@ -80,20 +82,40 @@ class SpanCharacterCnn(torch.nn.Module):
     def get_output_dim(self) -> int:
         return self._output_dim
 
-    def forward(self, characters: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.Tensor:
+    def forward(
+        self,
+        characters: torch.Tensor,
+        starts: torch.LongTensor,
+        ends: torch.LongTensor,
+        span_batch: Optional[torch.LongTensor] = None,
+    ) -> torch.Tensor:
         """
         characters : `(batch_size, num_characters, input_dim)`, padding zeroed
-        starts, ends : `(batch_size, num_spans)` character offsets of the fragments, `ends` exclusive
+        starts, ends : `(batch_size, num_spans)` character offsets of the fragments, `ends` exclusive;
+            or, with `span_batch`, `(num_spans,)` offsets in sentence `span_batch[k]`
+        span_batch : `(num_spans,)`, optional
 
-        Returns `(batch_size, num_spans, output_dim)`.
+        Returns `(batch_size, num_spans, output_dim)`, or `(num_spans, output_dim)` with `span_batch`.
         """
+        batch_size, num_characters, _ = characters.shape
         channels_first = characters.transpose(1, 2)
         pooled = []
         for kernel_size, convolution in zip(self.kernel_sizes, self.convolutions):
-            if channels_first.size(-1) < kernel_size:
-                pooled.append(characters.new_zeros(starts.size(0), starts.size(1), convolution.out_channels))
+            if num_characters < kernel_size:
+                pooled.append(characters.new_zeros(*starts.shape, convolution.out_channels))
                 continue
             windows = torch.relu(convolution(channels_first)).transpose(1, 2)  # (batch, num_windows, filters)
-            last_window = ends - kernel_size + 1
-            pooled.append(range_max(windows, starts, torch.minimum(last_window, ends.new_tensor(windows.size(1)))))
+            num_windows = windows.size(1)
+            # Window p covers characters p .. p + kernel_size - 1: those before `end - kernel_size + 1`
+            # lie inside the fragment.
+            window_ends = torch.minimum(ends - kernel_size + 1, ends.new_tensor(num_windows))
+            if span_batch is None:
+                pooled.append(range_max(windows, starts, window_ends))
+            else:
+                # The sentences' windows laid end to end (a fragment's windows lie inside its sentence).
+                offsets = span_batch * num_windows
+                flat_windows = windows.reshape(1, batch_size * num_windows, -1)
+                pooled.append(
+                    range_max(flat_windows, (offsets + starts).unsqueeze(0), (offsets + window_ends).unsqueeze(0))[0]
+                )
         return torch.cat(pooled, dim=-1)

@@ -55,3 +55,19 @@ def test_span_cnn_on_a_sequence_shorter_than_a_kernel():
     result = cnn(torch.randn(1, 4, 3), torch.tensor([[0]]), torch.tensor([[4]]))
     assert result.shape == (1, 1, 4)
     assert torch.equal(result[0, 0, 2:], torch.zeros(2))
+
+
+def test_span_cnn_with_flat_spans_equals_the_batched_layout():
+    torch.manual_seed(3)
+    cnn = SpanCharacterCnn(input_dim=5, num_filters=3, kernel_sizes=(1, 2, 4, 9))
+    characters = torch.randn(3, 25, 5)
+    generator = torch.Generator().manual_seed(4)
+    starts, ends = _random_ranges(3, 25, 40, generator)
+    batched = cnn(characters, starts, ends)
+    span_batch = torch.arange(3).repeat_interleave(40)
+    flat = cnn(characters, starts.reshape(-1), ends.reshape(-1), span_batch)
+    assert flat.shape == (120, cnn.get_output_dim())
+    assert torch.equal(flat, batched.reshape(120, -1))
+    order = torch.randperm(120, generator=generator)  # any order of the spans
+    shuffled = cnn(characters, starts.reshape(-1)[order], ends.reshape(-1)[order], span_batch[order])
+    assert torch.equal(shuffled, batched.reshape(120, -1)[order])
