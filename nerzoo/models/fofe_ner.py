@@ -235,42 +235,54 @@ class FofeNer(Model):
             entities = entities.long()  # allennlp's AdjacencyField pads a float tensor
         gold = None if entities is None else self._gold_classes(entities, starts, ends, span_mask)
 
+        keep = span_mask
+        if self.training and gold is not None:
+            keep = span_mask & self._sample(gold, entities, starts, ends, mask)
+        # The scored spans as one flat list (row-major order of `keep`): no work on padding.
+        span_batch, span_column = keep.nonzero(as_tuple=True)
+        flat_starts, flat_ends = starts[span_batch, span_column], ends[span_batch, span_column]
+
         first_pass_probabilities = None
         substitutions = None
         if self.first_pass is not None:
             with torch.no_grad():
-                first_pass_probabilities = self.first_pass(tokens)["class_probabilities"]
-            substitutions = self._first_pass_entities(first_pass_probabilities, starts, ends, span_mask, mask)
+                first_output = self.first_pass(tokens)
+            substitutions = self._first_pass_entities(
+                first_output["class_probabilities"],
+                first_output["span_starts"],
+                first_output["span_ends"],
+                first_output["span_mask"],
+                mask,
+            )
+            # The first pass scores every span (`span_mask`), in the same order.
+            first_pass_probabilities = first_output["class_probabilities"][first_output["span_mask"]]
 
-        scored_starts, scored_ends, scored_mask, scored_gold = starts, ends, span_mask, gold
-        if self.training and gold is not None:
-            keep = span_mask & self._sample(gold, entities, starts, ends, mask)
-            scored_starts, scored_ends, scored_mask, scored_gold = _compact(keep, starts, ends, gold)
-
-        features = self._span_features(tokens, mask, scored_starts, scored_ends, substitutions)
-        logits = self.output_layer(self.feedforward(self.dropout(features)))
+        features = self._span_features(tokens, mask, span_batch, flat_starts, flat_ends, substitutions)
+        logits = self.output_layer(self.feedforward(self.dropout(features)))  # (num_scored, num_classes)
         probabilities = torch.softmax(logits, dim=-1)
         if first_pass_probabilities is not None and not self.training:
             probabilities = self.interpolation * first_pass_probabilities + (1 - self.interpolation) * probabilities
+
+        scored_mask = _row_prefix_mask(keep.sum(1))
         output: Dict[str, Any] = {
-            "class_probabilities": probabilities,
-            "span_starts": scored_starts,
-            "span_ends": scored_ends,
+            "class_probabilities": _scatter_rows(probabilities, scored_mask),
+            "span_starts": _scatter_rows(flat_starts, scored_mask),
+            "span_ends": _scatter_rows(flat_ends, scored_mask),
             "span_mask": scored_mask,
         }
-        if scored_gold is not None:
-            selected = scored_mask.view(-1)
-            flat_logits = logits.view(-1, logits.size(-1))[selected]
-            flat_gold = scored_gold.view(-1)[selected]
+        if gold is not None:
+            flat_gold = gold[span_batch, span_column]
             if flat_gold.numel():
-                output["loss"] = torch.nn.functional.cross_entropy(flat_logits, flat_gold)
-                self.accuracy(flat_logits, flat_gold)
+                output["loss"] = torch.nn.functional.cross_entropy(logits, flat_gold)
+                self.accuracy(logits, flat_gold)
             else:
                 output["loss"] = logits.sum() * 0.0
         if metadata is not None:
             output["words"] = [instance["words"] for instance in metadata]
             if not self.training and all("entities" in instance for instance in metadata):
-                predicted = self.decode(probabilities, scored_starts, scored_ends, scored_mask)
+                predicted = self.decode(
+                    output["class_probabilities"], output["span_starts"], output["span_ends"], scored_mask
+                )
                 self.span_f1(
                     [[(span.start, span.end, span.label) for span, _ in spans] for spans in predicted],
                     [instance["entities"] for instance in metadata],
@@ -353,27 +365,31 @@ class FofeNer(Model):
         self,
         tokens: TextFieldTensors,
         mask: torch.BoolTensor,
+        span_batch: torch.LongTensor,
         starts: torch.LongTensor,
         ends: torch.LongTensor,
         substitutions: Optional[Dict[str, torch.Tensor]],
     ) -> torch.Tensor:
-        """`(batch, num_spans, feature_dim)`: word features per vocabulary, then character features."""
+        """
+        `(num_spans, feature_dim)`: word features per vocabulary, then character features, of the
+        spans `starts[k]`..`ends[k]` (exclusive) of sentence `span_batch[k]`, all `(num_spans,)`.
+        """
         features = []
         decay = self.alpha ** (ends - starts).unsqueeze(-1).float()
         for name, embedder in self.word_embedders.items():
             embedded = embedder(**tokens[name]) * mask.unsqueeze(-1)
             left = prefix_codes(embedded, mask, self.alpha)
             right = prefix_codes(embedded, mask, self.alpha, reverse=True)
-            bag_of_words = span_codes(prefix_codes(embedded, mask, 1.0), starts, ends, 1.0)
-            fragment_left = span_codes(left, starts, ends, self.alpha)
-            fragment_right = span_codes(right, starts, ends, self.alpha, reverse=True)
+            bag_of_words = _flat_span_codes(prefix_codes(embedded, mask, 1.0), span_batch, starts, ends, 1.0)
+            fragment_left = _flat_span_codes(left, span_batch, starts, ends, self.alpha)
+            fragment_right = _flat_span_codes(right, span_batch, starts, ends, self.alpha, reverse=True)
             left_context, right_context = left, right
             if substitutions is not None:
                 left_context, right_context = self._substituted_contexts(
                     embedded, mask, left, right, substitutions, self.type_embeddings[name]
                 )
-            left_excluding = batched_index_select(left_context, starts)
-            right_excluding = batched_index_select(right_context, ends)
+            left_excluding = _rows(left_context, span_batch, starts)
+            right_excluding = _rows(right_context, span_batch, ends)
             features += [
                 bag_of_words,
                 decay * left_excluding + fragment_left,
@@ -382,7 +398,7 @@ class FofeNer(Model):
                 right_excluding,
             ]
         if self.character_embedding is not None:
-            features += self._character_features(tokens[self.characters], mask, starts, ends)
+            features += self._character_features(tokens[self.characters], mask, span_batch, starts, ends)
         return torch.cat(features, dim=-1)
 
     def _substituted_contexts(
@@ -439,27 +455,32 @@ class FofeNer(Model):
         return left_context, right_context
 
     def _character_features(
-        self, characters: Dict[str, torch.Tensor], mask: torch.BoolTensor, starts: torch.LongTensor, ends: torch.LongTensor
+        self,
+        characters: Dict[str, torch.Tensor],
+        mask: torch.BoolTensor,
+        span_batch: torch.LongTensor,
+        starts: torch.LongTensor,
+        ends: torch.LongTensor,
     ) -> List[torch.Tensor]:
         """Character FOFE (both directions) and character CNN of each fragment's characters."""
         character_ids = characters["token_characters"]  # (batch, num_tokens, num_characters)
         flat_ids, token_offsets, token_lengths = _join_words(character_ids, mask, self.character_embedding.num_embeddings - 1)
         character_mask = flat_ids > 0
-        character_starts = token_offsets.gather(1, starts)
+        character_starts = token_offsets[span_batch, starts]
         last_word = (ends - 1).clamp(min=0)
         character_ends = torch.maximum(
-            token_offsets.gather(1, last_word) + token_lengths.gather(1, last_word), character_starts
+            token_offsets[span_batch, last_word] + token_lengths[span_batch, last_word], character_starts
         )
         embedded = self.character_embedding(flat_ids) * character_mask.unsqueeze(-1)
         left = prefix_codes(embedded, character_mask, self.character_alpha)
         right = prefix_codes(embedded, character_mask, self.character_alpha, reverse=True)
         features = [
-            span_codes(left, character_starts, character_ends, self.character_alpha),
-            span_codes(right, character_starts, character_ends, self.character_alpha, reverse=True),
+            _flat_span_codes(left, span_batch, character_starts, character_ends, self.character_alpha),
+            _flat_span_codes(right, span_batch, character_starts, character_ends, self.character_alpha, reverse=True),
         ]
         if self.character_cnn is not None:
             cnn_embedded = self.cnn_character_embedding(flat_ids) * character_mask.unsqueeze(-1)
-            features.append(self.character_cnn(cnn_embedded, character_starts, character_ends))
+            features.append(self.character_cnn(cnn_embedded, character_starts, character_ends, span_batch))
         return features
 
     def decode(
@@ -520,14 +541,38 @@ def _uniform_embedding(num_embeddings: int, dim: int) -> torch.nn.Embedding:
     return embedding
 
 
-def _compact(keep: torch.BoolTensor, *tensors: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-    """The kept columns of each `(batch, num_spans)` tensor, moved to the front; returns the new mask first."""
-    count = keep.sum(1)
-    width = max(int(count.max()), 1)
-    order = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)[:, :width]
-    new_mask = torch.arange(width, device=keep.device).unsqueeze(0) < count.unsqueeze(1)
-    gathered = [tensor.gather(1, order) for tensor in tensors]
-    return (gathered[0], gathered[1], new_mask, gathered[2] * new_mask)
+def _row_prefix_mask(counts: torch.LongTensor) -> torch.BoolTensor:
+    """`(batch, max(1, max(counts)))`: the first `counts[b]` entries of row `b` are true."""
+    width = max(int(counts.max()), 1) if counts.numel() else 1
+    return torch.arange(width, device=counts.device).unsqueeze(0) < counts.unsqueeze(1)
+
+
+def _scatter_rows(values: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
+    """`values` `(mask.sum(), ...)` laid out row by row at the true entries of `mask`, zeros elsewhere."""
+    padded = values.new_zeros(*mask.shape, *values.shape[1:])
+    padded[mask] = values
+    return padded
+
+
+def _rows(values: torch.Tensor, span_batch: torch.LongTensor, positions: torch.LongTensor) -> torch.Tensor:
+    """`values[span_batch[k], positions[k]]` for every k: `(batch, length, dim)` -> `(num_spans, dim)`."""
+    batch_size, length, dim = values.shape
+    return values.reshape(batch_size * length, dim).index_select(0, span_batch * length + positions)
+
+
+def _flat_span_codes(
+    prefix: torch.Tensor,
+    span_batch: torch.LongTensor,
+    starts: torch.LongTensor,
+    ends: torch.LongTensor,
+    alpha: float,
+    reverse: bool = False,
+) -> torch.Tensor:
+    """`span_codes` of flat spans (`(num_spans,)` each, in sentence `span_batch[k]`): `(num_spans, dim)`."""
+    batch_size, num_positions, dim = prefix.shape
+    offsets = span_batch * num_positions
+    flat_prefix = prefix.reshape(1, batch_size * num_positions, dim)
+    return span_codes(flat_prefix, (offsets + starts).unsqueeze(0), (offsets + ends).unsqueeze(0), alpha, reverse)[0]
 
 
 def _join_words(

@@ -52,46 +52,52 @@ class TestFofeNer(ModelTestCase):
         starts, ends, span_mask = self.model._enumerate_spans(mask)
         return mask, starts, ends, span_mask
 
+    @staticmethod
+    def _flat(starts, ends, span_mask):
+        """The spans of `span_mask` as flat `(span_batch, starts, ends)`."""
+        span_batch, column = span_mask.nonzero(as_tuple=True)
+        return span_batch, starts[span_batch, column], ends[span_batch, column]
+
     def test_span_features_equal_the_recursion_on_each_span(self):
         model = self.model.eval()
         tensors = self._batch()
         mask, starts, ends, span_mask = self._spans(tensors)
+        span_batch, flat_starts, flat_ends = self._flat(starts, ends, span_mask)
         with torch.no_grad():
-            features = model._span_features(tensors["tokens"], mask, starts, ends, None).double()
+            features = model._span_features(tensors["tokens"], mask, span_batch, flat_starts, flat_ends, None).double()
             words = {name: embedder(**tensors["tokens"][name]) for name, embedder in model.word_embedders.items()}
             character_ids = tensors["tokens"]["token_characters"]["token_characters"]
             separator = model.character_embedding.num_embeddings - 1
             alpha, beta = model.alpha, model.character_alpha
-            for sentence in range(mask.size(0)):
+            assert len(span_batch) == int(span_mask.sum()) and len(set(span_batch.tolist())) == mask.size(0)
+            for index, (sentence, start, end) in enumerate(zip(span_batch.tolist(), flat_starts.tolist(), flat_ends.tolist())):
                 length = int(mask[sentence].sum())
-                for column in span_mask[sentence].nonzero().view(-1).tolist():
-                    start, end = int(starts[sentence, column]), int(ends[sentence, column])
-                    expected = []
-                    for name, embedded in words.items():
-                        vectors = list(embedded[sentence, :length])
-                        dim = embedded.size(-1)
-                        expected += [
-                            torch.stack(vectors[start:end]).double().sum(0),
-                            fofe(vectors[:end], alpha, dim),
-                            fofe(vectors[:start], alpha, dim),
-                            fofe(vectors[start:][::-1], alpha, dim),
-                            fofe(vectors[end:][::-1], alpha, dim),
-                        ]
-                    ids = []
-                    for word in range(start, end):
-                        if word > start:
-                            ids.append(separator)
-                        ids += [int(i) for i in character_ids[sentence, word] if i > 0]
-                    ids = torch.tensor(ids)
-                    characters = list(model.character_embedding(ids))
-                    expected += [fofe(characters, beta), fofe(characters[::-1], beta)]
-                    fragment = model.cnn_character_embedding(ids).t().unsqueeze(0)
-                    for kernel_size, convolution in zip(model.character_cnn.kernel_sizes, model.character_cnn.convolutions):
-                        if fragment.size(-1) >= kernel_size:
-                            expected.append(torch.relu(convolution(fragment)).max(-1).values.view(-1).double())
-                        else:
-                            expected.append(torch.zeros(convolution.out_channels, dtype=torch.float64))
-                    torch.testing.assert_close(features[sentence, column], torch.cat(expected), rtol=1e-4, atol=1e-5)
+                expected = []
+                for name, embedded in words.items():
+                    vectors = list(embedded[sentence, :length])
+                    dim = embedded.size(-1)
+                    expected += [
+                        torch.stack(vectors[start:end]).double().sum(0),
+                        fofe(vectors[:end], alpha, dim),
+                        fofe(vectors[:start], alpha, dim),
+                        fofe(vectors[start:][::-1], alpha, dim),
+                        fofe(vectors[end:][::-1], alpha, dim),
+                    ]
+                ids = []
+                for word in range(start, end):
+                    if word > start:
+                        ids.append(separator)
+                    ids += [int(i) for i in character_ids[sentence, word] if i > 0]
+                ids = torch.tensor(ids)
+                characters = list(model.character_embedding(ids))
+                expected += [fofe(characters, beta), fofe(characters[::-1], beta)]
+                fragment = model.cnn_character_embedding(ids).t().unsqueeze(0)
+                for kernel_size, convolution in zip(model.character_cnn.kernel_sizes, model.character_cnn.convolutions):
+                    if fragment.size(-1) >= kernel_size:
+                        expected.append(torch.relu(convolution(fragment)).max(-1).values.view(-1).double())
+                    else:
+                        expected.append(torch.zeros(convolution.out_channels, dtype=torch.float64))
+                torch.testing.assert_close(features[index], torch.cat(expected), rtol=1e-4, atol=1e-5)
 
     def test_second_pass_contexts_see_first_pass_entities_as_type_tokens(self):
         first = self.model.eval()
@@ -119,8 +125,11 @@ class TestFofeNer(ModelTestCase):
             entity_end[0, start:end] = end
             entity_type[0, start:end] = label
         substitutions = {"in_entity": in_entity, "start": entity_start, "end": entity_end, "type": entity_type}
+        span_batch, flat_starts, flat_ends = self._flat(starts, ends, span_mask)
         with torch.no_grad():
-            features = second._span_features(tensors["tokens"], mask, starts, ends, substitutions).double()
+            features = second._span_features(
+                tensors["tokens"], mask, span_batch, flat_starts, flat_ends, substitutions
+            ).double()
             embedded = list(second.word_embedders["tokens"](**tensors["tokens"]["tokens"])[0, :length])
             types = second.type_embeddings["tokens"].weight
         alpha, dim = second.alpha, embedded[0].size(0)
@@ -149,8 +158,8 @@ class TestFofeNer(ModelTestCase):
                     position -= 1
             return units  # already right to left
 
-        for column in span_mask[0].nonzero().view(-1).tolist():
-            start, end = int(starts[0, column]), int(ends[0, column])
+        for index in (span_batch == 0).nonzero().view(-1).tolist():
+            start, end = int(flat_starts[index]), int(flat_ends[index])
             fragment = embedded[start:end]
             expected = [
                 torch.stack(fragment).double().sum(0),
@@ -159,7 +168,7 @@ class TestFofeNer(ModelTestCase):
                 fofe(right_units(end) + fragment[::-1], alpha, dim),
                 fofe(right_units(end), alpha, dim),
             ]
-            torch.testing.assert_close(features[0, column], torch.cat(expected), rtol=1e-4, atol=1e-5, msg=f"span {start}-{end}")
+            torch.testing.assert_close(features[index], torch.cat(expected), rtol=1e-4, atol=1e-5, msg=f"span {start}-{end}")
 
     def test_sampling_keeps_entities_and_negatives_at_their_rates(self):
         model = self.model
@@ -198,6 +207,24 @@ class TestFofeNer(ModelTestCase):
         evaluated = self.model(**tensors)
         assert trained["span_mask"].sum() < evaluated["span_mask"].sum()
         assert evaluated["span_mask"].sum() == self._spans(tensors)[3].sum()
+
+    def test_evaluation_scores_every_span_in_order_as_in_a_batch_of_one(self):
+        self.model.eval()
+        tensors = self._batch(6)
+        mask, starts, ends, span_mask = self._spans(tensors)
+        with torch.no_grad():
+            output = self.model(**tensors)
+            for sentence in range(6):
+                scored = output["span_mask"][sentence]
+                assert torch.equal(output["span_starts"][sentence][scored], starts[sentence][span_mask[sentence]])
+                assert torch.equal(output["span_ends"][sentence][scored], ends[sentence][span_mask[sentence]])
+                assert not output["class_probabilities"][sentence][~scored].any()
+                single = Batch(self.instances[sentence : sentence + 1])
+                single.index_instances(self.vocab)
+                alone = self.model(**single.as_tensor_dict())
+                torch.testing.assert_close(
+                    output["class_probabilities"][sentence][scored], alone["class_probabilities"][0][alone["span_mask"][0]]
+                )
 
     def test_decoding_and_readable_output(self):
         self.model.eval()
@@ -253,11 +280,20 @@ def test_second_pass_keeps_the_first_pass_and_interpolates_its_probabilities():
     tensors = batch.as_tensor_dict()
     mask = tensors["tokens"]["tokens"]["tokens"] > 0
     starts, ends, span_mask = first._enumerate_spans(mask)
+    span_batch, column = span_mask.nonzero(as_tuple=True)
     with torch.no_grad():
-        expected = first(**tensors)["class_probabilities"]
+        first_output = first(**tensors)
+        expected = first_output["class_probabilities"]
         torch.testing.assert_close(second(**tensors)["class_probabilities"], expected)
         second.interpolation = 0.25
-        substitutions = second._first_pass_entities(expected, starts, ends, span_mask, mask)
-        features = second._span_features(tensors["tokens"], mask, starts, ends, substitutions)
+        substitutions = second._first_pass_entities(
+            expected, first_output["span_starts"], first_output["span_ends"], first_output["span_mask"], mask
+        )
+        features = second._span_features(
+            tensors["tokens"], mask, span_batch, starts[span_batch, column], ends[span_batch, column], substitutions
+        )
         alone = second.output_layer(second.feedforward(features)).softmax(-1)
-        torch.testing.assert_close(second(**tensors)["class_probabilities"], 0.25 * expected + 0.75 * alone)
+        output = second(**tensors)
+        assert torch.equal(output["span_mask"], first_output["span_mask"])
+        interpolated = output["class_probabilities"][output["span_mask"]]
+        torch.testing.assert_close(interpolated, 0.25 * expected[first_output["span_mask"]] + 0.75 * alone)
