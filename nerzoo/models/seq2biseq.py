@@ -1,4 +1,3 @@
-import math
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -10,10 +9,10 @@ from allennlp.nn import InitializerApplicator, RegularizerApplicator
 from allennlp.nn.util import get_text_field_mask, sequence_cross_entropy_with_logits
 from allennlp.training.metrics import CategoricalAccuracy
 
-from nerzoo.data.tag_schemes import check_tag_scheme, tags_to_spans
+from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses, pop_auxiliary_losses
-from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
-from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
+from nerzoo.modules.tag_decoder import TagDecoder
+from nerzoo.modules.tag_scorers import SoftmaxScorer
 
 
 def reversal_index(mask: torch.BoolTensor) -> torch.LongTensor:
@@ -148,13 +147,9 @@ class Seq2Biseq(Model):
         self.backward_output = torch.nn.Linear(lexical_dim + decoder_hidden_dim, self.num_tags)  # eq. 6
         self.forward_output = torch.nn.Linear(2 * decoder_hidden_dim + lexical_dim, self.num_tags)  # eq. 7
 
-        self.accuracy = CategoricalAccuracy()
+        self.scorer = SoftmaxScorer()
+        self.decoder = TagDecoder(vocab, label_namespace, self.tag_scheme, concept_error_rate=True)
         self.backward_accuracy = CategoricalAccuracy()
-        self.span_f1: Optional[ConllSpanF1] = None
-        self.concept_error_rate: Optional[ConceptErrorRate] = None
-        if self.tag_scheme is not None:
-            self.span_f1 = ConllSpanF1.from_vocab(vocab, label_namespace)
-            self.concept_error_rate = ConceptErrorRate(self.tag_scheme)
         self.auxiliary_losses = AuxiliaryLosses()
         initializer(self)
 
@@ -271,61 +266,29 @@ class Seq2Biseq(Model):
             forward_logits, backward_logits = self.decode(lexical, mask)
         output["logits"] = forward_logits
         output["backward_logits"] = backward_logits
-        predicted = forward_logits.argmax(dim=-1)
-        output["tags"] = [row[row_mask].tolist() for row, row_mask in zip(predicted, mask)]
+        paths = self.scorer.decode(forward_logits, mask)
+        output["paths"] = paths
+        output["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
         if tags is not None:
-            self._update_metrics(output["tags"], forward_logits, backward_logits, tags, mask)
+            self.decoder.update_metrics(paths, tags, mask)
+            self.backward_accuracy(backward_logits, tags, mask)
         if metadata is not None:
             output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
         return output
-
-    def _labels(self, tag_ids: List[int]) -> List[str]:
-        return [self.vocab.get_token_from_index(tag, namespace=self.label_namespace) for tag in tag_ids]
-
-    def _update_metrics(self, predicted, forward_logits, backward_logits, tags, mask) -> None:
-        self.accuracy(forward_logits, tags, mask)
-        self.backward_accuracy(backward_logits, tags, mask)
-        if self.span_f1 is None or self.concept_error_rate is None:
-            return
-        lengths = mask.sum(dim=1).tolist()
-        gold = [self._labels(row[:length]) for row, length in zip(tags.tolist(), lengths)]
-        hypotheses = [self._labels(path) for path in predicted]
-        self.span_f1(hypotheses, gold)
-        self.concept_error_rate(hypotheses, gold)
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
         """
         Adds `tag_probabilities` (softmax of the forward decoder, `(batch_size, num_tokens,
         num_tags)`), `tag_confidences` (the probability of each predicted label) and `spans`
         (`label`, `start`, `end` exclusive, `confidence` = product of its tokens' confidences),
-        and turns label ids into strings.
+        and turns label ids into strings (`TagDecoder`).
         """
-        probabilities = torch.softmax(output_dict["logits"].float(), dim=-1)
-        output_dict["tag_probabilities"] = probabilities
-        confidences, spans = [], []
-        for row, path in enumerate(output_dict["tags"]):
-            steps = torch.arange(len(path), device=probabilities.device)
-            chosen = probabilities[row, steps, torch.as_tensor(path, device=probabilities.device)].tolist()
-            confidences.append(chosen)
-            row_spans = []
-            if self.tag_scheme is not None:
-                for label, start, end in tags_to_spans(self._labels(path)):
-                    confidence = math.exp(math.fsum(math.log(max(value, 1e-45)) for value in chosen[start:end]))
-                    row_spans.append({"label": label, "start": start, "end": end, "confidence": confidence})
-            spans.append(row_spans)
-        output_dict["tag_confidences"] = confidences
-        output_dict["spans"] = spans
-        output_dict["tags"] = [self._labels(path) for path in output_dict["tags"]]
-        return output_dict
+        paths = output_dict.pop("paths")
+        posteriors = self.scorer.posteriors(output_dict["logits"], output_dict["mask"].bool(), paths)
+        return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        metrics = {
-            "accuracy": self.accuracy.get_metric(reset),
-            "backward_accuracy": self.backward_accuracy.get_metric(reset),
-        }
-        if self.span_f1 is not None and self.concept_error_rate is not None:
-            span_metrics = self.span_f1.get_metric(reset)
-            metrics.update({key: value for key, value in span_metrics.items() if key.endswith("-overall")})
-            metrics.update(self.concept_error_rate.get_metric(reset))
+        metrics = self.decoder.get_metrics(reset)
+        metrics["backward_accuracy"] = self.backward_accuracy.get_metric(reset)
         metrics.update(self.auxiliary_losses.get_metrics(reset))
         return metrics

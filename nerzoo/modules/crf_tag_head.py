@@ -1,27 +1,26 @@
-import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 import torch
 from allennlp.common import FromParams
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import Vocabulary
 from allennlp.modules import ConditionalRandomField, FeedForward, TimeDistributed
-from allennlp.modules.conditional_random_field import allowed_transitions
 from allennlp.nn import Activation
-from allennlp.training.metrics import CategoricalAccuracy
 
-from nerzoo.data.tag_schemes import check_tag_scheme, tags_to_spans
+from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses
-from nerzoo.modules.crf_marginals import PathPosteriors, forward_backward, tag_marginals
-from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
+from nerzoo.modules.tag_decoder import TagDecoder
+from nerzoo.modules.tag_scorers import CrfScorer, SoftmaxScorer
 
 
 class CrfTagHead(torch.nn.Module, FromParams):
     """
     The tagging head every nerzoo tagger composes: optional hidden layer, linear projection to tag
-    scores, a linear-chain CRF (allennlp's `ConditionalRandomField`, Lafferty et al., 2001) with
-    `allowed_transitions` constraints for the tag scheme, Viterbi decoding, exact posterior
-    marginals (forward-backward), entity spans with confidences, and the metrics.
+    scores, then a scorer (`nerzoo.modules.tag_scorers`): a linear-chain CRF (allennlp's
+    `ConditionalRandomField`, Lafferty et al., 2001) with `allowed_transitions` constraints for the
+    tag scheme, batched Viterbi decoding and likelihood (`nerzoo.modules.batched_crf`) and exact
+    posterior marginals (forward-backward); and a `TagDecoder` for labels, entity spans with
+    confidences, and the metrics (computed from tag-id tensors).
 
     Models take it as `Lazy[CrfTagHead]` and construct it with their encoder's output size, so a
     config only names the options that differ from the defaults (`"head": {"hidden_dim": 50}`).
@@ -105,19 +104,13 @@ class CrfTagHead(torch.nn.Module, FromParams):
         self.tag_projection = TimeDistributed(torch.nn.Linear(projection_input_dim, self.num_tags))
 
         self.crf: Optional[ConditionalRandomField] = None
+        self.scorer: Union[CrfScorer, SoftmaxScorer] = SoftmaxScorer()
         if use_crf:
             labels = vocab.get_index_to_token_vocabulary(label_namespace)
-            constraints = None
-            if constrain_crf_decoding and self.tag_scheme is not None:
-                constraints = allowed_transitions(self.tag_scheme, labels)
-            self.crf = ConditionalRandomField(
-                self.num_tags, constraints, include_start_end_transitions=include_start_end_transitions
-            )
-
-        self.accuracy = CategoricalAccuracy()
-        self.span_f1 = (
-            ConllSpanF1.from_vocab(vocab, label_namespace) if self.tag_scheme is not None else None
-        )
+            constraint_scheme = self.tag_scheme if constrain_crf_decoding else None
+            self.crf = CrfScorer.build_crf(labels, constraint_scheme, include_start_end_transitions)
+            self.scorer = CrfScorer(self.crf)
+        self.decoder = TagDecoder(vocab, label_namespace, self.tag_scheme, verbose_metrics)
         self.auxiliary_losses = AuxiliaryLosses()
 
     def forward(
@@ -141,7 +134,8 @@ class CrfTagHead(torch.nn.Module, FromParams):
         # Returns
 
         `logits` `(batch_size, num_tokens, num_tags)`, `mask`, `tags` (Viterbi tag ids, or the
-        per-position argmax without the CRF; one list per instance), `sentence_spans` (per instance,
+        per-position argmax without the CRF; one list per instance, and as `paths`, a
+        `(batch_size, num_tokens)` tensor), `sentence_spans` (per instance,
         `(start, end)` of its sentences) and `loss` when `tags` are given.
         `make_output_human_readable` then adds `tag_probabilities` `(batch_size, num_tokens,
         num_tags)`, `tag_confidences` (marginal, or softmax probability, of each predicted tag) and
@@ -151,88 +145,26 @@ class CrfTagHead(torch.nn.Module, FromParams):
         if self.hidden is not None:
             hidden = self.hidden(hidden)
         logits = self.tag_projection(hidden)
-        if self.crf is not None:
-            best_paths = self.crf.viterbi_tags(logits, mask)
-            predicted = [path for path, _ in best_paths]
-        else:
-            # Eq. 13: every position decided on its own; the masked positions of each row, in order,
-            # as `viterbi_tags` returns them.
-            best_tags = logits.argmax(dim=-1)
-            predicted = [row_tags[row_mask].tolist() for row_tags, row_mask in zip(best_tags, mask.bool())]
+        paths = self.scorer.decode(logits, mask)
+        lengths = mask.sum(dim=1).tolist()
+        predicted = [row[:length] for row, length in zip(paths.tolist(), lengths)]
         # Sentences inside each instance: one, unless the reader made document instances.
         sentence_spans = [
-            (metadata[row] if metadata else {}).get("sentence_spans") or [(0, len(path))]
-            for row, path in enumerate(predicted)
+            (metadata[row] if metadata else {}).get("sentence_spans") or [(0, length)]
+            for row, length in enumerate(lengths)
         ]
-        output: Dict[str, Any] = {"logits": logits, "mask": mask, "tags": predicted, "sentence_spans": sentence_spans}
-
+        output: Dict[str, Any] = {
+            "logits": logits,
+            "mask": mask,
+            "tags": predicted,
+            "paths": paths,
+            "sentence_spans": sentence_spans,
+        }
         if tags is not None:
-            if self.crf is not None:
-                loss = -self.crf(logits, tags, mask)
-            else:
-                token_mask = mask.bool()
-                loss = torch.nn.functional.cross_entropy(logits[token_mask], tags[token_mask], reduction="sum")
-            loss = self.auxiliary_losses.add_to(loss, auxiliary_losses)
-            output["loss"] = loss
-            self._update_metrics(predicted, tags, mask, sentence_spans)
+            loss = self.scorer.loss(logits, tags, mask)
+            output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
+            self.decoder.update_metrics(paths, tags, mask, TagDecoder.sentence_starts(sentence_spans, mask))
         return output
-
-    @torch.no_grad()
-    def _posteriors(self, logits, mask, predicted: List[List[int]], sentence_spans) -> Dict[str, Any]:
-        logits = logits.float()
-        paths = torch.zeros(mask.shape, dtype=torch.long, device=logits.device)
-        for row, path in enumerate(predicted):
-            paths[row, : len(path)] = torch.as_tensor(path, device=logits.device)
-        if self.crf is not None:
-            result = forward_backward(self.crf, logits, mask)
-            on_paths = PathPosteriors(result, logits, paths)
-            probabilities = tag_marginals(result, mask)
-            tag_log_probabilities = on_paths.tag_log_marginals
-            segment_log_probability = on_paths.segment_log_probability
-        else:
-            # Independent positions: a segment's probability is the product of its tokens' ones.
-            log_softmax = torch.log_softmax(logits, dim=-1)
-            probabilities = log_softmax.exp() * mask.unsqueeze(-1)
-            tag_log_probabilities = log_softmax.gather(2, paths.unsqueeze(-1)).squeeze(-1).tolist()
-
-            def segment_log_probability(row: int, start: int, end: int) -> float:
-                return math.fsum(tag_log_probabilities[row][start:end])
-
-        confidences, spans = [], []
-        for row, path in enumerate(predicted):
-            confidences.append([math.exp(value) for value in tag_log_probabilities[row][: len(path)]])
-            row_spans = []
-            labels = self._labels(path) if self.tag_scheme is not None else []
-            for offset, sentence_end in sentence_spans[row] if labels else []:
-                for label, start, end in tags_to_spans(labels[offset:sentence_end]):
-                    start, end = start + offset, end + offset
-                    log_probability = segment_log_probability(row, start, end)
-                    confidence = math.exp(min(log_probability, 0.0))
-                    row_spans.append({"label": label, "start": start, "end": end, "confidence": confidence})
-            spans.append(row_spans)
-        return {"tag_probabilities": probabilities, "tag_confidences": confidences, "spans": spans}
-
-    def _labels(self, tag_ids: List[int]) -> List[str]:
-        return [self.vocab.get_token_from_index(tag, namespace=self.label_namespace) for tag in tag_ids]
-
-    def _update_metrics(self, predicted, tags, mask, sentence_spans) -> None:
-        one_hot = torch.zeros(*tags.shape, self.num_tags, device=tags.device)
-        for row, path in enumerate(predicted):
-            steps = torch.arange(len(path), device=tags.device)
-            one_hot[row, steps, torch.as_tensor(path, device=tags.device)] = 1
-        self.accuracy(one_hot, tags, mask)
-        if self.span_f1 is None:
-            return
-        predicted_sentences, gold_sentences = [], []
-        lengths = mask.sum(dim=1).tolist()
-        gold_rows = tags.tolist()
-        for row, path in enumerate(predicted):
-            predicted_labels = self._labels(path)
-            gold_labels = self._labels(gold_rows[row][: lengths[row]])
-            for start, end in sentence_spans[row]:
-                predicted_sentences.append(predicted_labels[start:end])
-                gold_sentences.append(gold_labels[start:end])
-        self.span_f1(predicted_sentences, gold_sentences)
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
         """
@@ -240,20 +172,11 @@ class CrfTagHead(torch.nn.Module, FromParams):
         tag strings.  Done here rather than in `forward` so that training and validation, which
         never call this, do not pay for forward-backward (or, without the CRF, the softmax).
         """
-        output_dict.update(
-            self._posteriors(
-                output_dict["logits"], output_dict["mask"], output_dict["tags"], output_dict["sentence_spans"]
-            )
-        )
-        output_dict["tags"] = [self._labels(path) for path in output_dict["tags"]]
-        return output_dict
+        paths = output_dict.pop("paths")
+        posteriors = self.scorer.posteriors(output_dict["logits"], output_dict["mask"].bool(), paths)
+        return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        metrics = {"accuracy": self.accuracy.get_metric(reset)}
-        if self.span_f1 is not None:
-            span_metrics = self.span_f1.get_metric(reset)
-            if not self.verbose_metrics:
-                span_metrics = {key: value for key, value in span_metrics.items() if key.endswith("-overall")}
-            metrics.update(span_metrics)
+        metrics = self.decoder.get_metrics(reset)
         metrics.update(self.auxiliary_losses.get_metrics(reset))
         return metrics

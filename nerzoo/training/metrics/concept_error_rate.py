@@ -67,17 +67,31 @@ class ConceptErrorRate(Metric):
         """
         if len(predicted_tags) != len(gold_tags):
             raise ValueError(f"{len(predicted_tags)} predicted but {len(gold_tags)} gold sequences")
-        batch_counts = torch.zeros_like(self._counts)
         for index, (predicted, gold) in enumerate(zip(predicted_tags, gold_tags)):
             if len(predicted) != len(gold):
                 raise ValueError(
                     f"sequence {index}: lengths differ: {len(predicted)} predicted vs {len(gold)} gold"
                 )
-            reference = self._concepts(gold, index, "gold")
-            hypothesis = self._concepts(predicted, index, "predicted")
+        self.count_concepts(
+            [self._concepts(gold, index, "gold") for index, gold in enumerate(gold_tags)],
+            [self._concepts(predicted, index, "predicted") for index, predicted in enumerate(predicted_tags)],
+        )
+
+    def count_concepts(self, references: Sequence[Sequence[str]], hypotheses: Sequence[Sequence[str]]) -> None:
+        """
+        Adds sentences given directly as concept sequences (the chunk labels in order), aligned
+        sentence for sentence; for callers that decode chunks themselves.
+        """
+        if len(references) != len(hypotheses):
+            raise ValueError(f"{len(hypotheses)} predicted but {len(references)} gold sequences")
+        batch_counts = [0, 0, 0, 0]
+        for reference, hypothesis in zip(references, hypotheses):
             substitutions, deletions, insertions = levenshtein_counts(reference, hypothesis)
-            batch_counts += torch.tensor([substitutions, deletions, insertions, len(reference)])
-        self._counts += batch_counts
+            batch_counts[_SUBSTITUTIONS] += substitutions
+            batch_counts[_DELETIONS] += deletions
+            batch_counts[_INSERTIONS] += insertions
+            batch_counts[_REFERENCE] += len(reference)
+        self._counts += torch.tensor(batch_counts, dtype=torch.long)
 
     def _concepts(self, tags: Sequence[str], index: int, side: str) -> List[str]:
         for tag in tags:

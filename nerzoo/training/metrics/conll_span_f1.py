@@ -1,5 +1,7 @@
 from typing import Dict, List, Sequence
 
+import torch
+
 from allennlp.data.vocabulary import Vocabulary
 from allennlp.training.metrics.metric import Metric
 
@@ -64,6 +66,11 @@ class ConllSpanF1(Metric):
             if len(predicted) != len(gold):
                 raise ValueError(f"sequence lengths differ: {len(predicted)} vs {len(gold)}")
         self._spans(list(map(_labelled_spans, predicted_tags)), list(map(_labelled_spans, gold_tags)))
+
+    def add_counts(self, counts: torch.Tensor) -> None:
+        """`(num_types, 3)` true positive, false positive and false negative counts, in the order of
+        `entity_types`, decoded elsewhere (e.g. from tag ids by `nerzoo.modules.tag_decoder`)."""
+        self._spans.add_counts(counts)
 
     @property
     def counts(self) -> Dict[str, Dict[str, int]]:

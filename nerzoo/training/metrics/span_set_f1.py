@@ -74,6 +74,15 @@ class SpanSetF1(Metric):
                     batch_counts[self._index(label), column] += 1
         self._counts += batch_counts
 
+    def add_counts(self, counts: torch.Tensor) -> None:
+        """
+        Adds counts computed elsewhere: `(num_types, 3)` true positives, false positives and false
+        negatives, rows in the order of `entity_types`.
+        """
+        if counts.shape != self._counts.shape:
+            raise ValueError(f"counts of shape {tuple(counts.shape)}, expected {tuple(self._counts.shape)}")
+        self._counts += counts.to(device=self._counts.device, dtype=self._counts.dtype)
+
     def _index(self, label: str) -> int:
         try:
             return self._type_index[label]

@@ -1,0 +1,235 @@
+"""
+From tag ids to what a user reads and what a metric counts, shared by every tagger (the CRF and
+softmax heads of `CrfTagHead`, Seq2Biseq's decoders): labels, entity spans per sentence with
+confidences, accuracy, span F1 and (optionally) the concept error rate.
+
+Spans are decoded from tag-id tensors with conlleval's chunk rules (the rules of
+`nerzoo.data.tag_schemes.tags_to_spans`, for IOB1, BIO and BIOUL, invalid sequences included):
+whether a chunk starts at a token depends only on the tag before it and its own tag, whether it ends
+after a token only on its tag and the next one.  Both rules are tabulated once per label vocabulary,
+so a batch is decoded with a few gathers, and its spans are counted against the gold ones without a
+Python loop over tokens.
+"""
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+from allennlp.data import Vocabulary
+from allennlp.training.metrics import CategoricalAccuracy
+
+from nerzoo.data.tag_schemes import _chunk_ends, _chunk_starts, check_tag_scheme, split_tag
+from nerzoo.modules.tag_scorers import TagPosteriors
+from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
+from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
+
+
+class TensorSpans(NamedTuple):
+    """Spans of a batch, sorted by row then start; each field `(num_spans,)`, `ends` exclusive."""
+
+    rows: torch.LongTensor
+    starts: torch.LongTensor
+    ends: torch.LongTensor
+    types: torch.LongTensor  # index into `TagDecoder.entity_types`
+
+
+class TagDecoder(torch.nn.Module):
+    """
+    # Parameters
+
+    vocab : `Vocabulary`, required
+    label_namespace : `str`, optional (default = `"labels"`)
+    tag_scheme : `str`, optional (default = `"BIOUL"`)
+        Scheme of the labels ("IOB1", "BIO", "BIOUL"); `None` for plain labels (POS tags): no
+        spans, accuracy only.
+    verbose_metrics : `bool`, optional (default = `False`)
+        Report per-type precision, recall and F1 as well as the overall ones.
+    concept_error_rate : `bool`, optional (default = `False`)
+        Also report the concept error rate (`ConceptErrorRate`, needs a tag scheme).
+    """
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        label_namespace: str = "labels",
+        tag_scheme: Optional[str] = "BIOUL",
+        verbose_metrics: bool = False,
+        concept_error_rate: bool = False,
+    ) -> None:
+        super().__init__()
+        self.label_namespace = label_namespace
+        self.tag_scheme = None if tag_scheme is None else check_tag_scheme(tag_scheme)
+        self.labels: List[str] = [
+            label for _, label in sorted(vocab.get_index_to_token_vocabulary(label_namespace).items())
+        ]
+        self.num_tags = len(self.labels)
+        self.verbose_metrics = verbose_metrics
+        self.accuracy = CategoricalAccuracy()
+        self.span_f1: Optional[ConllSpanF1] = None
+        self.concept_error_rate: Optional[ConceptErrorRate] = None
+        if self.tag_scheme is not None:
+            self.span_f1 = ConllSpanF1.from_vocab(vocab, label_namespace)
+            if concept_error_rate:
+                self.concept_error_rate = ConceptErrorRate(self.tag_scheme)
+        self.entity_types: List[str] = self.span_f1.entity_types if self.span_f1 is not None else []
+        self._build_tables()
+
+    def _build_tables(self) -> None:
+        # Tag ids 0 .. num_tags - 1, and num_tags = the boundary of a sentence (read as "O").
+        parts = [split_tag(label) for label in self.labels]
+        parts = [(prefix, label) if prefix else ("O", None) for prefix, label in parts] + [("O", None)]
+        type_index = {label: index for index, label in enumerate(self.entity_types)}
+        size = len(parts)
+        starts = torch.zeros(size, size, dtype=torch.bool)
+        ends = torch.zeros(size, size, dtype=torch.bool)
+        for previous, (previous_prefix, previous_label) in enumerate(parts):
+            for current, (prefix, label) in enumerate(parts):
+                # starts[previous, current]: a chunk opens at the current tag;
+                # ends[current, next]: the chunk holding the current tag closes after it.
+                starts[previous, current] = prefix != "O" and _chunk_starts(previous_prefix, previous_label, prefix, label)
+                ends[previous, current] = previous_prefix != "O" and _chunk_ends(
+                    previous_prefix, previous_label, prefix, label
+                )
+        types = torch.tensor([type_index.get(label, -1) if label else -1 for _, label in parts])
+        self.register_buffer("_starts", starts, persistent=False)
+        self.register_buffer("_ends", ends, persistent=False)
+        self.register_buffer("_types", types, persistent=False)
+
+    # ----------------------------------------------------------------------------------------------
+    # Sentences and spans
+
+    @staticmethod
+    def sentence_starts(
+        sentence_spans: Optional[Sequence[Sequence[Tuple[int, int]]]], mask: torch.BoolTensor
+    ) -> Optional[torch.BoolTensor]:
+        """
+        `(batch_size, num_steps)`, true where a sentence starts inside an instance, from each
+        instance's `(start, end)` sentence spans (document-level instances); `None` when every
+        instance is one sentence.
+        """
+        if not sentence_spans or all(len(spans) <= 1 for spans in sentence_spans):
+            return None
+        starts = torch.zeros(mask.shape, dtype=torch.bool)
+        for row, spans in enumerate(sentence_spans):
+            for start, _ in spans:
+                if start < mask.size(1):
+                    starts[row, start] = True
+        return starts.to(mask.device)
+
+    def spans(
+        self, tags: torch.LongTensor, mask: torch.BoolTensor, sentence_starts: Optional[torch.BoolTensor] = None
+    ) -> TensorSpans:
+        """
+        The chunks of `tags` `(batch_size, num_steps)` within each row's valid steps (and within
+        its sentences, where `sentence_starts` marks them), as `tags_to_spans` decodes them.
+        """
+        mask = mask.bool()
+        boundary = self.num_tags
+        tags = tags.masked_fill(~mask, boundary)
+        edge = tags.new_full((tags.size(0), 1), boundary)
+        previous = torch.cat([edge, tags[:, :-1]], dim=1)
+        following = torch.cat([tags[:, 1:], edge], dim=1)
+        if sentence_starts is not None:
+            previous = previous.masked_fill(sentence_starts, boundary)
+            next_starts = torch.cat([sentence_starts[:, 1:], sentence_starts.new_zeros(tags.size(0), 1)], dim=1)
+            following = following.masked_fill(next_starts, boundary)
+        opens = self._starts[previous, tags]
+        closes = self._ends[tags, following]
+        rows, starts = opens.nonzero(as_tuple=True)
+        _, last = closes.nonzero(as_tuple=True)
+        # Chunks never nest: within a row the k-th opening belongs with the k-th closing.
+        return TensorSpans(rows, starts, last + 1, self._types[tags[rows, starts]])
+
+    def span_counts(self, predicted: TensorSpans, gold: TensorSpans, num_steps: int) -> torch.Tensor:
+        """`(num_types, 3)` true positives, false positives, false negatives of `predicted`."""
+
+        def keys(spans: TensorSpans) -> torch.Tensor:
+            return ((spans.rows * (num_steps + 1) + spans.starts) * (num_steps + 1) + spans.ends) * len(
+                self.entity_types
+            ) + spans.types
+
+        correct = torch.isin(keys(predicted), keys(gold))
+        num_types = len(self.entity_types)
+        true_positives = torch.bincount(predicted.types[correct], minlength=num_types)
+        false_positives = torch.bincount(predicted.types, minlength=num_types) - true_positives
+        false_negatives = torch.bincount(gold.types, minlength=num_types) - true_positives
+        return torch.stack([true_positives, false_positives, false_negatives], dim=1)
+
+    def concepts(self, spans: TensorSpans, mask: torch.BoolTensor, sentence_starts) -> List[List[str]]:
+        """The chunk labels of every sentence of the batch, in order (one list per sentence)."""
+        starts = sentence_starts.clone() if sentence_starts is not None else torch.zeros_like(mask, dtype=torch.bool)
+        starts[:, 0] = True
+        sentence_of_step = starts.flatten().cumsum(0).view_as(starts) - 1
+        sentences: List[List[str]] = [[] for _ in range(int(starts.sum()))]
+        for sentence, label in zip(sentence_of_step[spans.rows, spans.starts].tolist(), spans.types.tolist()):
+            sentences[sentence].append(self.entity_types[label])
+        return sentences
+
+    # ----------------------------------------------------------------------------------------------
+    # Metrics
+
+    def update_metrics(
+        self,
+        predicted: torch.LongTensor,
+        tags: torch.LongTensor,
+        mask: torch.BoolTensor,
+        sentence_starts: Optional[torch.BoolTensor] = None,
+    ) -> None:
+        """Counts predicted tag ids `(batch_size, num_steps)` against gold ones, from tensors only."""
+        predicted = predicted.detach()
+        one_hot = torch.nn.functional.one_hot(predicted, self.num_tags)
+        self.accuracy(one_hot, tags, mask)
+        if self.span_f1 is None:
+            return
+        predicted_spans = self.spans(predicted, mask, sentence_starts)
+        gold_spans = self.spans(tags, mask, sentence_starts)
+        self.span_f1.add_counts(self.span_counts(predicted_spans, gold_spans, mask.size(1)))
+        if self.concept_error_rate is not None:
+            self.concept_error_rate.count_concepts(
+                self.concepts(gold_spans, mask, sentence_starts), self.concepts(predicted_spans, mask, sentence_starts)
+            )
+
+    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        metrics = {"accuracy": self.accuracy.get_metric(reset)}
+        if self.span_f1 is not None:
+            span_metrics = self.span_f1.get_metric(reset)
+            if not self.verbose_metrics:
+                span_metrics = {key: value for key, value in span_metrics.items() if key.endswith("-overall")}
+            metrics.update(span_metrics)
+        if self.concept_error_rate is not None:
+            metrics.update(self.concept_error_rate.get_metric(reset))
+        return metrics
+
+    # ----------------------------------------------------------------------------------------------
+    # Output
+
+    def labels_of(self, tag_ids: Sequence[int]) -> List[str]:
+        return [self.labels[tag] for tag in tag_ids]
+
+    def make_output_human_readable(
+        self, output_dict: Dict[str, Any], paths: torch.LongTensor, posteriors: TagPosteriors
+    ) -> Dict[str, Any]:
+        """
+        Adds `tag_probabilities` `(batch_size, num_tokens, num_tags)`, `tag_confidences` (the
+        posterior probability of each predicted tag) and `spans` (per instance: `label`, `start`,
+        `end` exclusive, `confidence` = posterior probability of the span's exact tags), and turns
+        the tag ids of `output_dict["tags"]` (one list per instance) into labels.  `paths` are the
+        same predictions as a `(batch_size, num_tokens)` tensor.
+        """
+        mask = output_dict["mask"].bool()
+        predicted: List[List[int]] = output_dict["tags"]
+        confidences = posteriors.path_log_probabilities.exp().tolist()
+        output_dict["tag_probabilities"] = posteriors.probabilities
+        output_dict["tag_confidences"] = [row[: len(path)] for row, path in zip(confidences, predicted)]
+        spans: List[List[Dict[str, Any]]] = [[] for _ in predicted]
+        if self.tag_scheme is not None:
+            found = self.spans(paths, mask, self.sentence_starts(output_dict.get("sentence_spans"), mask))
+            log_probabilities = posteriors.segment_log_probabilities(found.rows, found.starts, found.ends)
+            span_confidences = log_probabilities.clamp_max(0.0).exp().tolist()
+            for row, start, end, label, confidence in zip(
+                found.rows.tolist(), found.starts.tolist(), found.ends.tolist(), found.types.tolist(), span_confidences
+            ):
+                spans[row].append(
+                    {"label": self.entity_types[label], "start": start, "end": end, "confidence": confidence}
+                )
+        output_dict["spans"] = spans
+        output_dict["tags"] = [self.labels_of(path) for path in predicted]
+        return output_dict

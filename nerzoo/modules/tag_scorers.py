@@ -1,0 +1,100 @@
+"""
+The two ways a tagger turns per-token tag scores into a loss, a prediction and posteriors:
+
+- `CrfScorer`: a linear-chain CRF (allennlp's `ConditionalRandomField` holds the parameters and the
+  transition constraints; `nerzoo.modules.batched_crf` decodes and scores whole batches;
+  `nerzoo.modules.crf_marginals` gives exact posteriors).
+- `SoftmaxScorer`: an independent softmax at each position (MEMNET, Liu, Baldwin & Cohn, 2017,
+  https://aclanthology.org/I17-1056, eq. 13; and Seq2Biseq's decoders).
+
+Both return the same things, so `TagDecoder` turns either into labels, spans and confidences.
+Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)`,
+`paths` `(batch_size, num_steps)` tag ids (any value at padding).
+"""
+from typing import Dict, NamedTuple, Optional
+
+import torch
+from allennlp.modules import ConditionalRandomField
+from allennlp.modules.conditional_random_field import allowed_transitions
+
+from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
+from nerzoo.modules.crf_marginals import PathPosteriors, forward_backward, tag_marginals
+
+
+class TagPosteriors(NamedTuple):
+    """
+    `probabilities` `(batch_size, num_steps, num_tags)`: P(tag at t | x), zero at padding.
+    `path_log_probabilities` `(batch_size, num_steps)`: log P(tag at t = path_t | x).
+    `segment_start` and `segment_end` `(batch_size, num_steps)`: the log-probability that a path's
+    tags on steps `s .. e` (inclusive) are all right is `segment_start[s] + segment_end[e]`.
+    """
+
+    probabilities: torch.Tensor
+    path_log_probabilities: torch.Tensor
+    segment_start: torch.Tensor
+    segment_end: torch.Tensor
+
+    def segment_log_probabilities(
+        self, rows: torch.LongTensor, starts: torch.LongTensor, ends: torch.LongTensor
+    ) -> torch.Tensor:
+        """log P(path tags on `starts[k] .. ends[k] - 1` of row `rows[k]`), for every k at once."""
+        return self.segment_start[rows, starts] + self.segment_end[rows, ends - 1]
+
+
+class CrfScorer:
+    """
+    # Parameters
+
+    crf : `ConditionalRandomField`
+        Holds the transition scores and constraints; the model owns it as a submodule (so its
+        parameters keep their names in archives), the scorer only reads it.
+    """
+
+    def __init__(self, crf: ConditionalRandomField) -> None:
+        self.crf = crf
+
+    @classmethod
+    def build_crf(
+        cls, labels: Dict[int, str], tag_scheme: Optional[str] = None, include_start_end_transitions: bool = True
+    ) -> ConditionalRandomField:
+        """A CRF over `labels` (tag id to tag), with the forbidden transitions of `tag_scheme` (`None`: none)."""
+        constraints = allowed_transitions(tag_scheme, labels) if tag_scheme is not None else None
+        return ConditionalRandomField(len(labels), constraints, include_start_end_transitions=include_start_end_transitions)
+
+    def loss(self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor) -> torch.Tensor:
+        """Negative log-likelihood summed over the batch, as `-ConditionalRandomField.forward`."""
+        return -crf_log_likelihood(self.crf, logits, tags, mask).sum()
+
+    def decode(self, logits: torch.Tensor, mask: torch.BoolTensor) -> torch.LongTensor:
+        """Viterbi paths under the constraints, `(batch_size, num_steps)`, 0 at padding."""
+        return viterbi_decode(self.crf, logits, mask).tags
+
+    @torch.no_grad()
+    def posteriors(self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor) -> TagPosteriors:
+        """Forward-backward marginals and the exact posterior of any stretch of `paths`."""
+        logits = logits.float()
+        result = forward_backward(self.crf, logits, mask)
+        on_paths = PathPosteriors(result, logits, paths)
+        return TagPosteriors(
+            tag_marginals(result, mask), on_paths.tag_log_marginals, on_paths.segment_start, on_paths.segment_end
+        )
+
+
+class SoftmaxScorer:
+    """Independent positions: cross-entropy loss, argmax prediction, softmax posteriors."""
+
+    def loss(self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor) -> torch.Tensor:
+        """Cross-entropy summed over the unmasked tokens of the batch."""
+        token_mask = mask.bool()
+        return torch.nn.functional.cross_entropy(logits[token_mask], tags[token_mask], reduction="sum")
+
+    def decode(self, logits: torch.Tensor, mask: torch.BoolTensor) -> torch.LongTensor:
+        return logits.argmax(dim=-1) * mask
+
+    @torch.no_grad()
+    def posteriors(self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor) -> TagPosteriors:
+        """A segment's probability is the product of its tokens' (the positions are independent)."""
+        log_softmax = torch.log_softmax(logits.float(), dim=-1)
+        on_path = log_softmax.gather(2, paths.unsqueeze(-1)).squeeze(-1) * mask
+        prefix = on_path.double().cumsum(dim=1)
+        return TagPosteriors(log_softmax.exp() * mask.unsqueeze(-1), on_path, on_path.double() - prefix, prefix)
