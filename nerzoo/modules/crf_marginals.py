@@ -40,33 +40,71 @@ def constrained_scores(crf: ConditionalRandomField) -> Tuple[torch.Tensor, torch
     return transitions, start, end
 
 
+def _log_matmul_exp(log_values: torch.Tensor, exp_matrix: torch.Tensor, shift: torch.Tensor):
+    """
+    `log(exp(log_values) @ exp(matrix))` for `(batch, n)` values and an `(n, m)` matrix given as
+    `exp_matrix = exp(matrix - shift)` (`shift` `(m,)`, each column's maximum), by a matrix product
+    rescaled per row instead of a `(batch, n, m)` logsumexp.  Also returns where an entry
+    underflowed (every term below the float range of the row's largest one), `(batch,)`.
+    """
+    top = log_values.max(dim=1, keepdim=True).values
+    product = torch.mm((log_values - top).exp(), exp_matrix)
+    tiny = torch.finfo(product.dtype).tiny
+    return product.clamp_min(tiny).log() + top + shift, (product < tiny).any(dim=1)
+
+
+def _log_matmul_exp_exact(log_values: torch.Tensor, matrix: torch.Tensor, shift: torch.Tensor):
+    """The same by a `(batch, n, m)` logsumexp, for scores too far apart for the rescaled product."""
+    return torch.logsumexp(log_values.unsqueeze(2) + matrix.unsqueeze(0), dim=1), None
+
+
 def forward_backward(
     crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor
 ) -> ForwardBackward:
-    """Runs both recursions, batched over sentences, one step at a time."""
-    transitions, start, end = constrained_scores(crf)
-    batch_size, num_steps, num_tags = logits.shape
+    """
+    Runs both recursions, batched over sentences, one step at a time.  Each step is a rescaled
+    matrix product in probability space (see `_log_matmul_exp`); if any valid step underflowed
+    (scores hundreds of nats apart), both recursions are run again with logsumexp.
+    """
+    transitions, start, end = (scores.to(logits.dtype) for scores in constrained_scores(crf))
     mask = mask.bool()
+    result, underflow = _recursions(transitions, start, end, logits, mask, _log_matmul_exp)
+    if underflow is not None and bool(underflow):
+        result, _ = _recursions(transitions, start, end, logits, mask, _log_matmul_exp_exact)
+    return result
+
+
+def _recursions(transitions, start, end, logits, mask, log_matmul_exp):
+    batch_size, num_steps, num_tags = logits.shape
+    rescaled = log_matmul_exp is _log_matmul_exp
+    underflows = []
+    # alpha_t[to] = log sum_from exp(alpha_{t-1}[from] + transition[from, to]) + emission_t[to]
+    column_max = transitions.max(dim=0).values
+    forward_matrix = (transitions - column_max.unsqueeze(0)).exp() if rescaled else transitions
     alphas = [start.view(1, num_tags) + logits[:, 0]]
     for t in range(1, num_steps):
-        # (batch, from, to): alpha[from] + transition[from, to] + emission[to]
-        step = torch.logsumexp(alphas[-1].unsqueeze(2) + transitions.unsqueeze(0), dim=1) + logits[:, t]
-        alphas.append(torch.where(mask[:, t : t + 1], step, alphas[-1]))
+        step, underflow = log_matmul_exp(alphas[-1], forward_matrix, column_max)
+        alphas.append(torch.where(mask[:, t : t + 1], step + logits[:, t], alphas[-1]))
+        if underflow is not None:
+            underflows.append(underflow & mask[:, t])
     log_alpha = torch.stack(alphas, dim=1)
     # After the loop alphas[-1] holds each row's alpha at its last valid step.
     log_partition = torch.logsumexp(alphas[-1] + end.view(1, num_tags), dim=1)
 
+    # beta_t[from] = log sum_to exp(transition[from, to] + emission_{t+1}[to] + beta_{t+1}[to])
+    row_max = transitions.max(dim=1).values
+    backward_matrix = ((transitions - row_max.unsqueeze(1)).exp() if rescaled else transitions).t()
     end_scores = end.view(1, num_tags).expand(batch_size, num_tags)
     betas = [end_scores]
     for t in range(num_steps - 2, -1, -1):
-        # (batch, from, to): transition[from, to] + emission[to] at t+1 + beta[to] at t+1
-        step = torch.logsumexp(
-            transitions.unsqueeze(0) + (logits[:, t + 1] + betas[-1]).unsqueeze(1), dim=2
-        )
+        step, underflow = log_matmul_exp(logits[:, t + 1] + betas[-1], backward_matrix, row_max)
         # Where t+1 is padding, t is the last valid step (or padding): only the end transition remains.
         betas.append(torch.where(mask[:, t + 1 : t + 2], step, end_scores))
+        if underflow is not None:
+            underflows.append(underflow & mask[:, t + 1])
     log_beta = torch.stack(betas[::-1], dim=1)
-    return ForwardBackward(log_alpha, log_beta, log_partition, transitions)
+    any_underflow = torch.stack(underflows).any() if underflows else None
+    return ForwardBackward(log_alpha, log_beta, log_partition, transitions), any_underflow
 
 
 def tag_marginals(result: ForwardBackward, mask: torch.BoolTensor) -> torch.Tensor:
@@ -102,11 +140,12 @@ class PathPosteriors:
         steps = result.transitions[paths[:, :-1], paths[:, 1:]] + emissions[:, 1:]
         prefix = torch.cat([torch.zeros_like(alpha[:, :1]), steps.cumsum(dim=1)], dim=1)
         log_partition = result.log_partition.unsqueeze(1)
-        # Marginal of each step's path tag, and the pieces of any segment's score, as lists.
-        self.tag_log_marginals = (alpha + beta - log_partition).tolist()
-        self._alpha_minus_prefix = (alpha - prefix - log_partition).tolist()
-        self._beta_plus_prefix = (beta + prefix).tolist()
+        # Marginal of each step's path tag, and the two halves of any segment's score,
+        # all (batch_size, num_steps).
+        self.tag_log_marginals = alpha + beta - log_partition
+        self.segment_start = alpha - prefix - log_partition
+        self.segment_end = beta + prefix
 
     def segment_log_probability(self, row: int, start: int, end: int) -> float:
         """log-posterior of the path's tags on steps `start .. end - 1` of instance `row`."""
-        return self._alpha_minus_prefix[row][start] + self._beta_plus_prefix[row][end - 1]
+        return float(self.segment_start[row, start] + self.segment_end[row, end - 1])

@@ -60,7 +60,7 @@ def test_marginals_equal_enumeration(constrained, include_start_end):
                     wanted = sum((s - log_z).exp() for p, s in scores.items() if p[start:end] == segment)
                     got = on_path.segment_log_probability(row, start, end)
                     assert got == pytest.approx(wanted.log().item(), abs=1e-4)
-                got_marginal = on_path.tag_log_marginals[row][start]
+                got_marginal = float(on_path.tag_log_marginals[row, start])
                 assert got_marginal == pytest.approx(expected[start, best[start]].log().item(), abs=1e-4)
 
 
@@ -81,3 +81,36 @@ def test_constrained_marginals_forbid_invalid_tags():
     marginals = tag_marginals(forward_backward(crf, logits, mask), mask)[0]
     assert marginals[0, 2] < 1e-6 and marginals[0, 3] < 1e-6  # no I-/L- at the start
     assert marginals[-1, 1] < 1e-6 and marginals[-1, 2] < 1e-6  # no B-/I- at the end
+
+
+def _logsumexp_alpha_beta(crf, logits, length):
+    """One row, step by step, with logsumexp over (from, to): the obvious recursions."""
+    transitions, start, end = constrained_scores(crf)
+    alpha = [start + logits[0]]
+    for t in range(1, length):
+        alpha.append(torch.logsumexp(alpha[-1].unsqueeze(1) + transitions, dim=0) + logits[t])
+    beta = [end]
+    for t in range(length - 2, -1, -1):
+        beta.append(torch.logsumexp(transitions + (logits[t + 1] + beta[-1]).unsqueeze(0), dim=1))
+    return torch.stack(alpha), torch.stack(beta[::-1])
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0, 300.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rescaled_recursions_equal_logsumexp_ones_even_for_extreme_scores(scale, dtype):
+    torch.manual_seed(3)
+    crf = ConditionalRandomField(5, allowed_transitions("BIOUL", LABELS)).to(dtype)
+    lengths = [7, 3, 1]
+    logits = (torch.randn(3, 7, 5) * scale).to(dtype)
+    mask = torch.tensor([[t < n for t in range(7)] for n in lengths])
+    with torch.no_grad():
+        result = forward_backward(crf, logits, mask)
+        marginals = tag_marginals(result, mask)
+        assert torch.isfinite(result.log_alpha).all() and torch.isfinite(result.log_beta).all()
+        for row, length in enumerate(lengths):
+            alpha, beta = _logsumexp_alpha_beta(crf, logits[row], length)
+            expected = (alpha + beta - torch.logsumexp(alpha[-1] + constrained_scores(crf)[2], 0)).exp()
+            # float32 scores in the thousands keep about 1e-4 of relative precision.
+            tolerance = 1e-3 if dtype == torch.float32 and scale > 100 else 1e-5
+            assert torch.allclose(marginals[row, :length], expected, atol=tolerance)
+            assert torch.allclose(marginals[row, :length].sum(-1), torch.ones(length, dtype=dtype), atol=tolerance)
