@@ -479,8 +479,18 @@ class FofeNer(Model):
             _flat_span_codes(right, span_batch, character_starts, character_ends, self.character_alpha, reverse=True),
         ]
         if self.character_cnn is not None:
-            cnn_embedded = self.cnn_character_embedding(flat_ids) * character_mask.unsqueeze(-1)
-            features.append(self.character_cnn(cnn_embedded, character_starts, character_ends, span_batch))
+            # The sentences' characters end to end, without padding: a fragment's windows lie
+            # inside its sentence, so they are the same, and none is computed over padding.
+            sentence_lengths = character_mask.sum(1)
+            sentence_offsets = (torch.cumsum(sentence_lengths, 0) - sentence_lengths)[span_batch]
+            cnn_embedded = self.cnn_character_embedding(flat_ids[character_mask]).unsqueeze(0)
+            features.append(
+                self.character_cnn(
+                    cnn_embedded,
+                    (sentence_offsets + character_starts).unsqueeze(0),
+                    (sentence_offsets + character_ends).unsqueeze(0),
+                )[0]
+            )
         return features
 
     def decode(

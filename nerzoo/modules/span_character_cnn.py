@@ -1,7 +1,7 @@
 """
 A character CNN over every span of a sentence at once (FOFE-NER's "Char CNN of word fragment").
 """
-from typing import Optional, Sequence
+from typing import Sequence
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -31,20 +31,38 @@ def range_max(values: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTe
     if max_width == 0 or length == 0:
         return values.new_zeros(batch_size, starts.size(1), channels)
     num_rows = batch_size * length
-    levels = [values.reshape(num_rows, channels)]
-    while 2 ** len(levels) <= max_width:
-        shift = 2 ** (len(levels) - 1)
-        previous = levels[-1]
-        levels.append(torch.cat([torch.maximum(previous[:-shift], previous[shift:]), previous[-shift:]]))
-    table = torch.cat(levels)  # (num_levels * num_rows, channels)
+    table = _sparse_table(values.reshape(num_rows, channels), max_width.bit_length())
     # floor(log2(width)) in integers: the number of levels k >= 1 with 2^k <= width.
-    level = sum((widths >= 2 ** k).long() for k in range(1, len(levels)))
+    level = sum((widths >= 2**k).long() for k in range(1, max_width.bit_length()))
     row_offsets = torch.arange(batch_size, device=values.device).unsqueeze(1) * length + level * num_rows
     left = (row_offsets + starts.clamp(max=length - 1)).view(-1)
-    right = (row_offsets + (ends - 2 ** level).clamp(min=0, max=length - 1)).view(-1)
+    right = (row_offsets + (ends - 2**level).clamp(min=0, max=length - 1)).view(-1)
     result = torch.maximum(table.index_select(0, left), table.index_select(0, right))
     result = result.view(batch_size, -1, channels)
     return result * (widths > 0).unsqueeze(-1).to(result.dtype)
+
+
+def _sparse_table(rows: torch.Tensor, num_levels: int) -> torch.Tensor:
+    """
+    `(num_levels * num_rows, channels)`: level k (rows `k * num_rows` on) holds at row p the maximum
+    of `rows[p : p + 2^k]` (cut short at the end).
+    """
+    num_rows, channels = rows.shape
+    if torch.is_grad_enabled() and rows.requires_grad:
+        levels = [rows]
+        for level in range(1, num_levels):
+            shift = min(2 ** (level - 1), num_rows)
+            previous = levels[-1]
+            levels.append(torch.cat([torch.maximum(previous[:-shift], previous[shift:]), previous[num_rows - shift :]]))
+        return torch.cat(levels)
+    # Without autograd, each level is written once into one buffer.
+    table = rows.new_empty(num_levels, num_rows, channels)
+    table[0] = rows
+    for level in range(1, num_levels):
+        shift = min(2 ** (level - 1), num_rows)
+        torch.maximum(table[level - 1, :-shift], table[level - 1, shift:], out=table[level, : num_rows - shift])
+        table[level, num_rows - shift :] = table[level - 1, num_rows - shift :]
+    return table.view(num_levels * num_rows, channels)
 
 
 class SpanCharacterCnn(torch.nn.Module):
@@ -82,40 +100,20 @@ class SpanCharacterCnn(torch.nn.Module):
     def get_output_dim(self) -> int:
         return self._output_dim
 
-    def forward(
-        self,
-        characters: torch.Tensor,
-        starts: torch.LongTensor,
-        ends: torch.LongTensor,
-        span_batch: Optional[torch.LongTensor] = None,
-    ) -> torch.Tensor:
+    def forward(self, characters: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.Tensor:
         """
         characters : `(batch_size, num_characters, input_dim)`, padding zeroed
-        starts, ends : `(batch_size, num_spans)` character offsets of the fragments, `ends` exclusive;
-            or, with `span_batch`, `(num_spans,)` offsets in sentence `span_batch[k]`
-        span_batch : `(num_spans,)`, optional
+        starts, ends : `(batch_size, num_spans)` character offsets of the fragments, `ends` exclusive
 
-        Returns `(batch_size, num_spans, output_dim)`, or `(num_spans, output_dim)` with `span_batch`.
+        Returns `(batch_size, num_spans, output_dim)`.
         """
-        batch_size, num_characters, _ = characters.shape
         channels_first = characters.transpose(1, 2)
         pooled = []
         for kernel_size, convolution in zip(self.kernel_sizes, self.convolutions):
-            if num_characters < kernel_size:
-                pooled.append(characters.new_zeros(*starts.shape, convolution.out_channels))
+            if channels_first.size(-1) < kernel_size:
+                pooled.append(characters.new_zeros(starts.size(0), starts.size(1), convolution.out_channels))
                 continue
             windows = torch.relu(convolution(channels_first)).transpose(1, 2)  # (batch, num_windows, filters)
-            num_windows = windows.size(1)
-            # Window p covers characters p .. p + kernel_size - 1: those before `end - kernel_size + 1`
-            # lie inside the fragment.
-            window_ends = torch.minimum(ends - kernel_size + 1, ends.new_tensor(num_windows))
-            if span_batch is None:
-                pooled.append(range_max(windows, starts, window_ends))
-            else:
-                # The sentences' windows laid end to end (a fragment's windows lie inside its sentence).
-                offsets = span_batch * num_windows
-                flat_windows = windows.reshape(1, batch_size * num_windows, -1)
-                pooled.append(
-                    range_max(flat_windows, (offsets + starts).unsqueeze(0), (offsets + window_ends).unsqueeze(0))[0]
-                )
+            last_window = ends - kernel_size + 1
+            pooled.append(range_max(windows, starts, torch.minimum(last_window, ends.new_tensor(windows.size(1)))))
         return torch.cat(pooled, dim=-1)

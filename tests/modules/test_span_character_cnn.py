@@ -57,17 +57,21 @@ def test_span_cnn_on_a_sequence_shorter_than_a_kernel():
     assert torch.equal(result[0, 0, 2:], torch.zeros(2))
 
 
-def test_span_cnn_with_flat_spans_equals_the_batched_layout():
-    torch.manual_seed(3)
-    cnn = SpanCharacterCnn(input_dim=5, num_filters=3, kernel_sizes=(1, 2, 4, 9))
-    characters = torch.randn(3, 25, 5)
-    generator = torch.Generator().manual_seed(4)
-    starts, ends = _random_ranges(3, 25, 40, generator)
-    batched = cnn(characters, starts, ends)
-    span_batch = torch.arange(3).repeat_interleave(40)
-    flat = cnn(characters, starts.reshape(-1), ends.reshape(-1), span_batch)
-    assert flat.shape == (120, cnn.get_output_dim())
-    assert torch.equal(flat, batched.reshape(120, -1))
-    order = torch.randperm(120, generator=generator)  # any order of the spans
-    shuffled = cnn(characters, starts.reshape(-1)[order], ends.reshape(-1)[order], span_batch[order])
-    assert torch.equal(shuffled, batched.reshape(120, -1)[order])
+
+def test_range_max_is_the_same_with_and_without_autograd():
+    generator = torch.Generator().manual_seed(5)
+    values = torch.randint(0, 4, (2, 70, 3), generator=generator).float()  # many ties
+    starts = torch.randint(0, 71, (2, 300), generator=generator)
+    widths = torch.tensor([0, 1, 2, 3, 4, 7, 8, 9, 16, 31, 32, 33, 64, 70]).repeat(2, 300 // 14 + 1)[:, :300]
+    ends = torch.minimum(starts + widths, torch.tensor(70))
+    starts[0, 0], ends[0, 0] = 0, 70  # the whole row
+    with torch.no_grad():
+        buffered = range_max(values, starts, ends)
+    tracked = range_max(values.clone().requires_grad_(), starts, ends)
+    assert tracked.requires_grad and not buffered.requires_grad
+    assert torch.equal(buffered, tracked.detach())
+    for batch in range(2):
+        for query in range(300):
+            start, end = int(starts[batch, query]), int(ends[batch, query])
+            expected = values[batch, start:end].max(0).values if end > start else torch.zeros(3)
+            assert torch.equal(buffered[batch, query], expected), (start, end)
