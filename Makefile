@@ -25,8 +25,11 @@ train: install
 		--output-file $(RUN_DIR)/evaluation.json
 	$(ALLENNLP) tag-text $(RUN_DIR)/model.tar.gz "$(SENTENCE)" --include-package nerzoo
 
+# Parallel workers (pytest-xdist, one per core, at most 4); tests sharing a trained model stay on one
+# worker. The suite starts dozens of Python processes that import torch and allennlp: they keep
+# their compiled bytecode even where PYTHONDONTWRITEBYTECODE is set, or each one recompiles it all.
 test: install
-	$(PYTHON) -m pytest -q tests
+	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup tests
 
 clean:
 	rm -rf runs .pytest_cache

@@ -15,6 +15,35 @@ os.chdir(PROJECT_ROOT)
 os.environ["NERZOO_CACHE"] = tempfile.mkdtemp(prefix="nerzoo-test-cache-")
 atexit.register(shutil.rmtree, os.environ["NERZOO_CACHE"], ignore_errors=True)
 
+# Under pytest-xdist the workers share the cores: each worker, and the allennlp processes it
+# starts, gets its share of threads instead of all of them (unless OMP_NUM_THREADS is set).
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // WORKERS))
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    # Tests that share the in-process `trained_archive` run on one worker (--dist loadgroup), so
+    # it is trained once.
+    for item in items:
+        if "trained_archive" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("trained_archive"))
+    # The slowest tests (the allennlp command in subprocesses) start first, so that parallel
+    # workers do not end the run waiting on one of them.
+    items.sort(key=lambda item: not item.get_closest_marker("end_to_end"))
+
+
+def pytest_collection_finish(session):
+    # Says so when --dist loadgroup did not group (then shared models are trained on each worker).
+    if getattr(session.config.option, "loadgroup", False):
+        split = [item for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+        if split:
+            warnings.warn(pytest.PytestWarning(f"pytest-xdist did not group {len(split)} tests with an xdist_group"))
+
 
 @pytest.fixture(scope="session")
 def trained_archive(tmp_path_factory):
