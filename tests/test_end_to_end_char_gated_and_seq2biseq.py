@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from tests.test_end_to_end import evaluate
-from tests.test_end_to_end_fofe import allennlp, predict
+from tests import allennlp, evaluate, predict
+
+pytestmark = pytest.mark.end_to_end
 
 TEST = "fixtures/conll2003/test.txt"
 SENTENCES = [

@@ -1,13 +1,11 @@
 """FOFE-NER through the real `allennlp` command: train, evaluate, predict, second pass, nested entities."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests import PROJECT_ROOT
-from tests.test_end_to_end import evaluate
+from tests import PROJECT_ROOT, allennlp, evaluate, predict
+
+pytestmark = pytest.mark.end_to_end
 
 CONFIG = "training_config/fofe_ner.jsonnet"
 SECOND_PASS = "training_config/fofe_ner_second_pass.jsonnet"
@@ -19,24 +17,6 @@ NESTED = {
 }
 
 
-def allennlp(*args, env=None):
-    command = [sys.executable, "-m", "allennlp", *map(str, args)]
-    result = subprocess.run(
-        command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}
-    )
-    if result.returncode != 0:
-        raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
-
-
-def predict(archive, lines, path, env=None):
-    inputs = path.with_suffix(".in.jsonl")
-    inputs.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    allennlp("predict", archive, inputs, "--output-file", path, "--batch-size", 2, "--silent",
-             "--include-package", "nerzoo", env=env)
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 @pytest.fixture(scope="module")
 def first_pass(tmp_path_factory):
     run = tmp_path_factory.mktemp("fofe") / "first"
@@ -44,6 +24,7 @@ def first_pass(tmp_path_factory):
     return run
 
 
+@pytest.mark.xdist_group("fofe_first_pass")
 def test_train_evaluate_predict_spans_with_scores_and_offsets(first_pass, tmp_path):
     metrics = json.loads((first_pass / "metrics.json").read_text())
     assert metrics["best_validation_f1-measure-overall"] > 0.8, metrics
@@ -69,6 +50,7 @@ def test_train_evaluate_predict_spans_with_scores_and_offsets(first_pass, tmp_pa
             assert 0.5 <= span["score"] <= 1.0 and span["level"] == 1
 
 
+@pytest.mark.xdist_group("fofe_first_pass")
 def test_second_pass_trains_on_first_pass_entities_and_predicts(first_pass, tmp_path):
     env = {"FOFE_FIRST_PASS": str(first_pass / "model.tar.gz")}
     run = tmp_path / "second"

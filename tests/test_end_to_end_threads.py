@@ -1,22 +1,14 @@
 """The thread discourse model (ME-CRF+, Liu, Baldwin & Cohn 2017, §4) through the real `allennlp` CLI."""
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests import FIXTURES_ROOT, PROJECT_ROOT
+from tests import FIXTURES_ROOT, allennlp
+
+pytestmark = pytest.mark.end_to_end
 
 CONFIG = "training_config/me_crf_threads.jsonnet"
 TEST = FIXTURES_ROOT / "threads" / "test.jsonl"
-
-
-def allennlp(*args):
-    command = [sys.executable, "-m", "allennlp", *map(str, args)]
-    result = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
-    if result.returncode != 0:
-        raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
 
 
 def test_train_evaluate_predict_threads(tmp_path):

@@ -104,6 +104,7 @@ def test_subcommand_parses():
     assert args.folds == 3 and args.seed == 13 and args.overrides == "{}" and callable(args.func)
 
 
+@pytest.mark.end_to_end
 def test_cross_validate_end_to_end(tmp_path):
     output = tmp_path / "cv"
     command = [
