@@ -31,6 +31,7 @@ from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
 from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
 from nerzoo.modules.token_embedders.char_gated_embedder import CharGatedEmbedder
 from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeaturesEmbedder
+from nerzoo.modules.token_embedders.packed_character_encoder import PackedCharacterEncoder
 from nerzoo.predictors.entity_tagger import EntityTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
@@ -66,6 +67,7 @@ __all__ = [
     "MeCrfTagger",
     "MeCrfThreadTagger",
     "MemoryHopEncoder",
+    "PackedCharacterEncoder",
     "RelativeAttention",
     "ResidualStack",
     "Seq2Biseq",

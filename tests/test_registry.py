@@ -63,6 +63,10 @@ COMPONENTS = {
     (Seq2VecEncoder, "summed_gru"): {"input_dim": 6, "hidden_dim": 3, "output_dim": 5, "num_layers": 2},
     (Metric, "concept_error_rate"): {"tag_scheme": "BIO"},
     (Model, "seq2biseq"): None,  # built and trained in tests/models/test_seq2biseq.py
+    (TokenEmbedder, "packed_character_encoding"): {
+        "embedding": {"embedding_dim": 4, "num_embeddings": 20},
+        "encoder": {"type": "cnn", "embedding_dim": 4, "num_filters": 5, "ngram_filter_sizes": [2]},
+    },
 }
 # The file each reader reads in test_component_builds_from_params.
 READER_FILES = {

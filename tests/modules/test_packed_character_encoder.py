@@ -1,0 +1,52 @@
+"""`packed_character_encoding` against allennlp's `character_encoding`, which it must equal on real tokens."""
+import pytest
+import torch
+from allennlp.common import Params
+from allennlp.modules.token_embedders import TokenCharactersEncoder, TokenEmbedder
+
+from nerzoo.modules.token_embedders.packed_character_encoder import PackedCharacterEncoder
+
+ENCODERS = {
+    "cnn": {"type": "cnn", "embedding_dim": 6, "num_filters": 7, "ngram_filter_sizes": [2, 3]},
+    "lstm": {"type": "lstm", "input_size": 6, "hidden_size": 4, "bidirectional": True},
+}
+
+
+def _pair(encoder):
+    def params(name):
+        return Params({"type": name, "embedding": {"embedding_dim": 6, "num_embeddings": 30}, "encoder": dict(ENCODERS[encoder])})
+
+    reference = TokenEmbedder.from_params(params("character_encoding"))
+    packed = TokenEmbedder.from_params(params("packed_character_encoding"))
+    assert isinstance(packed, PackedCharacterEncoder) and type(reference) is TokenCharactersEncoder
+    packed.load_state_dict(reference.state_dict())
+    return reference, packed
+
+
+def _characters():
+    generator = torch.Generator().manual_seed(0)
+    characters = torch.randint(1, 30, (3, 5, 6), generator=generator)
+    lengths = torch.tensor([[6, 2, 4, 1, 3], [5, 3, 0, 0, 0], [1, 0, 0, 0, 0]])
+    return characters * (torch.arange(6) < lengths.unsqueeze(-1)), lengths > 0
+
+
+@pytest.mark.parametrize("encoder", sorted(ENCODERS))
+def test_real_tokens_equal_character_encoding_and_padding_is_zero(encoder):
+    reference, packed = _pair(encoder)
+    characters, tokens = _characters()
+    expected = reference(characters)
+    output = packed(characters)
+    assert output.shape == expected.shape == (3, 5, packed.get_output_dim())
+    assert torch.allclose(output[tokens], expected[tokens], atol=1e-6)
+    assert not output[~tokens].any()
+    # The same gradients reach the parameters through the real tokens.
+    weights = torch.randn(expected.shape) * tokens.unsqueeze(-1)
+    (expected * weights).sum().backward()
+    (output * weights).sum().backward()
+    for (name, got), (_, wanted) in zip(packed.named_parameters(), reference.named_parameters()):
+        assert torch.allclose(got.grad, wanted.grad, atol=1e-5), name
+
+
+def test_archives_are_interchangeable():
+    reference, packed = _pair("cnn")
+    assert list(packed.state_dict()) == list(reference.state_dict())
