@@ -3,7 +3,7 @@
 Prediction speed of a model archive on the sentences of a CoNLL column file, through the archive's
 `entity_tagger` predictor on the CPU.
 
-    .venv/bin/python benchmarks/predict_speed.py ARCHIVE DATA_FILE [--batch-size 64] [--include-package nerzoo]
+    .venv/bin/python benchmarks/predict_speed.py ARCHIVE DATA_FILE [--batch-size 64] [--threads N] [--include-package nerzoo]
 
 The sentences are the maximal runs of non-blank lines of DATA_FILE (`-DOCSTART-` lines skipped, as
 `conll_benchmark.count_sentences` counts them); the first column of each line is the word, the gold
@@ -13,7 +13,11 @@ the archive (`Predictor.from_path(ARCHIVE, "entity_tagger")`, CPU) and three unt
 covers building the instances, the model and the formatting of the predictor's output.  The last
 line of the output is one JSON object:
 
-    {"sentences": N, "seconds": S, "sentences_per_second": R}
+    {"sentences": N, "seconds": S, "sentences_per_second": R, "cpu_seconds": C, "threads": K}
+
+`cpu_seconds` is the process's CPU time over the same pass (all threads).  On a machine shared with
+other jobs the wall time of a model with many small operations suffers more than that of one with a
+few large ones; `--threads 1` and `cpu_seconds` then compare two models more steadily.
 
 Used by suite_benchmark.py for suites with `predict_speed` (one subprocess per archive, its output
 in `<model>.predict_speed.log`); a model whose config reads environment variables (the FOFE-NER
@@ -47,6 +51,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("archive", help="model.tar.gz")
     parser.add_argument("data_file", help="CoNLL column file (first column: the words)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help=f"default {DEFAULT_BATCH_SIZE}")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     parser.add_argument(
         "--include-package", action="append", default=None, help="package to import first (default nerzoo; repeatable)"
     )
@@ -57,6 +62,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     if args.batch_size < 1:
         print("error: --batch-size must be at least 1", file=sys.stderr)
+        return 2
+    if args.threads is not None and args.threads < 1:
+        print("error: --threads must be at least 1", file=sys.stderr)
         return 2
     for path in (args.archive, args.data_file):
         if not os.path.exists(path):
@@ -69,8 +77,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: no sentences in {args.data_file}", file=sys.stderr)
         return 2
 
+    import torch
     from allennlp.common.util import import_module_and_submodules
     from allennlp.predictors import Predictor
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
 
     for package in args.include_package or ["nerzoo"]:
         import_module_and_submodules(package)
@@ -80,12 +92,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     batches = [inputs[start : start + args.batch_size] for start in range(0, len(inputs), args.batch_size)]
     for batch in batches[:3]:  # warm-up (first calls allocate and pick kernels), not timed
         predictor.predict_batch_json(batch)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     predicted = 0
     for batch in batches:
         predicted += len(predictor.predict_batch_json(batch))
-    seconds = time.perf_counter() - start
-    timing = {"sentences": predicted, "seconds": seconds, "sentences_per_second": predicted / seconds}
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    timing = {
+        "sentences": predicted,
+        "seconds": seconds,
+        "sentences_per_second": predicted / seconds,
+        "cpu_seconds": cpu_seconds,
+        "threads": torch.get_num_threads(),
+    }
     print(json.dumps(timing), flush=True)
     return 0
 
