@@ -17,8 +17,15 @@ Each timing is forward + backward (`states.sum() + root.sum()` backward, paramet
 before each run), median over `--repeats` runs after `--warmup` runs.  The script checks that both
 give the same outputs and gradients (allclose), prints the setup and the timings, and ends with the
 line `speedup: <reference median / batched median>x`.
+
+It also counts the reads of tensor data from the device (what a GPU makes the host wait for: a
+copy to the host, `.item()`, `torch.equal`, data-dependent shapes such as `nonzero`) in one forward
+and backward pass of the level-batched module, on the meta device, where every such read fails:
+the schedule's one copy of the mask and heads to the host is answered with the real values and
+counted, and any other read stops the count with its error.
 """
 import argparse
+import copy
 import os
 import statistics
 import sys
@@ -30,6 +37,7 @@ sys.path.insert(0, REPO_ROOT)
 
 import torch  # noqa: E402
 
+from nerzoo.modules.seq2seq_encoders import child_sum_tree_lstm  # noqa: E402
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm  # noqa: E402
 from nerzoo.modules.seq2seq_encoders.tree_lstm_reference import reference_tree_lstm  # noqa: E402
 
@@ -100,6 +108,30 @@ def time_runs(run, module: torch.nn.Module, warmup: int, repeats: int) -> Tuple[
     return timings, result
 
 
+def device_reads(module: ChildSumTreeLstm, inputs: torch.Tensor, mask: torch.Tensor, head_indices: torch.Tensor) -> str:
+    """
+    Reads of tensor data from the device in one forward and backward pass of `module`, counted on
+    the meta device (see the module docstring): "<n>", or the error of the first uncounted read.
+    """
+    copies = []
+    copy_to_host = child_sum_tree_lstm._copy_to_host
+
+    def answered(tensor: torch.Tensor) -> torch.Tensor:
+        copies.append(tuple(tensor.shape))
+        return torch.stack([mask.long(), head_indices.long()])
+
+    on_meta = copy.deepcopy(module).to("meta")
+    child_sum_tree_lstm._copy_to_host = answered
+    try:
+        states, root = on_meta.encode(inputs.to("meta"), mask.to("meta"), head_indices.to("meta"))
+        (states.sum() + root.sum()).backward()
+    except (RuntimeError, NotImplementedError) as error:
+        return f"more than {len(copies)}: {type(error).__name__}: {str(error).splitlines()[0]}"
+    finally:
+        child_sum_tree_lstm._copy_to_host = copy_to_host
+    return str(len(copies))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=DEFAULT_DATA)
@@ -127,6 +159,7 @@ def main() -> None:
         f"max tree height {max(tree_height(heads) for heads in sentences)}"
     )
     print(f"input_dim {args.input_dim}, hidden_dim {args.hidden_dim}, warmup {args.warmup}, repeats {args.repeats}")
+    print(f"level-batched: reads from the device per forward + backward: {device_reads(module, inputs, mask, head_indices)}")
 
     batched_times, batched = time_runs(
         lambda: module.encode(inputs, mask, head_indices), module, args.warmup, args.repeats

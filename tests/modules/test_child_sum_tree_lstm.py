@@ -7,6 +7,7 @@ from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
 
+from nerzoo.modules.seq2seq_encoders import child_sum_tree_lstm
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.tree_lstm_reference import reference_tree_lstm
 
@@ -281,3 +282,28 @@ def test_head_pointing_at_a_masked_token_raises():
     mask = torch.tensor([[True, True, False]])
     with pytest.raises(ValueError):
         module(torch.randn(1, 3, 2), mask, torch.tensor([[0, 3, 0]]))
+
+
+def test_forward_and_backward_read_the_device_only_for_the_schedule(monkeypatch):
+    """
+    Every read of tensor data fails on the meta device (`.item()`, `torch.equal`, `nonzero`, ...).
+    With the schedule's one copy to the host answered by the real mask and heads, a training-mode
+    forward and backward pass run there: the schedule and the layers' level loops read nothing else
+    from the device (on a GPU, nothing else would wait for it).
+    """
+    mask, head_indices = random_batch(0)
+    copies = []
+
+    def copy_to_host(tensor):
+        copies.append((tensor.device.type, tuple(tensor.shape)))
+        return torch.stack([mask.long(), head_indices.long()])
+
+    monkeypatch.setattr(child_sum_tree_lstm, "_copy_to_host", copy_to_host)
+    module = ChildSumTreeLstm(6, 6, num_layers=2, residual=True, dropout=0.2).to("meta").train()
+    inputs = torch.empty(*mask.shape, 6, device="meta", requires_grad=True)
+    states, root = module.encode(inputs, mask.to("meta"), head_indices.to("meta"))
+    (states.sum() + root.sum()).backward()
+    assert copies == [("meta", (2, *mask.shape))]
+    assert states.shape == (*mask.shape, 6) and root.shape == (mask.shape[0], 6)
+    assert inputs.grad.shape == inputs.shape
+    assert all(parameter.grad is not None for parameter in module.parameters())

@@ -4,7 +4,7 @@ The child-sum Tree-LSTM over dependency trees, computed one tree level at a time
 Shapes: `inputs` `(batch_size, num_tokens, input_dim)`, `mask` and `head_indices`
 `(batch_size, num_tokens)`, outputs `(batch_size, num_tokens, hidden_dim)`.
 """
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -85,7 +85,10 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     Computation: the nodes of the whole batch are sorted once by height (leaf = 0, a node is one
     higher than its highest child) and processed one height at a time, so the loop runs
     `1 + max tree height` times per layer whatever the batch size; each level's children push `h_k`
-    and `f_jk * c_k` into their heads' accumulators with `index_add`.
+    and `f_jk * c_k` into their heads' accumulators with `index_add`.  The schedule (heights, node
+    order, level sizes, push targets) is built on the CPU from one copy of the mask and heads and
+    sent back as index tensors, so on a GPU a forward pass waits for the device once, not once per
+    tree level, and the layers' loops never wait for it.
 
     Registered as a `Seq2SeqEncoder` with name "child_sum_tree_lstm".  Unlike most encoders it needs the
     dependency heads: `forward(inputs, mask, head_indices)`.
@@ -256,17 +259,62 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         return node_states[schedule.scatter_back].view(batch_size, num_tokens, hidden)
 
 
+def _copy_to_host(tensor: torch.Tensor) -> torch.Tensor:
+    """The one read from a device other than the CPU per forward pass: `tensor` on the CPU."""
+    return tensor.cpu()
+
+
+def _copy_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """
+    A CPU tensor on `device`.  To a GPU it goes from pinned memory without waiting for the GPU to
+    finish its queued work (the copy is queued after it).
+    """
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 @torch.no_grad()
 def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _LevelSchedule:
     """
-    Heights of every real token, with tensor operations over the whole batch, and the node order
-    sorted by height.  Reads from the device once to validate the heads, once per height (whether the
-    heights have stopped changing) and once for the level sizes; the layers then run without reading.
+    The schedule of a batch.  Built on the CPU; on another device from one copy of the mask and
+    heads, then sent back as one index tensor, so the device is read once per forward pass (not
+    once per tree level, nor for the checks and the level sizes) and the layers run without reading it.
     """
     batch_size, num_tokens = mask.shape
     device = mask.device
+    on_host = device.type == "cpu"
+    if on_host:
+        host_mask, host_heads = mask, head_indices.long()
+    else:
+        host_mask, host_heads = _copy_to_host(torch.stack([mask.long(), head_indices.long()]))
+    node_positions, parent_or_self, push_targets, scatter_back, level_sizes = _host_schedule(
+        host_mask.bool(), host_heads
+    )
+    if not on_host:
+        num_nodes = sum(level_sizes)
+        indices = _copy_to_device(torch.cat([node_positions, parent_or_self, push_targets, scatter_back]), device)
+        node_positions, parent_or_self, push_targets, scatter_back = indices.split(
+            [num_nodes, num_nodes, num_nodes, batch_size * num_tokens]
+        )
+    is_root = mask & (head_indices == 0)  # on the device: the heads were checked on the host
+    return _LevelSchedule(
+        node_positions, parent_or_self, level_sizes, list(push_targets.split(level_sizes)), scatter_back, is_root
+    )
+
+
+def _host_schedule(
+    mask: torch.BoolTensor, head_indices: torch.LongTensor
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, List[int]]:
+    """
+    Heights of every real token, with tensor operations over the whole batch on the CPU, and the
+    node order sorted by height: `(node_positions, parent_or_self, push_targets, scatter_back,
+    level_sizes)` as in `_LevelSchedule`, with the push targets of all levels in one tensor.
+    Raises a `ValueError` for heads out of range, pointing at masked positions, or forming a cycle.
+    """
+    batch_size, num_tokens = mask.shape
     num_positions = batch_size * num_tokens
-    heads = head_indices.long().masked_fill(~mask, 0)  # (batch, tokens)
+    heads = head_indices.masked_fill(~mask, 0)  # (batch, tokens)
     has_head = heads > 0
     head_position = (heads - 1).clamp(min=0, max=max(num_tokens - 1, 0))  # 0-based, within the row
     bad = mask & ((heads < 0) | (heads > num_tokens))
@@ -274,13 +322,13 @@ def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _
     if bool(bad.any()):
         raise ValueError("head_indices point outside the sentence or at masked positions.")
 
-    row_start = torch.arange(batch_size, device=device).unsqueeze(1) * num_tokens  # (batch, 1)
+    row_start = torch.arange(batch_size).unsqueeze(1) * num_tokens  # (batch, 1)
     # Flat position of each token's head; roots and masked tokens point at a dummy slot.
     flat_head = torch.where(has_head, head_position + row_start, num_positions).view(-1)  # (positions,)
 
-    height = torch.zeros(num_positions, dtype=torch.long, device=device)
+    height = torch.zeros(num_positions, dtype=torch.long)
     for _ in range(num_tokens + 1):
-        pushed = torch.zeros(num_positions + 1, dtype=torch.long, device=device)
+        pushed = torch.zeros(num_positions + 1, dtype=torch.long)
         pushed = pushed.scatter_reduce(0, flat_head, height + 1, reduce="amax", include_self=True)
         new_height = pushed[:num_positions]
         if torch.equal(new_height, height):
@@ -292,23 +340,20 @@ def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _
     flat_mask = mask.reshape(-1)
     sort_key = torch.where(flat_mask, height, -1)  # masked positions sort first and are dropped
     order = torch.argsort(sort_key, stable=True)
-    counts = torch.bincount(sort_key + 1, minlength=1).tolist()  # the one read of level sizes
+    counts = torch.bincount(sort_key + 1, minlength=1).tolist()
     num_masked = counts[0]
     level_sizes = counts[1:]
     num_nodes = sum(level_sizes)
 
     node_positions = order[num_masked:]  # (nodes,)
-    node_index = torch.full((num_positions + 1,), num_nodes, dtype=torch.long, device=device)
-    node_index[node_positions] = torch.arange(num_nodes, device=device)
+    node_index = torch.full((num_positions + 1,), num_nodes, dtype=torch.long)
+    node_index[node_positions] = torch.arange(num_nodes)
     parent_nodes = node_index[flat_head[node_positions]]  # (nodes,): roots -> num_nodes
-    own_index = torch.arange(num_nodes, device=device)
+    own_index = torch.arange(num_nodes)
     parent_or_self = torch.where(parent_nodes == num_nodes, own_index, parent_nodes)
     # After level l the accumulator starts at the first node of level l + 1.
-    sizes = torch.tensor(level_sizes, dtype=torch.long, device=device)
+    sizes = torch.tensor(level_sizes, dtype=torch.long)
     node_level_end = sizes.cumsum(0).repeat_interleave(sizes, output_size=num_nodes)  # (nodes,)
-    push_targets = list((parent_nodes - node_level_end).split(level_sizes))
+    push_targets = parent_nodes - node_level_end
     scatter_back = torch.where(flat_mask, node_index[:num_positions] + 1, 0)
-    is_root = mask & ~has_head
-    return _LevelSchedule(
-        node_positions, parent_or_self, level_sizes, push_targets, scatter_back, is_root
-    )
+    return node_positions, parent_or_self, push_targets, scatter_back, level_sizes
