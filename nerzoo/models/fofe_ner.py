@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from allennlp.common import Lazy
@@ -10,7 +10,7 @@ from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import batched_index_select, get_text_field_mask
 from allennlp.training.metrics import CategoricalAccuracy
 
-from nerzoo.modules.fofe import prefix_codes, span_codes
+from nerzoo.modules.fofe import alpha_powers, prefix_codes, span_codes
 from nerzoo.modules.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.span_decoding import DECODERS, ScoredSpan, decode_spans, highest_first_mask
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
@@ -165,6 +165,12 @@ class FofeNer(Model):
                 self.character_cnn = SpanCharacterCnn(character_dim, cnn_filters, cnn_kernel_sizes)
                 feature_dim += self.character_cnn.get_output_dim()
         self.feature_dim = feature_dim
+        # The widths of the feature blocks, in the order of `_span_features`.
+        self._feature_sizes = [embedder.get_output_dim() for embedder in word_embedders.values() for _ in range(5)]
+        if self.character_embedding is not None:
+            self._feature_sizes += [character_dim, character_dim]
+        if self.character_cnn is not None:
+            self._feature_sizes.append(self.character_cnn.get_output_dim())
         self.dropout = torch.nn.Dropout(dropout)
         self.feedforward = feedforward.construct(input_dim=feature_dim)
         check_dimensions_match(feature_dim, self.feedforward.get_input_dim(), "span feature dim", "feedforward input dim")
@@ -257,8 +263,13 @@ class FofeNer(Model):
             # The first pass scores every span (`span_mask`), in the same order.
             first_pass_probabilities = first_output["class_probabilities"][first_output["span_mask"]]
 
-        features = self._span_features(tokens, mask, span_batch, flat_starts, flat_ends, substitutions)
-        logits = self.output_layer(self.feedforward(self.dropout(features)))  # (num_scored, num_classes)
+        if self.training:
+            features = self._span_features(tokens, mask, span_batch, flat_starts, flat_ends, substitutions)
+            hidden = self.feedforward(self.dropout(features))
+        else:
+            first_layer = self._first_layer(tokens, mask, span_batch, flat_starts, flat_ends, substitutions)
+            hidden = self._feedforward_from_first_layer(first_layer)
+        logits = self.output_layer(hidden)  # (num_scored, num_classes)
         probabilities = torch.softmax(logits, dim=-1)
         if first_pass_probabilities is not None and not self.training:
             probabilities = self.interpolation * first_pass_probabilities + (1 - self.interpolation) * probabilities
@@ -361,6 +372,29 @@ class FofeNer(Model):
             "type": (classes - 1).clamp(min=0).gather(1, owner),
         }
 
+    def _word_codes(
+        self, tokens: TextFieldTensors, mask: torch.BoolTensor, substitutions: Optional[Dict[str, torch.Tensor]]
+    ) -> List[Tuple[torch.Tensor, ...]]:
+        """
+        Per word vocabulary, the embedded words `(batch, num_tokens, dim)` and the prefix codes every
+        word feature is read from, each `(batch, num_tokens + 1, dim)`: running sums (alpha = 1, the
+        bag of words), left-to-right and right-to-left codes, and the left and right context codes
+        (the same two, or with the first pass's entities substituted, §5.4).
+        """
+        codes = []
+        for name, embedder in self.word_embedders.items():
+            embedded = embedder(**tokens[name]) * mask.unsqueeze(-1)
+            left = prefix_codes(embedded, mask, self.alpha)
+            right = prefix_codes(embedded, mask, self.alpha, reverse=True)
+            sums = prefix_codes(embedded, mask, 1.0)
+            left_context, right_context = left, right
+            if substitutions is not None:
+                left_context, right_context = self._substituted_contexts(
+                    embedded, mask, left, right, substitutions, self.type_embeddings[name]
+                )
+            codes.append((embedded, sums, left, right, left_context, right_context))
+        return codes
+
     def _span_features(
         self,
         tokens: TextFieldTensors,
@@ -376,30 +410,119 @@ class FofeNer(Model):
         """
         features = []
         decay = self.alpha ** (ends - starts).unsqueeze(-1).float()
-        for name, embedder in self.word_embedders.items():
-            embedded = embedder(**tokens[name]) * mask.unsqueeze(-1)
-            left = prefix_codes(embedded, mask, self.alpha)
-            right = prefix_codes(embedded, mask, self.alpha, reverse=True)
-            bag_of_words = _flat_span_codes(prefix_codes(embedded, mask, 1.0), span_batch, starts, ends, 1.0)
+        for _, sums, left, right, left_context, right_context in self._word_codes(tokens, mask, substitutions):
             fragment_left = _flat_span_codes(left, span_batch, starts, ends, self.alpha)
             fragment_right = _flat_span_codes(right, span_batch, starts, ends, self.alpha, reverse=True)
-            left_context, right_context = left, right
-            if substitutions is not None:
-                left_context, right_context = self._substituted_contexts(
-                    embedded, mask, left, right, substitutions, self.type_embeddings[name]
-                )
             left_excluding = _rows(left_context, span_batch, starts)
             right_excluding = _rows(right_context, span_batch, ends)
             features += [
-                bag_of_words,
+                _flat_span_codes(sums, span_batch, starts, ends, 1.0),
                 decay * left_excluding + fragment_left,
                 left_excluding,
                 decay * right_excluding + fragment_right,
                 right_excluding,
             ]
         if self.character_embedding is not None:
-            features += self._character_features(tokens[self.characters], mask, span_batch, starts, ends)
+            characters = self._character_codes(tokens[self.characters], mask)
+            character_starts, character_ends = characters.span_offsets(span_batch, starts, ends)
+            alpha = self.character_alpha
+            features += [
+                _flat_span_codes(characters.left, span_batch, character_starts, character_ends, alpha),
+                _flat_span_codes(characters.right, span_batch, character_starts, character_ends, alpha, reverse=True),
+            ]
+            if self.character_cnn is not None:
+                features.append(self._character_cnn_features(characters, span_batch, character_starts, character_ends))
         return torch.cat(features, dim=-1)
+
+    def _first_layer(
+        self,
+        tokens: TextFieldTensors,
+        mask: torch.BoolTensor,
+        span_batch: torch.LongTensor,
+        starts: torch.LongTensor,
+        ends: torch.LongTensor,
+        substitutions: Optional[Dict[str, torch.Tensor]],
+    ) -> torch.Tensor:
+        """
+        The first linear layer of the feed-forward net on `_span_features` (before its
+        activation), `(num_spans, hidden_dim)`, without building the features (no dropout on them:
+        for inference).
+
+        Every FOFE feature of a span `[i, j)` is a prefix code read at `i` or `j`, or a difference
+        of two, the one at the far end times a decay (`alpha^(j - i)` for words, `alpha^(number of
+        characters)` for characters), e.g. the left context including the fragment
+        `alpha^(j-i) L[i] + (L[j] - alpha^(j-i) L[i]) = L[j]`.  The layer being linear, its weights are
+        applied once per word position to the codes read there, giving tables for span starts and
+        ends (and their decayed parts), and each span adds up two rows of each.  The bag of words
+        is the sum of the fragment's projected words (at most `max_span_width`; the difference of
+        two running sums would lose digits to cancellation); only the character CNN features are
+        projected per span.  Equal to the layer on the features up to rounding.
+        """
+        layer = self.feedforward._linear_layers[0]  # allennlp FeedForward keeps its layers there
+        blocks = iter(layer.weight.split(self._feature_sizes, dim=1))
+        # Every word position `p` of the batch is a row: as a span start `i = p` and as a span end
+        # `j = p + 1` (the spans are never empty).
+        word_batch, word_position = mask.nonzero(as_tuple=True)
+        row_of_word = (torch.cumsum(mask.reshape(-1).long(), 0) - 1).view(mask.shape)
+        start_rows = row_of_word[span_batch, starts]
+        end_rows = row_of_word[span_batch, ends - 1]
+
+        bag_codes, bag_weights, start_codes, start_weights, end_codes, end_weights = [], [], [], [], [], []
+        decayed_start_codes, decayed_start_weights, decayed_end_codes, decayed_end_weights = [], [], [], []
+        for embedded, _, left, right, left_context, right_context in self._word_codes(tokens, mask, substitutions):
+            bag_of_words, left_including, left_excluding, right_including, right_excluding = (
+                next(blocks) for _ in range(5)
+            )
+            # bag: the words i..j-1; left including L[j] + decay (L'[i] - L[i]); left excluding L'[i];
+            # right including R[i] + decay (R'[j] - R[j]); right excluding R'[j]  (L', R': contexts).
+            bag_codes.append(embedded[word_batch, word_position])
+            bag_weights.append(bag_of_words)
+            start_codes += [_rows(left_context, word_batch, word_position), _rows(right, word_batch, word_position)]
+            start_weights += [left_excluding, right_including]
+            end_codes += [_rows(left, word_batch, word_position + 1), _rows(right_context, word_batch, word_position + 1)]
+            end_weights += [left_including, right_excluding]
+            if substitutions is not None:
+                decayed_start_codes.append(_rows(left_context - left, word_batch, word_position))
+                decayed_start_weights.append(left_including)
+                decayed_end_codes.append(_rows(right_context - right, word_batch, word_position + 1))
+                decayed_end_weights.append(right_including)
+        hidden = _projected(start_codes, start_weights, start_rows) + _projected(end_codes, end_weights, end_rows)
+        hidden += layer.bias
+        projected_words = torch.cat(bag_codes, dim=-1) @ torch.cat(bag_weights, dim=1).t()
+        hidden += _window_sums(projected_words, start_rows, ends - starts, self.max_span_width)
+        if decayed_start_codes:
+            word_decay = self.alpha ** (ends - starts).unsqueeze(-1).float()
+            decayed = _projected(decayed_start_codes, decayed_start_weights, start_rows)
+            decayed += _projected(decayed_end_codes, decayed_end_weights, end_rows)
+            hidden += word_decay * decayed
+
+        if self.character_embedding is not None:
+            # left P[c'] - decay P[c], right Q[c] - decay Q[c'] over the characters c..c' of the span.
+            left_weight, right_weight = next(blocks), next(blocks)
+            characters = self._character_codes(tokens[self.characters], mask)
+            word_starts = characters.token_offsets[word_batch, word_position]
+            word_ends = word_starts + characters.token_lengths[word_batch, word_position]
+            hidden += _projected([_rows(characters.right, word_batch, word_starts)], [right_weight], start_rows)
+            hidden += _projected([_rows(characters.left, word_batch, word_ends)], [left_weight], end_rows)
+            decayed = _projected([_rows(characters.left, word_batch, word_starts)], [left_weight], start_rows)
+            decayed += _projected([_rows(characters.right, word_batch, word_ends)], [right_weight], end_rows)
+            character_starts, character_ends = characters.span_offsets(span_batch, starts, ends)
+            character_decay = alpha_powers(self.character_alpha, character_ends - character_starts, hidden.dtype)
+            hidden -= character_decay.unsqueeze(-1) * decayed
+            if self.character_cnn is not None:
+                cnn = self._character_cnn_features(characters, span_batch, character_starts, character_ends)
+                hidden = torch.addmm(hidden, cnn, next(blocks).t())
+        return hidden
+
+    def _feedforward_from_first_layer(self, first_layer: torch.Tensor) -> torch.Tensor:
+        """The feed-forward net's output from its first layer's output (before the activation)."""
+        feedforward = self.feedforward
+        output = feedforward._dropout[0](feedforward._activations[0](first_layer))
+        for layer, activation, dropout in zip(
+            feedforward._linear_layers[1:], feedforward._activations[1:], feedforward._dropout[1:]
+        ):
+            output = dropout(activation(layer(output)))
+        return output
 
     def _substituted_contexts(
         self,
@@ -454,44 +577,37 @@ class FofeNer(Model):
         )
         return left_context, right_context
 
-    def _character_features(
-        self,
-        characters: Dict[str, torch.Tensor],
-        mask: torch.BoolTensor,
-        span_batch: torch.LongTensor,
-        starts: torch.LongTensor,
-        ends: torch.LongTensor,
-    ) -> List[torch.Tensor]:
-        """Character FOFE (both directions) and character CNN of each fragment's characters."""
+    def _character_codes(self, characters: Dict[str, torch.Tensor], mask: torch.BoolTensor) -> "_CharacterCodes":
+        """The sentences' characters (words joined by the separator) and their FOFE prefix codes."""
         character_ids = characters["token_characters"]  # (batch, num_tokens, num_characters)
         flat_ids, token_offsets, token_lengths = _join_words(character_ids, mask, self.character_embedding.num_embeddings - 1)
         character_mask = flat_ids > 0
-        character_starts = token_offsets[span_batch, starts]
-        last_word = (ends - 1).clamp(min=0)
-        character_ends = torch.maximum(
-            token_offsets[span_batch, last_word] + token_lengths[span_batch, last_word], character_starts
-        )
         embedded = self.character_embedding(flat_ids) * character_mask.unsqueeze(-1)
-        left = prefix_codes(embedded, character_mask, self.character_alpha)
-        right = prefix_codes(embedded, character_mask, self.character_alpha, reverse=True)
-        features = [
-            _flat_span_codes(left, span_batch, character_starts, character_ends, self.character_alpha),
-            _flat_span_codes(right, span_batch, character_starts, character_ends, self.character_alpha, reverse=True),
-        ]
-        if self.character_cnn is not None:
-            # The sentences' characters end to end, without padding: a fragment's windows lie
-            # inside its sentence, so they are the same, and none is computed over padding.
-            sentence_lengths = character_mask.sum(1)
-            sentence_offsets = (torch.cumsum(sentence_lengths, 0) - sentence_lengths)[span_batch]
-            cnn_embedded = self.cnn_character_embedding(flat_ids[character_mask]).unsqueeze(0)
-            features.append(
-                self.character_cnn(
-                    cnn_embedded,
-                    (sentence_offsets + character_starts).unsqueeze(0),
-                    (sentence_offsets + character_ends).unsqueeze(0),
-                )[0]
-            )
-        return features
+        return _CharacterCodes(
+            flat_ids=flat_ids,
+            character_mask=character_mask,
+            token_offsets=token_offsets,
+            token_lengths=token_lengths,
+            left=prefix_codes(embedded, character_mask, self.character_alpha),
+            right=prefix_codes(embedded, character_mask, self.character_alpha, reverse=True),
+        )
+
+    def _character_cnn_features(
+        self,
+        characters: "_CharacterCodes",
+        span_batch: torch.LongTensor,
+        character_starts: torch.LongTensor,
+        character_ends: torch.LongTensor,
+    ) -> torch.Tensor:
+        """`(num_spans, cnn_dim)`: the character CNN of each fragment's characters."""
+        # The sentences' characters end to end, without padding: a fragment's windows lie inside its
+        # sentence, so they are the same, and none is computed over padding.
+        sentence_lengths = characters.character_mask.sum(1)
+        sentence_offsets = (torch.cumsum(sentence_lengths, 0) - sentence_lengths)[span_batch]
+        embedded = self.cnn_character_embedding(characters.flat_ids[characters.character_mask]).unsqueeze(0)
+        starts = (sentence_offsets + character_starts).unsqueeze(0)
+        ends = (sentence_offsets + character_ends).unsqueeze(0)
+        return self.character_cnn(embedded, starts, ends)[0]
 
     def decode(
         self,
@@ -562,6 +678,48 @@ def _scatter_rows(values: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
     padded = values.new_zeros(*mask.shape, *values.shape[1:])
     padded[mask] = values
     return padded
+
+
+class _CharacterCodes(NamedTuple):
+    """
+    `flat_ids`, `character_mask` `(batch, num_characters)`: the words of each sentence joined by
+    the separator; `token_offsets`, `token_lengths` `(batch, num_tokens)`: where each word's
+    characters are; `left`, `right` `(batch, num_characters + 1, character_dim)`: prefix codes.
+    """
+
+    flat_ids: torch.LongTensor
+    character_mask: torch.BoolTensor
+    token_offsets: torch.LongTensor
+    token_lengths: torch.LongTensor
+    left: torch.Tensor
+    right: torch.Tensor
+
+    def span_offsets(
+        self, span_batch: torch.LongTensor, starts: torch.LongTensor, ends: torch.LongTensor
+    ) -> Tuple[torch.LongTensor, torch.LongTensor]:
+        """Character offsets (end exclusive) of the word spans `starts`..`ends` of sentences `span_batch`."""
+        character_starts = self.token_offsets[span_batch, starts]
+        last_word = (ends - 1).clamp(min=0)
+        character_ends = torch.maximum(
+            self.token_offsets[span_batch, last_word] + self.token_lengths[span_batch, last_word], character_starts
+        )
+        return character_starts, character_ends
+
+
+def _projected(codes: List[torch.Tensor], weights: List[torch.Tensor], rows: torch.LongTensor) -> torch.Tensor:
+    """`sum_k codes[k] @ weights[k].T` (one product per position), read at `rows`: `(len(rows), out_dim)`."""
+    table = torch.cat(codes, dim=-1) @ torch.cat(weights, dim=1).t()
+    return table.index_select(0, rows)
+
+
+def _window_sums(values: torch.Tensor, rows: torch.LongTensor, widths: torch.LongTensor, max_width: int) -> torch.Tensor:
+    """`values[rows[k] : rows[k] + widths[k]].sum(0)` for every k (`1 <= widths <= max_width`): `(len(rows), dim)`."""
+    num_rows, dim = values.shape
+    sums = [values]
+    for width in range(2, max_width + 1):  # a loop over the widths, not over spans
+        following = torch.nn.functional.pad(values[width - 1 :], (0, 0, 0, min(width - 1, num_rows)))
+        sums.append(sums[-1] + following)
+    return torch.cat(sums).index_select(0, (widths - 1) * num_rows + rows)
 
 
 def _rows(values: torch.Tensor, span_batch: torch.LongTensor, positions: torch.LongTensor) -> torch.Tensor:

@@ -33,7 +33,7 @@ import torch
 Alpha = Union[float, torch.Tensor]
 
 
-def _alpha_powers(alpha: Alpha, exponents: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def alpha_powers(alpha: Alpha, exponents: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """
     `alpha ** exponents` in `dtype`, on the device of `exponents` (non-negative integers, any
     shape).  A Python float is raised in float64 and rounded once; a tensor alpha keeps its graph.
@@ -78,7 +78,7 @@ def fofe_matrix(
     below = distance >= 0
     # Clamped so that no negative power is ever formed (it could overflow, and its gradient would
     # turn the masked zeros into NaN).
-    powers = _alpha_powers(alpha, distance.clamp(min=0), dtype)
+    powers = alpha_powers(alpha, distance.clamp(min=0), dtype)
     return powers * below.to(dtype)
 
 
@@ -111,7 +111,7 @@ def _left_to_right(inputs: torch.Tensor, alpha: Alpha, block_size: int) -> torch
     block_ends = _left_to_right(local[:, :, -1], block_alpha, block_size)
     carried = torch.nn.functional.pad(block_ends[:, :-1], (0, 0, 1, 0))  # into block b: end of b - 1
     offsets = torch.arange(1, block_size + 1, device=inputs.device)
-    decay = _alpha_powers(alpha, offsets, inputs.dtype)  # alpha^(k+1) for in-block position k
+    decay = alpha_powers(alpha, offsets, inputs.dtype)  # alpha^(k+1) for in-block position k
     codes = local + decay.view(1, 1, block_size, 1) * carried.unsqueeze(2)
     return codes.reshape(batch_size, num_blocks * block_size, dim)[:, :num_steps]
 
@@ -238,7 +238,7 @@ def span_codes(
         flat = (positions + row_offsets).reshape(-1)
         return rows.index_select(0, flat).view(*positions.shape, dim)
 
-    decay = _alpha_powers(alpha, ends - starts, prefix.dtype).unsqueeze(-1)
+    decay = alpha_powers(alpha, ends - starts, prefix.dtype).unsqueeze(-1)
     if reverse:
         return gather(starts) - decay * gather(ends)
     return gather(ends) - decay * gather(starts)

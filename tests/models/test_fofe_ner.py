@@ -99,6 +99,31 @@ class TestFofeNer(ModelTestCase):
                         expected.append(torch.zeros(convolution.out_channels, dtype=torch.float64))
                 torch.testing.assert_close(features[index], torch.cat(expected), rtol=1e-4, atol=1e-5)
 
+    def test_first_layer_from_position_tables_equals_the_layer_on_the_features(self):
+        model = self.model.eval().double()
+        tensors = self._batch()
+        mask, starts, ends, span_mask = self._spans(tensors)
+        span_batch, flat_starts, flat_ends = self._flat(starts, ends, span_mask)
+        first_layer = model.feedforward._linear_layers[0]
+        for trial in range(3):
+            if trial:  # other weights: random, with some ties and zeros
+                torch.manual_seed(trial)
+                with torch.no_grad():
+                    for parameter in model.parameters():
+                        parameter.copy_(torch.randint(-2, 3, parameter.shape).double() / 2 + torch.randn(parameter.shape) * (trial - 1))
+            with torch.no_grad():
+                features = model._span_features(tensors["tokens"], mask, span_batch, flat_starts, flat_ends, None)
+                expected = first_layer(features)
+                fast = model._first_layer(tensors["tokens"], mask, span_batch, flat_starts, flat_ends, None)
+                torch.testing.assert_close(fast, expected, rtol=1e-10, atol=1e-10)
+                torch.testing.assert_close(model._feedforward_from_first_layer(fast), model.feedforward(features))
+        # A subset of the spans, in another order.
+        order = torch.randperm(len(span_batch))[:40]
+        with torch.no_grad():
+            features = model._span_features(tensors["tokens"], mask, span_batch[order], flat_starts[order], flat_ends[order], None)
+            fast = model._first_layer(tensors["tokens"], mask, span_batch[order], flat_starts[order], flat_ends[order], None)
+        torch.testing.assert_close(fast, first_layer(features), rtol=1e-10, atol=1e-10)
+
     def test_second_pass_contexts_see_first_pass_entities_as_type_tokens(self):
         first = self.model.eval()
         second = FofeNer(
@@ -169,6 +194,9 @@ class TestFofeNer(ModelTestCase):
                 fofe(right_units(end), alpha, dim),
             ]
             torch.testing.assert_close(features[index], torch.cat(expected), rtol=1e-4, atol=1e-5, msg=f"span {start}-{end}")
+        with torch.no_grad():  # the same features through the first layer, computed without building them
+            fast = second._first_layer(tensors["tokens"], mask, span_batch, flat_starts, flat_ends, substitutions)
+            torch.testing.assert_close(fast, second.feedforward._linear_layers[0](features.float()))
 
     def test_sampling_keeps_entities_and_negatives_at_their_rates(self):
         model = self.model
