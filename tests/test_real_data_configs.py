@@ -1,4 +1,7 @@
-"""The real-data configs of training_config/real_data/ point at ../shared/data and their readers read it."""
+"""
+The real-data configs of training_config/real_data/ point at ../shared/data and their readers read it;
+their batch samplers sort by a field of the instances read.
+"""
 import itertools
 import pathlib
 
@@ -9,6 +12,7 @@ from allennlp.data import DatasetReader
 import nerzoo  # noqa: F401
 from nerzoo.data.dataset_readers.conll_columns import parse_held_out_path
 from tests import PROJECT_ROOT, SHARED_DATA
+from tests.test_training_configs import check_sorting_keys
 
 CONFIGS = sorted((PROJECT_ROOT / "training_config" / "real_data").glob("*.jsonnet"))
 SPLITS = ("train_data_path", "validation_data_path", "test_data_path")
@@ -39,3 +43,5 @@ def test_real_data_config_reads_shared_data(config: pathlib.Path, monkeypatch):
         reader = DatasetReader.from_params(Params(dict(readers[split])))
         instances = list(itertools.islice(reader.read(path), 3))
         assert len(instances) == 3 and all("tags" in instance.fields for instance in instances)
+        loader = params["data_loader" if split == "train_data_path" else "validation_data_loader"]
+        check_sorting_keys(loader["batch_sampler"], instances)

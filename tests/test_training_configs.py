@@ -1,10 +1,17 @@
-"""Builds every shipped config against the fixtures and runs one forward pass."""
+"""
+Builds every shipped config against the fixtures and runs one forward pass; checks that its batches
+hold instances of similar length.
+"""
+import copy
 import pathlib
+import random
+from typing import Any, Dict, List
 
 import pytest
 from allennlp.common import Params
-from allennlp.data import DatasetReader, Vocabulary
+from allennlp.data import DataLoader, DatasetReader, Vocabulary
 from allennlp.data.batch import Batch
+from allennlp.data.fields import Field, ListField, TextField
 from allennlp.models import Model
 
 import nerzoo  # noqa: F401
@@ -40,3 +47,62 @@ def test_config_builds_on_fixtures(config: pathlib.Path):
     output = model(**batch.as_tensor_dict())
     assert output["loss"].requires_grad
     output["loss"].backward()
+
+
+def labelled_sequence(instance) -> Field:
+    """The field the labels run over: `tags` (sentences, documents, threads) or fofe_ner's `entities`."""
+    return instance.fields["tags"] if "tags" in instance.fields else instance.fields["entities"]
+
+
+def check_sorting_keys(sampler: Dict[str, Any], instances) -> None:
+    """The bucket sampler sorts by the length of the labelled sequence, a field every instance has."""
+    assert sampler["type"] == "bucket"
+    # Explicit keys: the sampler's guess takes the longest field of a few instances, which can be
+    # the metadata (its number of entries) for short sentences.
+    assert sampler["sorting_keys"]
+    for instance in instances:
+        for key in sampler["sorting_keys"]:
+            assert isinstance(instance.fields.get(key), (TextField, ListField)), (key, list(instance.fields))
+            assert len(instance.fields[key]) == len(labelled_sequence(instance)), key
+
+
+def padded_positions(batches: List[List[int]], lengths: List[int]) -> int:
+    """Positions of the padded batches: per batch, its size times its longest instance."""
+    return sum(len(batch) * max(lengths[index] for index in batch) for batch in batches)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
+def test_config_batches_instances_of_similar_length(config: pathlib.Path):
+    params = Params.from_file(str(config)).as_dict(quiet=True)
+    reader_params = params["dataset_reader"]
+    loaders = {
+        "data_loader": (reader_params, params["train_data_path"]),
+        "validation_data_loader": (params.get("validation_dataset_reader", reader_params), params["validation_data_path"]),
+    }
+    for name, (reader, data_path) in loaders.items():
+        sampler = params[name]["batch_sampler"]
+        loader = DataLoader.from_params(
+            Params(copy.deepcopy(params[name])),
+            reader=DatasetReader.from_params(Params(copy.deepcopy(reader))),
+            data_path=data_path,
+        )
+        instances = list(loader.iter_instances())
+        check_sorting_keys(sampler, instances)
+        lengths = [len(instance.fields[sampler["sorting_keys"][0]]) for instance in instances]
+        random.seed(0)
+        batches = list(loader.batch_sampler.get_batch_indices(instances))
+        assert sorted(index for batch in batches for index in batch) == list(range(len(instances))), name
+        assert sum(len(batch) < sampler["batch_size"] for batch in batches) <= 1, name
+        if name == "validation_data_loader":
+            # No noise and no shuffling: the batches follow one another in length order.
+            assert loader.batch_sampler.padding_noise == 0.0
+            assert [lengths[index] for batch in batches for index in batch] == sorted(lengths)
+        else:
+            # The noisy sort pads far less than batches cut in file order, nearly as little as
+            # batches cut from the exactly sorted instances.
+            size = sampler["batch_size"]
+            by_length = sorted(range(len(instances)), key=lambda index: lengths[index])
+            least = padded_positions([by_length[start : start + size] for start in range(0, len(instances), size)], lengths)
+            in_file_order = [list(range(start, min(start + size, len(instances)))) for start in range(0, len(instances), size)]
+            unsorted = padded_positions(in_file_order, lengths)
+            assert padded_positions(batches, lengths) - least <= (unsorted - least) / 2, name

@@ -7,6 +7,18 @@
 //   -o '{"train_data_path": "../shared/data/conll2003/eng.train", ...}'
 // The vocabulary is extended with the pretrained file's words, so test words unseen in training keep
 // their GloVe vectors instead of falling to @@UNKNOWN@@ (worth ~6 F1 on CoNLL-2003 test).
+//
+// Batches hold sentences of similar length, so the LSTM runs over little padding (CoNLL-2003
+// sentences have 1 to 124 tokens): AllenNLP's `bucket` batch sampler sorts the sentences by their
+// number of tokens (`sorting_keys: ["tokens"]`) with 10% noise, cuts them into batches and shuffles
+// the batches (the last, smaller batch holds the longest sentences; none is dropped). Validation
+// batches go in length order without noise (`shuffle: false`), which is also the order of
+// `allennlp evaluate --predictions-output-file`. A batch sampler takes the batch size: override
+// `data_loader.batch_sampler.batch_size` (AllenNLP refuses `data_loader.batch_size` beside it), and
+// evaluate with -o '{"validation_data_loader.batch_sampler.batch_size": 16}' rather than --batch-size.
+//
+// The character CNN is allennlp's `character_encoding` run on the real tokens only
+// (`packed_character_encoding`: the same parameters and outputs, no work on padded slots).
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local char_dim = 16;
@@ -39,7 +51,7 @@ local lstm_dim = 100;
       token_embedders: {
         tokens: { type: "embedding", embedding_dim: word_dim, pretrained_file: glove, trainable: true },
         token_characters: {
-          type: "character_encoding",
+          type: "packed_character_encoding",
           embedding: { embedding_dim: char_dim, vocab_namespace: "token_characters" },
           encoder: { type: "cnn", embedding_dim: char_dim, num_filters: char_filters, ngram_filter_sizes: [3], conv_layer_activation: "relu" },
         },
@@ -49,8 +61,8 @@ local lstm_dim = 100;
     dropout: 0.5,
     head: { tag_scheme: "BIOUL", constrain_crf_decoding: true },
   },
-  data_loader: { batch_size: 32, shuffle: true },
-  validation_data_loader: { batch_size: 64, shuffle: false },
+  data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] } },
+  validation_data_loader: { batch_sampler: { type: "bucket", batch_size: 64, sorting_keys: ["tokens"], shuffle: false } },
   trainer: {
     optimizer: { type: "adam", lr: 0.002 },
     grad_norm: 5.0,

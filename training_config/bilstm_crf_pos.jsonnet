@@ -1,5 +1,6 @@
 // The BiLSTM-CNN-CRF baseline (bilstm_crf.jsonnet) for POS tagging: the POS column as plain labels,
-// an unconstrained CRF, accuracy as the validation metric. Data as in seq2biseq_pos.jsonnet.
+// an unconstrained CRF, accuracy as the validation metric. Data as in seq2biseq_pos.jsonnet; batches
+// of sentences of similar length as there (the `bucket` batch sampler, see bilstm_crf.jsonnet).
 local base = import "bilstm_crf.jsonnet";
 
 base + {

@@ -2,5 +2,6 @@
 // word and character representations mixed by a learned gate, with the cosine loss. The word-only
 // and character-concatenation variants of the blog's comparison are
 // char_attention_tagger_words.jsonnet and char_attention_tagger_concat.jsonnet; all three are
-// defined in char_attention_tagger.libsonnet (settings, data and the CoNLL-2000 overrides there).
+// defined in char_attention_tagger.libsonnet (settings, length-bucketed batches, data and the
+// CoNLL-2000 overrides there).
 (import "char_attention_tagger.libsonnet")("gate")

@@ -12,6 +12,11 @@
 // mini-batch of 512), dropout from 0.4 down to 0.1 (`dropout_schedule`) and
 // fewer epochs. Highest-first decoding at threshold 0.5.
 //
+// Batches hold sentences of similar length (the `bucket` batch sampler sorted by tokens, 10% noise,
+// shuffled batches; validation batches in length order without noise): a batch enumerates
+// max_span_width fragments per position of its longest sentence, so fragments, their codes and
+// their characters grow with the padded length. See bilstm_crf.jsonnet for overriding batch sizes.
+//
 // Trains on the fixtures by default. For CoNLL-2003 (see README "FOFE-NER"), override the data and
 // the pretrained file:
 //   -o '{"train_data_path": "../shared/data/conll2003/eng.train",
@@ -74,8 +79,8 @@ local num_epochs = 30;
     thresholds: [0.5],
     initializer: { regexes: [["feedforward.*weight|output_layer.weight", { type: "xavier_uniform" }]] },
   },
-  data_loader: { batch_size: 32, shuffle: true },
-  validation_data_loader: { batch_size: 64, shuffle: false },
+  data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] } },
+  validation_data_loader: { batch_sampler: { type: "bucket", batch_size: 64, sorting_keys: ["tokens"], shuffle: false } },
   trainer: {
     optimizer: { type: "adam", lr: 0.001 },
     learning_rate_scheduler: { type: "exponential", gamma: std.pow(1 / 16, 1 / num_epochs) },

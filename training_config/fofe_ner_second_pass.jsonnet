@@ -2,6 +2,7 @@
 // found by a trained first pass replaced by one type token each (e.g. "<ORG> has also recruited
 // Fei-Fei Li , director of the AI lab at <ORG> ."); at inference its probabilities are linearly
 // interpolated with the first pass's (λ = `interpolation`, the first pass's weight), then decoded.
+// Everything else, the length-bucketed batches included, is fofe_ner.jsonnet's.
 //
 // The first pass is a model archive trained with fofe_ner.jsonnet, named by the environment
 // variable FOFE_FIRST_PASS (allennlp passes the environment to Jsonnet as external variables):

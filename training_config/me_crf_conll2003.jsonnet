@@ -15,6 +15,10 @@
 //        "vocabulary.pretrained_files.tokens": "<glove.6B.50d>"}'
 // Variants: -o '{"model.memory.num_hops": 2}' (K hops), '{"model.memory.window": 256}' (bounded
 // memory for very long documents), '{"model.head.use_crf": false}' (MEMNET, softmax instead of CRF).
+// Batches hold documents of similar length in tokens (the `bucket` batch sampler sorted by the
+// document's `tokens`, 10% noise, shuffled batches; validation batches in length order without
+// noise): the GRUs and the memory run over the longest document of a batch, and CoNLL-2003
+// documents range from a few to over a thousand tokens. See bilstm_crf.jsonnet for batch sizes.
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local num_shape_features = 6;
@@ -55,7 +59,7 @@ local hidden_dim = 50;
     head: { tag_scheme: "BIO", constrain_crf_decoding: true },
   },
   data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] } },
-  validation_data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] } },
+  validation_data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"], shuffle: false } },
   trainer: {
     // The paper gives no learning rate; 0.01 learns the fixtures in about 20 epochs.
     optimizer: { type: "adam", lr: 0.01 },

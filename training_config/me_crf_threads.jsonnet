@@ -24,6 +24,12 @@
 // instead of 0.64); the link loss is supervised on the one hop's attention (model.link_hop); the
 // archived model is the epoch with the best dev joint F1 (cross-validate trains without
 // validation data and keeps the last epoch).
+//
+// Batches hold threads of similar length in posts (the `bucket` batch sampler sorted by the number
+// of `texts`, 10% noise, shuffled batches; validation batches in length order without noise): the
+// post-level GRU and the memory run over the longest thread of a batch, and the title and text
+// encoders over every post slot of it (texts are cut at `max_text_tokens`, so the number of posts is
+// what varies most). See bilstm_crf.jsonnet for overriding batch sizes.
 local word_dim = 20;
 local phi_hidden_dim = 20;
 local post_dim = 20;
@@ -67,8 +73,8 @@ local phi_encoder = { type: "gru", input_size: word_dim, hidden_size: phi_hidden
     link_hop: -1,
     dropout: dropout,
   },
-  data_loader: { batch_size: 32, shuffle: true },
-  validation_data_loader: { batch_size: 32, shuffle: false },
+  data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["texts"] } },
+  validation_data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["texts"], shuffle: false } },
   trainer: {
     optimizer: { type: "adam", lr: 0.01 },
     num_epochs: 50,

@@ -9,8 +9,11 @@
 // L2 1e-4 (`regularizer`, alpha = lambda / 2), label embeddings 30, character embeddings 30, GRU_c 50,
 // GRUs 150 (the WSJ setting); Adam as on WSJ (lr 0.001, the paper does not give Adam's); batches of
 // sentences clustered by length (the bucket sampler: the paper's second solution, its choice for
-// WSJ). GloVe 6B 50d word embeddings: the paper uses no pretrained embeddings, but nerzoo's
-// baselines do, and the comparison keeps them equal.
+// WSJ; sorted by tokens, 10% noise, shuffled batches; validation batches in length order without
+// noise; with `segment_length` the training segments are sorted the same way, and all but a
+// sentence's last have that length). See bilstm_crf.jsonnet for overriding batch sizes. GloVe 6B
+// 50d word embeddings: the paper uses no pretrained embeddings, but nerzoo's baselines do, and the
+// comparison keeps them equal.
 //
 // Variants (overrides):
 //   two optimisers (Seq2Biseq_2-opt, §4.3):  -o '{"model.backward_loss_weight": 1.0}' with the
@@ -56,7 +59,7 @@ local reader = {
       token_embedders: {
         tokens: { type: "embedding", embedding_dim: word_dim, pretrained_file: glove, trainable: true },
         token_characters: {
-          type: "character_encoding",
+          type: "packed_character_encoding",
           embedding: { embedding_dim: char_dim, vocab_namespace: "token_characters" },
           encoder: { type: "summed_gru", input_dim: char_dim, hidden_dim: char_gru_dim, output_dim: char_gru_dim },
         },
@@ -70,7 +73,7 @@ local reader = {
     regularizer: { regexes: [[".*", { type: "l2", alpha: 5e-5 }]] },
   },
   data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] } },
-  validation_data_loader: { batch_sampler: { type: "bucket", batch_size: 64, sorting_keys: ["tokens"] } },
+  validation_data_loader: { batch_sampler: { type: "bucket", batch_size: 64, sorting_keys: ["tokens"], shuffle: false } },
   trainer: {
     optimizer: { type: "adam", lr: 0.001 },
     grad_norm: 5.0,

@@ -1,5 +1,6 @@
 // Seq2Biseq for POS tagging (§4, WSJ in the paper): seq2biseq.jsonnet with the POS column as plain
-// labels (no tag scheme: accuracy only). Trains on the CoNLL-2003 fixtures' POS column by default.
+// labels (no tag scheme: accuracy only), batches bucketed by length as there. Trains on the
+// CoNLL-2003 fixtures' POS column by default.
 // CoNLL-2000's POS column (Brill-tagger tags; no dev set, every 9th training sentence held out):
 //   -o '{"train_data_path": "../shared/data/conll2000/train.txt?without_held_out=9",
 //        "validation_data_path": "../shared/data/conll2000/train.txt?held_out=9",

@@ -1,6 +1,7 @@
 // Real data for the shipped configs, read from ../shared/data (never copied into the project; run
 // from the repository root). `on(config, dataset)` gives `config` with the dataset's files, readers
-// and GloVe 6B 50d in every embedder and in the vocabulary.
+// and GloVe 6B 50d in every embedder and in the vocabulary. Everything else, the length-bucketed
+// batches (sorted by `tokens`, which every reader here gives) included, is the config's own.
 //
 //   conll2000_chunking  CoNLL-2000 chunk column; dev = every 9th training sentence (992), the model
 //                       trains on the other 7,944 (`conll_columns`' `?held_out=` paths)
