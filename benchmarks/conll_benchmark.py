@@ -1,12 +1,19 @@
 #!/usr/bin/env python
 """
-Trains and evaluates a nerzoo config on CoNLL-2003 with a fixed budget and, in the same run, the
-reference allennlp-models `crf_tagger` built with the same embedder, encoder, dropout, token
-indexers, vocabulary, data loaders and trainer; appends one row per model to docs/RESULTS.md.
+Trains and evaluates, in one run on CoNLL-2003 with a fixed budget each, a nerzoo config (the main
+model, `--config`, bilstm_crf by default), the reference allennlp-models `crf_tagger` built with the
+same embedder, encoder, dropout, token indexers, vocabulary and trainer, twice (with random batches,
+as a `crf_tagger` config batches, and with the main config's bucketed batches, so that the gain of
+nerzoo's code and the gain of bucketing can be told apart), and any `--extra` nerzoo configs; times
+prediction of the test set for each, and appends one row per model to docs/RESULTS.md with its
+ratios to the references and to the main model.
 
 Run from anywhere (it works in the repository root):
 
     .venv/bin/python benchmarks/conll_benchmark.py --epochs 15
+    .venv/bin/python benchmarks/conll_benchmark.py --epochs 15 \
+        --extra deptree_ner=training_config/deptree_ner.jsonnet --max-epochs deptree_ner=3 \
+        --extra fofe_ner=training_config/fofe_ner.jsonnet --max-epochs fofe_ner=3
 
 See benchmarks/README.md for what is measured and how.
 
@@ -30,7 +37,7 @@ import shlex
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from allennlp.training.callbacks import TrainerCallback
 
@@ -50,47 +57,63 @@ DEFAULT_RESULTS = "docs/RESULTS.md"
 
 PREDICT_BATCH_SIZE = 64
 PREDICT_REPEATS = 3
-SECTION_HEADING = "## CoNLL-2003 English NER (BiLSTM-CRF baseline and reference)"
+REFERENCE = "reference"
+BUCKETED_REFERENCE = "reference_bucketed"
+REFERENCE_LABEL = "allennlp-models crf_tagger (reference)"
+BUCKETED_REFERENCE_LABEL = "allennlp-models crf_tagger (reference, bucketed batches as nerzoo's config)"
+SECTION_HEADING = "## CoNLL-2003 English NER: nerzoo models and the reference crf_tagger, random and bucketed batches"
 TABLE_HEADER = [
     "date",
     "model",
     "config",
+    "batches (train/dev size)",
     "data (train/dev/test sentences)",
     "epochs run (best)",
     "train wall time (trainer)",
     "train sent/s",
     "vs ref",
+    "vs bucketed ref",
     "dev F1",
     "test F1",
     "predict sent/s",
-    "vs ref",
+    "predict vs ref",
+    "predict vs main",
 ]
 RESULTS_PREAMBLE = """# Results
 
 Benchmarks of nerzoo models, appended by the scripts in `benchmarks/` (one row per trained model;
 rows are never overwritten). All runs are on CPU unless the notes under a table say otherwise.
+"""
+SECTION_INTRO = """Written by `benchmarks/conll_benchmark.py` (see `benchmarks/README.md`). One run trains, one after
+the other: the main nerzoo model (`--config`, `training_config/bilstm_crf.jsonnet` by default); the
+allennlp-models reference `crf_tagger` with the same embedder, encoder, dropout, token indexers,
+vocabulary and trainer, once with random batches of the main config's sizes (as a `crf_tagger`
+config batches; "ref") and once with the main config's own batches, bucketed by length ("bucketed
+ref"); then the `--extra` nerzoo configs. Columns:
 
-Columns of the CoNLL-2003 table (written by `benchmarks/conll_benchmark.py`, see `benchmarks/README.md`):
-
-- **date**: local start time of the benchmark run; the notes under the table give each run's command
-  line and machine under the same time.
-- **model**: the `--label` of the nerzoo row, or the allennlp-models reference `crf_tagger` trained in
-  the same run with the same embedder, encoder, dropout, token indexers, vocabulary and trainer.
-- **config**: the nerzoo config, or the generated reference config (in the run's output folder).
+- **date**: local start time of the run; the run's note (command line, machine, load) has the same time.
+- **model**: the row's model; "main" is the first nerzoo row.
+- **config**: the nerzoo config and its reader, or the generated reference config (in the run's output folder).
+- **batches (train/dev size)**: how the training batches are formed (the `bucket` batch sampler and its
+  sorting keys, or random batches) and the training / validation batch sizes.
 - **data**: train/dev/test files and their sentence counts (`-DOCSTART-` lines skipped).
 - **epochs run (best)**: epochs trained (patience or the time budget may stop training early) and, in
-  brackets, the epoch (counted from 1) whose weights were kept by the validation metric.
-- **train wall time (trainer)**: wall time of the whole `allennlp train` process (start-up, reading
-  data, vocabulary and GloVe, training, archiving) and, in brackets, the trainer's own
-  `training_duration`.
-- **train sent/s**: train sentences x epochs run / `training_duration` seconds. The duration includes
-  the validation pass on the dev set after every epoch, so this is not pure training throughput.
-- **vs ref**: this row's value divided by the reference's (higher = faster than the reference).
+  brackets, the epoch (counted from 1) whose weights were kept; "num_epochs capped at N" when
+  `--max-epochs` gave the model fewer epochs than `--epochs` (enough for a speed figure, not for F1).
+- **train wall time (trainer)**: wall time of the whole `allennlp train` process and, in brackets, the
+  trainer's own `training_duration`.
+- **train sent/s**: train sentences x epochs run / `training_duration` seconds (the validation pass
+  after every epoch included).
+- **vs ref**: train sent/s divided by the reference's with random batches: code and batching gains together.
+- **vs bucketed ref**: train sent/s divided by the reference's with the main config's bucketed batches:
+  the code's gain alone (the bucketed reference's own "vs ref" is the batching's gain alone).
 - **dev F1 / test F1**: span F1 x 100 (`f1-measure-overall` from `allennlp evaluate` on the archive).
-- **predict sent/s**: in-process batched prediction (batch size 64) of all test sentences, timed
-  after loading the archive and reading the file (fastest of three passes): nerzoo models through their `entity_tagger`
-  predictor (`predict_batch_instance`, with posteriors and confidences), the reference through
-  `Model.forward_on_instances` (which applies `make_output_human_readable`).
+- **predict sent/s**: in-process batched prediction (batch size 64, file order) of all test sentences,
+  timed after loading the archive and reading the file (fastest of three passes): nerzoo models
+  through their `entity_tagger` predictor (`predict_batch_instance`, with posteriors and confidences),
+  the reference through `Model.forward_on_instances` (which applies `make_output_human_readable`).
+- **predict vs ref / predict vs main**: predict sent/s divided by the reference's (random batches) or
+  by the main nerzoo model's.
 """
 
 
@@ -300,10 +323,75 @@ def nerzoo_overrides(config_params: Dict[str, Any], args) -> Dict[str, Any]:
     return overrides
 
 
-def reference_config(resolved: Dict[str, Any], args) -> Dict[str, Any]:
+def random_batches(loader: Dict[str, Any], shuffle: bool) -> Dict[str, Any]:
+    """
+    A data loader's params with its batch sampler, if any, replaced by plain batches of the sampler's
+    size (`shuffle`: random batches, else file order); a loader without a batch sampler is returned as it is.
+    """
+    loader = dict(loader)
+    sampler = loader.pop("batch_sampler", None)
+    if sampler is None:
+        return loader
+    return dict(loader, batch_size=sampler["batch_size"], shuffle=shuffle)
+
+
+def validation_loader(resolved: Dict[str, Any]) -> Dict[str, Any]:
+    """The validation data loader's params of a config (AllenNLP falls back on the training loader's)."""
+    return resolved.get("validation_data_loader") or resolved["data_loader"]
+
+
+def batches_cell(resolved: Dict[str, Any]) -> str:
+    """The "batches" cell: the training batches' kind and the training / validation batch sizes."""
+
+    def size(loader: Dict[str, Any]) -> Any:
+        return (loader.get("batch_sampler") or loader).get("batch_size", "?")
+
+    train = resolved["data_loader"]
+    sampler = train.get("batch_sampler")
+    if sampler is None:
+        kind = "random" if train.get("shuffle", True) else "file order"
+    elif sampler.get("type") == "bucket":
+        keys = ", ".join(sampler.get("sorting_keys") or ["guessed"])
+        kind = f"bucketed by {keys}"
+    else:
+        kind = f"{sampler.get('type')} sampler"
+    return f"{kind}, {size(train)}/{size(validation_loader(resolved))}"
+
+
+def reader_description(resolved: Dict[str, Any]) -> str:
+    """`reader <type>` and what sets it apart (tag source, trees, whole documents)."""
+    reader = resolved.get("dataset_reader") or {}
+    text = f"reader {reader.get('type', '?')}"
+    if reader.get("type") == "conllu_ner" and reader.get("tag_source", "ner") != "ner":
+        text += f" ({reader['tag_source'].upper()} tags)"
+    elif reader.get("type") == "conllu_ner":
+        text += " (gold trees)"
+    elif reader.get("spacy_model"):
+        text += f" ({reader['spacy_model']} trees)"
+    if reader.get("document_level"):
+        text += " (whole documents)"
+    return text
+
+
+def allennlp_embedder(embedder: Dict[str, Any]) -> Dict[str, Any]:
+    """The embedder config with nerzoo's `packed_character_encoding` spelled as allennlp's
+    `character_encoding`: the same module on every real token, so the reference can build it."""
+    embedders = {
+        name: dict(params, type="character_encoding") if params.get("type") == "packed_character_encoding" else params
+        for name, params in embedder.get("token_embedders", {}).items()
+    }
+    return dict(embedder, token_embedders=embedders) if embedders else embedder
+
+
+def reference_config(
+    resolved: Dict[str, Any], args, bucketed: bool = False, num_epochs: Optional[int] = None
+) -> Dict[str, Any]:
     """
     The allennlp-models `crf_tagger` + `conll2003` reader, with the embedder, encoder, dropout, token
-    indexers, vocabulary, data loaders and trainer of the (overridden) nerzoo config.
+    indexers, vocabulary and trainer of the (overridden) nerzoo config `resolved`.  With `bucketed`
+    it also takes the config's data loaders as they are; without, random training batches and
+    validation batches in file order, of the config's batch sizes.  `num_epochs`: the trainer's,
+    when not the config's.
     """
     model = resolved["model"]
     head = model.get("head") or {}
@@ -311,6 +399,13 @@ def reference_config(resolved: Dict[str, Any], args) -> Dict[str, Any]:
     tag_scheme = head.get("tag_scheme", "BIOUL")
     if tag_scheme != "BIOUL":
         print(f"  note: nerzoo head uses {tag_scheme}; the reference uses BIOUL (its reader only converts to BIOUL)")
+    data_loader, validation_data_loader = resolved["data_loader"], validation_loader(resolved)
+    if not bucketed:
+        data_loader = random_batches(data_loader, shuffle=True)
+        validation_data_loader = random_batches(validation_data_loader, shuffle=False)
+    trainer = dict(resolved["trainer"])
+    if num_epochs is not None:
+        trainer["num_epochs"] = num_epochs
     return {
         "dataset_reader": {
             "type": "conll2003",
@@ -333,12 +428,12 @@ def reference_config(resolved: Dict[str, Any], args) -> Dict[str, Any]:
             "calculate_span_f1": True,
             "include_start_end_transitions": head.get("include_start_end_transitions", True),
             "dropout": model.get("dropout", 0.5),
-            "text_field_embedder": model["text_field_embedder"],
+            "text_field_embedder": allennlp_embedder(model["text_field_embedder"]),
             "encoder": model["encoder"],
         },
-        "data_loader": resolved["data_loader"],
-        "validation_data_loader": resolved.get("validation_data_loader") or resolved["data_loader"],
-        "trainer": resolved["trainer"],
+        "data_loader": data_loader,
+        "validation_data_loader": validation_data_loader,
+        "trainer": trainer,
     }
 
 
@@ -490,12 +585,25 @@ def measure_predict(archive_path: str, kind: str, test_path: str, output_path: s
 
     # Read the file with the archive's own reader, then rebuild each sentence without its gold tags,
     # as a caller with raw tokens would (so no loss or metrics are computed while timing).
-    sentences = [[token.text for token in instance["tokens"].tokens] for instance in reader.read(test_path)]
+    read = list(reader.read(test_path))
+    sentences = [[token.text for token in instance["tokens"].tokens] for instance in read]
     if kind == "nerzoo":
         from allennlp.predictors import Predictor
 
         predictor = Predictor.from_archive(archive, "entity_tagger")
-        instances = [reader.text_to_instance(words) for words in sentences]
+        if "head_indices" in read[0].fields:
+            # Dependency readers: the tree read with the file (parsed once, cached), not parsed again.
+            instances = [
+                reader.text_to_instance(
+                    words,
+                    instance["pos_tags"].labels,
+                    instance["dependency_labels"].labels,
+                    instance["head_indices"].labels,
+                )
+                for words, instance in zip(sentences, read)
+            ]
+        else:
+            instances = [reader.text_to_instance(words) for words in sentences]
 
         def predict(batch):
             return predictor.predict_batch_instance(batch)
@@ -547,7 +655,7 @@ def table_row(cells: List[str]) -> str:
 
 def update_results(results_path: str, rows: List[List[str]], note: str) -> None:
     """Appends `rows` to this script's section of the results file and `note` at its end."""
-    append_to_section(results_path, SECTION_HEADING, "", TABLE_HEADER, rows, note, RESULTS_PREAMBLE)
+    append_to_section(results_path, SECTION_HEADING, SECTION_INTRO, TABLE_HEADER, rows, note, RESULTS_PREAMBLE)
 
 
 def append_to_section(
@@ -616,6 +724,8 @@ def epochs_and_wall_cells(result: Dict[str, Any]) -> List[str]:
     epochs = str(result.get("epochs_run", "n/a"))
     if result.get("best_epoch") is not None:
         epochs += f" ({result['best_epoch']})"
+    if result.get("epochs_cap") is not None:
+        epochs += f", num_epochs capped at {result['epochs_cap']}"
     if result.get("stopped_by_budget"):
         epochs += ", stopped by time budget"
     if result.get("killed"):
@@ -624,12 +734,22 @@ def epochs_and_wall_cells(result: Dict[str, Any]) -> List[str]:
     return [epochs, wall]
 
 
-def result_row(result: Dict[str, Any], reference: Optional[Dict[str, Any]], common: Dict[str, str]) -> List[str]:
-    train_rate = train_sentences_per_second(result, common["train_sentences"])
-    result["train_sentences_per_second"] = train_rate
-    is_reference = result["kind"] == "reference"
-    reference_train = reference.get("train_sentences_per_second") if reference else None
-    reference_predict = reference.get("predict_sentences_per_second") if reference else None
+def result_row(
+    result: Dict[str, Any], by_name: Dict[str, Dict[str, Any]], main_name: str, common: Dict[str, Any]
+) -> List[str]:
+    """
+    One table row; `by_name`: every result of the run by name (the references' and the main model's
+    rates are the denominators of the ratios), `main_name`: the main nerzoo model's name.
+    """
+
+    def versus(key: str, other: str, itself: str) -> str:
+        if result["name"] == other:
+            return f"1.00x ({itself})" if result.get(key) else "n/a"
+        if other not in by_name:
+            return "n/a"
+        return ratio(result.get(key), by_name[other].get(key))
+
+    train, predict = "train_sentences_per_second", "predict_sentences_per_second"
     model = result["label"]
     if result.get("error"):
         model += f" (ERROR: {result['error']})"
@@ -637,14 +757,17 @@ def result_row(result: Dict[str, Any], reference: Optional[Dict[str, Any]], comm
         common["date"],
         model,
         result["config_display"],
+        result.get("batches", "n/a"),
         common["data"],
         *epochs_and_wall_cells(result),
-        fmt(train_rate, 1),
-        "1.00x (ref)" if is_reference else ratio(train_rate, reference_train),
+        fmt(result.get(train), 1),
+        versus(train, REFERENCE, "ref"),
+        versus(train, BUCKETED_REFERENCE, "bucketed ref"),
         fmt(result.get("dev_f1")),
         fmt(result.get("test_f1")),
-        fmt(result.get("predict_sentences_per_second"), 1),
-        "1.00x (ref)" if is_reference else ratio(result.get("predict_sentences_per_second"), reference_predict),
+        fmt(result.get(predict), 1),
+        versus(predict, REFERENCE, "ref"),
+        versus(predict, main_name, "main"),
     ]
 
 
@@ -652,16 +775,47 @@ def result_row(result: Dict[str, Any], reference: Optional[Dict[str, Any]], comm
 # Main
 
 
+def named_values(values: List[str], option: str) -> Dict[str, str]:
+    """`["NAME=VALUE", ...]` of a repeated option as a dict (in order); a missing `=` or a repeated NAME is an error."""
+    named: Dict[str, str] = {}
+    for value in values:
+        name, separator, rest = value.partition("=")
+        if not separator or not name or not rest:
+            raise ValueError(f"{option} expects NAME=VALUE, got {value!r}")
+        if name in named:
+            raise ValueError(f"{option} names {name} twice")
+        named[name] = rest
+    return named
+
+
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Train and evaluate a nerzoo config and the allennlp-models crf_tagger reference on CoNLL-2003."
+        description="Train and evaluate nerzoo configs and the allennlp-models crf_tagger reference (random and "
+        "bucketed batches) on CoNLL-2003 in one run; append the rows to docs/RESULTS.md."
     )
-    parser.add_argument("--config", default=DEFAULT_CONFIG, help="nerzoo training config (jsonnet)")
+    parser.add_argument("--config", default=DEFAULT_CONFIG, help="the main nerzoo training config (jsonnet)")
     parser.add_argument("--train", default=None, help=f"train file (default {DEFAULT_TRAIN})")
     parser.add_argument("--dev", default=None, help=f"validation file (default {DEFAULT_DEV})")
     parser.add_argument("--test", default=None, help=f"test file (default {DEFAULT_TEST})")
     parser.add_argument("--glove", default=None, help=f"pretrained embeddings (default {DEFAULT_GLOVE})")
-    parser.add_argument("--epochs", type=int, default=15, help="trainer.num_epochs (patience stays as in the config)")
+    parser.add_argument(
+        "--epochs", type=int, default=15, help="trainer.num_epochs of every model (patience stays as in the configs)"
+    )
+    parser.add_argument(
+        "--max-epochs",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="cap one model's trainer.num_epochs at N (repeatable); names: the main config's file stem "
+        f"(bilstm_crf by default), {REFERENCE}, {BUCKETED_REFERENCE} and the --extra names",
+    )
+    parser.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="NAME=CONFIG",
+        help="another nerzoo config trained and measured in the same run, after the references (repeatable)",
+    )
     parser.add_argument(
         "--max-minutes",
         type=float,
@@ -669,14 +823,21 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         help="training budget per model: training stops after the epoch whose successor would overrun it; "
         "the process is killed at 1.25 x budget + 5 min",
     )
-    parser.add_argument("--no-reference", action="store_true", help="skip the allennlp-models crf_tagger")
+    parser.add_argument("--no-reference", action="store_true", help="skip both allennlp-models crf_tagger trainings")
+    parser.add_argument(
+        "--no-bucketed-reference", action="store_true", help="skip the crf_tagger with the main config's bucketed batches"
+    )
     parser.add_argument("--output-dir", default=None, help="default runs/benchmarks/<timestamp>")
     parser.add_argument("--results", default=DEFAULT_RESULTS, help="markdown file the rows are appended to")
-    parser.add_argument("--label", default=None, help="row name of the nerzoo model (default: nerzoo <config stem>)")
+    parser.add_argument("--label", default=None, help="row name of the main nerzoo model (default: nerzoo <config stem>)")
     parser.add_argument("--measure-predict", metavar="ARCHIVE", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--kind", choices=["nerzoo", "reference"], default="nerzoo", help=argparse.SUPPRESS)
     parser.add_argument("--predict-output", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+def config_stem(path: str) -> str:
+    return os.path.splitext(os.path.basename(path))[0]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -697,7 +858,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.test = resolve(args.test, DEFAULT_TEST)
     args.glove = resolve(args.glove, DEFAULT_GLOVE)
     args.results = absolute(args.results) if args.results != DEFAULT_RESULTS else os.path.join(REPO_ROOT, DEFAULT_RESULTS)
-    for path in (args.config, args.train, args.dev, args.test, args.glove):
+    main_name = config_stem(args.config)
+    try:
+        extras = {name: absolute(path) for name, path in named_values(args.extra, "--extra").items()}
+        caps = {name: int(value) for name, value in named_values(args.max_epochs, "--max-epochs").items()}
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    names = [main_name, REFERENCE, BUCKETED_REFERENCE]
+    clashes = [name for name in extras if name in names]
+    unknown = [name for name in caps if name not in names and name not in extras]
+    if clashes or unknown or any(cap < 1 for cap in caps.values()):
+        print(
+            f"error: --extra names already taken {clashes}, --max-epochs unknown names {unknown} (or a cap "
+            f"below 1); the names are {names + list(extras)}",
+            file=sys.stderr,
+        )
+        return 2
+    for path in (args.config, args.train, args.dev, args.test, args.glove, *extras.values()):
         if not os.path.exists(path):
             print(f"error: {path} does not exist", file=sys.stderr)
             return 2
@@ -716,43 +894,84 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     counts = {split: count_sentences(path) for split, path in (("train", args.train), ("dev", args.dev), ("test", args.test))}
     print(f"sentences: {counts}", flush=True)
-    config_params = Params.from_file(args.config).as_dict(quiet=True)
-    overrides = nerzoo_overrides(config_params, args)
-    resolved = Params.from_file(args.config, json.dumps(overrides)).as_dict(quiet=True)
-    with open(os.path.join(run_dir, "nerzoo_overrides.json"), "w") as handle:
-        json.dump(overrides, handle, indent=2)
+
+    def epochs_of(name: str) -> Tuple[int, Optional[int]]:
+        """The model's num_epochs and, when --max-epochs lowered it, the cap."""
+        cap = caps.get(name)
+        return (cap, cap) if cap is not None and cap < args.epochs else (args.epochs, None)
+
+    def nerzoo_model(name: str, config: str, label: str) -> Dict[str, Any]:
+        """A nerzoo model of the run: its overrides (written to the run folder) and resolved config."""
+        num_epochs, cap = epochs_of(name)
+        config_params = Params.from_file(config).as_dict(quiet=True)
+        overrides = nerzoo_overrides(config_params, argparse.Namespace(**dict(vars(args), epochs=num_epochs)))
+        with open(os.path.join(run_dir, f"{name}.overrides.json"), "w") as handle:
+            json.dump(overrides, handle, indent=2)
+        resolved = Params.from_file(config, json.dumps(overrides)).as_dict(quiet=True)
+        return {
+            "name": name,
+            "kind": "nerzoo",
+            "label": label,
+            "config": config,
+            "overrides": overrides,
+            "cap": cap,
+            "package": "nerzoo",
+            "resolved": resolved,
+            "config_display": f"{display_path(config)}; {reader_description(resolved)}",
+        }
+
+    main_model = nerzoo_model(main_name, args.config, args.label or f"nerzoo {main_name}")
+    models = [main_model]
+    references = [] if args.no_reference else [(REFERENCE, REFERENCE_LABEL, False)]
+    bucketing = "batch_sampler" in main_model["resolved"]["data_loader"]
+    if not args.no_reference and not args.no_bucketed_reference:
+        if bucketing:
+            references.append((BUCKETED_REFERENCE, BUCKETED_REFERENCE_LABEL, True))
+        else:
+            print(f"  note: {display_path(args.config)} has no batch sampler; no bucketed reference", flush=True)
+    for name, label, bucketed in references:
+        num_epochs, cap = epochs_of(name)
+        config = reference_config(main_model["resolved"], args, bucketed=bucketed, num_epochs=num_epochs)
+        path = os.path.join(run_dir, f"{name}_crf_tagger.json")
+        with open(path, "w") as handle:
+            json.dump(config, handle, indent=2)
+        models.append(
+            {
+                "name": name,
+                "kind": "reference",
+                "label": label,
+                "config": path,
+                "overrides": None,
+                "cap": cap,
+                "package": "allennlp_models.tagging",
+                "resolved": config,
+                "config_display": f"generated: {display_path(path)}",
+            }
+        )
+    for name, config in extras.items():
+        models.append(nerzoo_model(name, config, f"nerzoo {name}"))
 
     results: List[Dict[str, Any]] = []
-    label = args.label or f"nerzoo {os.path.splitext(os.path.basename(args.config))[0]}"
-    nerzoo_result = train_and_measure("nerzoo", "nerzoo", args.config, overrides, "nerzoo", run_dir, args)
-    nerzoo_result.update(label=label, config_display=display_path(args.config))
-    results.append(nerzoo_result)
-
-    reference_result = None
-    if not args.no_reference:
-        reference_path = os.path.join(run_dir, "reference_crf_tagger.json")
-        with open(reference_path, "w") as handle:
-            json.dump(reference_config(resolved, args), handle, indent=2)
-        reference_result = train_and_measure(
-            "reference", "reference", reference_path, None, "allennlp_models.tagging", run_dir, args
+    for model in models:
+        result = train_and_measure(
+            model["name"], model["kind"], model["config"], model["overrides"], model["package"], run_dir, args
         )
-        reference_result.update(
-            label="allennlp-models crf_tagger (reference)",
-            config_display=f"generated: {display_path(reference_path)}",
+        result.update(
+            label=model["label"],
+            config_display=model["config_display"],
+            batches=batches_cell(model["resolved"]),
+            epochs_cap=model["cap"],
         )
-        results.append(reference_result)
+        result["train_sentences_per_second"] = train_sentences_per_second(result, counts["train"])
+        results.append(result)
 
     common = {
         "date": started.strftime("%Y-%m-%d %H:%M"),
         "data": f"{os.path.basename(args.train)}/{os.path.basename(args.dev)}/{os.path.basename(args.test)} "
         f"({counts['train']}/{counts['dev']}/{counts['test']})",
-        "train_sentences": counts["train"],
     }
-    # The reference row first, so that its rates exist when the nerzoo ratios are computed.
-    rows_by_name = {}
-    for result in sorted(results, key=lambda item: item["kind"] != "reference"):
-        rows_by_name[result["name"]] = result_row(result, reference_result, common)
-    rows = [rows_by_name[result["name"]] for result in results]
+    by_name = {result["name"]: result for result in results}
+    rows = [result_row(result, by_name, main_name, common) for result in results]
 
     command_line = shlex.join([os.path.relpath(PYTHON, REPO_ROOT) if PYTHON.startswith(REPO_ROOT) else PYTHON,
                                os.path.relpath(os.path.abspath(__file__), REPO_ROOT), *raw_argv])
@@ -761,10 +980,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         f"torch {torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}, "
         f"{platform.system()} {platform.release()}"
     )
+    capped = ", ".join(f"{model['name']} {model['cap']}" for model in models if model["cap"] is not None)
     note = (
         f"- {common['date']}: `{command_line}` (run from the repository root; output in "
         f"`{display_path(run_dir)}`). Machine: {machine}. Budget {args.max_minutes:g} min per model, "
-        f"`trainer.num_epochs` {args.epochs}. Load average (1/5/15 min) at start "
+        f"`trainer.num_epochs` {args.epochs}{f' (capped: {capped})' if capped else ''}. Load average "
+        f"(1/5/15 min) at start "
         f"{'/'.join(f'{value:.2f}' for value in load_before)}, at end "
         f"{'/'.join(f'{value:.2f}' for value in os.getloadavg())}."
     )

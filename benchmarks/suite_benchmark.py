@@ -294,17 +294,7 @@ def config_cell(model: Dict[str, Any], resolved: Optional[Dict[str, Any]]) -> st
         cell += f"; {variable}={shown}"
     if resolved is None:
         return cell
-    reader = resolved.get("dataset_reader") or {}
-    cell += f"; reader {reader.get('type', '?')}"
-    if reader.get("type") == "conllu_ner" and reader.get("tag_source", "ner") != "ner":
-        cell += f" ({reader['tag_source'].upper()} tags)"
-    elif reader.get("type") == "conllu_ner":
-        cell += " (gold trees)"
-    elif reader.get("spacy_model"):
-        cell += f" ({reader['spacy_model']} trees)"
-    if reader.get("document_level"):
-        cell += " (whole documents)"
-    return cell
+    return f"{cell}; {conll_benchmark.reader_description(resolved)}"
 
 
 # --------------------------------------------------------------------------------------------------
