@@ -452,66 +452,72 @@ class FofeNer(Model):
         of two, the one at the far end times a decay (`alpha^(j - i)` for words, `alpha^(number of
         characters)` for characters), e.g. the left context including the fragment
         `alpha^(j-i) L[i] + (L[j] - alpha^(j-i) L[i]) = L[j]`.  The layer being linear, its weights are
-        applied once per word position to the codes read there, giving tables for span starts and
-        ends (and their decayed parts), and each span adds up two rows of each.  The bag of words
-        is the sum of the fragment's projected words (at most `max_span_width`; the difference of
-        two running sums would lose digits to cancellation); only the character CNN features are
-        projected per span.  Equal to the layer on the features up to rounding.
+        applied once per word position to the codes read there, giving tables of rows for span
+        starts and ends (and for their decayed parts), and each span is a weighted sum of a few
+        rows, gathered and summed in one `embedding_bag`.  The bag of words is a row of window sums
+        of projected words (at most `max_span_width` of them; the difference of two running sums
+        would lose digits to cancellation).  Only the character CNN features are projected per
+        span.  Equal to the layer on the features up to rounding.
         """
         layer = self.feedforward._linear_layers[0]  # allennlp FeedForward keeps its layers there
         blocks = iter(layer.weight.split(self._feature_sizes, dim=1))
         # Every word position `p` of the batch is a row: as a span start `i = p` and as a span end
         # `j = p + 1` (the spans are never empty).
         word_batch, word_position = mask.nonzero(as_tuple=True)
+        num_words = len(word_batch)
         row_of_word = (torch.cumsum(mask.reshape(-1).long(), 0) - 1).view(mask.shape)
         start_rows = row_of_word[span_batch, starts]
         end_rows = row_of_word[span_batch, ends - 1]
+        widths = ends - starts
 
-        bag_codes, bag_weights, start_codes, start_weights, end_codes, end_weights = [], [], [], [], [], []
-        decayed_start_codes, decayed_start_weights, decayed_end_codes, decayed_end_weights = [], [], [], []
+        bag, start, end, decayed_start, decayed_end = _Terms(), _Terms(), _Terms(), _Terms(), _Terms()
         for embedded, _, left, right, left_context, right_context in self._word_codes(tokens, mask, substitutions):
             bag_of_words, left_including, left_excluding, right_including, right_excluding = (
                 next(blocks) for _ in range(5)
             )
             # bag: the words i..j-1; left including L[j] + decay (L'[i] - L[i]); left excluding L'[i];
             # right including R[i] + decay (R'[j] - R[j]); right excluding R'[j]  (L', R': contexts).
-            bag_codes.append(embedded[word_batch, word_position])
-            bag_weights.append(bag_of_words)
-            start_codes += [_rows(left_context, word_batch, word_position), _rows(right, word_batch, word_position)]
-            start_weights += [left_excluding, right_including]
-            end_codes += [_rows(left, word_batch, word_position + 1), _rows(right_context, word_batch, word_position + 1)]
-            end_weights += [left_including, right_excluding]
+            at_start, at_end = word_position, word_position + 1
+            bag.add(embedded[word_batch, word_position], bag_of_words)
+            start.add(_rows(left_context, word_batch, at_start), left_excluding)
+            start.add(_rows(right, word_batch, at_start), right_including)
+            end.add(_rows(left, word_batch, at_end), left_including)
+            end.add(_rows(right_context, word_batch, at_end), right_excluding)
             if substitutions is not None:
-                decayed_start_codes.append(_rows(left_context - left, word_batch, word_position))
-                decayed_start_weights.append(left_including)
-                decayed_end_codes.append(_rows(right_context - right, word_batch, word_position + 1))
-                decayed_end_weights.append(right_including)
-        hidden = _projected(start_codes, start_weights, start_rows) + _projected(end_codes, end_weights, end_rows)
-        hidden += layer.bias
-        projected_words = torch.cat(bag_codes, dim=-1) @ torch.cat(bag_weights, dim=1).t()
-        hidden += _window_sums(projected_words, start_rows, ends - starts, self.max_span_width)
-        if decayed_start_codes:
-            word_decay = self.alpha ** (ends - starts).unsqueeze(-1).float()
-            decayed = _projected(decayed_start_codes, decayed_start_weights, start_rows)
-            decayed += _projected(decayed_end_codes, decayed_end_weights, end_rows)
-            hidden += word_decay * decayed
+                decayed_start.add(_rows(left_context - left, word_batch, at_start), left_including)
+                decayed_end.add(_rows(right_context - right, word_batch, at_end), right_including)
+        # (table, rows, weight per span) triples, summed per span.
+        terms = [
+            (start.projected() + layer.bias, start_rows, None),
+            (end.projected(), end_rows, None),
+            (_window_sums(bag.projected(), self.max_span_width), (widths - 1) * num_words + start_rows, None),
+        ]
+        if substitutions is not None:
+            word_decay = alpha_powers(self.alpha, widths, layer.weight.dtype)
+            terms += [(decayed_start.projected(), start_rows, word_decay), (decayed_end.projected(), end_rows, word_decay)]
 
+        cnn_features, cnn_weight = None, None
         if self.character_embedding is not None:
             # left P[c'] - decay P[c], right Q[c] - decay Q[c'] over the characters c..c' of the span.
             left_weight, right_weight = next(blocks), next(blocks)
             characters = self._character_codes(tokens[self.characters], mask)
             word_starts = characters.token_offsets[word_batch, word_position]
             word_ends = word_starts + characters.token_lengths[word_batch, word_position]
-            hidden += _projected([_rows(characters.right, word_batch, word_starts)], [right_weight], start_rows)
-            hidden += _projected([_rows(characters.left, word_batch, word_ends)], [left_weight], end_rows)
-            decayed = _projected([_rows(characters.left, word_batch, word_starts)], [left_weight], start_rows)
-            decayed += _projected([_rows(characters.right, word_batch, word_ends)], [right_weight], end_rows)
             character_starts, character_ends = characters.span_offsets(span_batch, starts, ends)
-            character_decay = alpha_powers(self.character_alpha, character_ends - character_starts, hidden.dtype)
-            hidden -= character_decay.unsqueeze(-1) * decayed
+            character_decay = -alpha_powers(self.character_alpha, character_ends - character_starts, layer.weight.dtype)
+            terms += [
+                (_rows(characters.right, word_batch, word_starts) @ right_weight.t(), start_rows, None),
+                (_rows(characters.left, word_batch, word_ends) @ left_weight.t(), end_rows, None),
+                (_rows(characters.left, word_batch, word_starts) @ left_weight.t(), start_rows, character_decay),
+                (_rows(characters.right, word_batch, word_ends) @ right_weight.t(), end_rows, character_decay),
+            ]
             if self.character_cnn is not None:
-                cnn = self._character_cnn_features(characters, span_batch, character_starts, character_ends)
-                hidden = torch.addmm(hidden, cnn, next(blocks).t())
+                cnn_features = self._character_cnn_features(characters, span_batch, character_starts, character_ends)
+                cnn_weight = next(blocks)
+
+        hidden = _weighted_row_sums(terms)
+        if cnn_features is not None:
+            hidden = torch.addmm(hidden, cnn_features, cnn_weight.t())
         return hidden
 
     def _feedforward_from_first_layer(self, first_layer: torch.Tensor) -> torch.Tensor:
@@ -706,20 +712,55 @@ class _CharacterCodes(NamedTuple):
         return character_starts, character_ends
 
 
-def _projected(codes: List[torch.Tensor], weights: List[torch.Tensor], rows: torch.LongTensor) -> torch.Tensor:
-    """`sum_k codes[k] @ weights[k].T` (one product per position), read at `rows`: `(len(rows), out_dim)`."""
-    table = torch.cat(codes, dim=-1) @ torch.cat(weights, dim=1).t()
-    return table.index_select(0, rows)
+class _Terms:
+    """Codes `(num_rows, dim_k)` and the weight blocks `(out_dim, dim_k)` they meet, for one product."""
+
+    def __init__(self) -> None:
+        self.codes: List[torch.Tensor] = []
+        self.weights: List[torch.Tensor] = []
+
+    def add(self, codes: torch.Tensor, weight: torch.Tensor) -> None:
+        self.codes.append(codes)
+        self.weights.append(weight)
+
+    def projected(self) -> torch.Tensor:
+        """`sum_k codes[k] @ weights[k].T`, `(num_rows, out_dim)`."""
+        return torch.cat(self.codes, dim=-1) @ torch.cat(self.weights, dim=1).t()
 
 
-def _window_sums(values: torch.Tensor, rows: torch.LongTensor, widths: torch.LongTensor, max_width: int) -> torch.Tensor:
-    """`values[rows[k] : rows[k] + widths[k]].sum(0)` for every k (`1 <= widths <= max_width`): `(len(rows), dim)`."""
-    num_rows, dim = values.shape
+def _weighted_row_sums(terms: List[Tuple[torch.Tensor, torch.LongTensor, Optional[torch.Tensor]]]) -> torch.Tensor:
+    """
+    `sum_k weight_k[s] * table_k[rows_k[s]]` for every s (`weight_k` `None` is 1): the tables
+    `(num_rows_k, dim)` end to end, each sum one bag of `embedding_bag`.  `(num_sums, dim)`.
+    """
+    offsets = [0]
+    for table, _, _ in terms[:-1]:
+        offsets.append(offsets[-1] + table.size(0))
+    indices = torch.stack([rows + offset for (_, rows, _), offset in zip(terms, offsets)], dim=1)
+    ones = None
+    weights = []
+    for table, rows, weight in terms:
+        if weight is None:
+            ones = ones if ones is not None else torch.ones(rows.shape, dtype=table.dtype, device=rows.device)
+            weight = ones
+        weights.append(weight)
+    table = torch.cat([table for table, _, _ in terms])
+    return torch.nn.functional.embedding_bag(
+        indices, table, mode="sum", per_sample_weights=torch.stack(weights, dim=1)
+    )
+
+
+def _window_sums(values: torch.Tensor, max_width: int) -> torch.Tensor:
+    """
+    `(max_width * num_rows, dim)`: row `(width - 1) * num_rows + r` is `values[r : r + width].sum(0)`
+    (cut short at the end).
+    """
+    num_rows = values.size(0)
     sums = [values]
     for width in range(2, max_width + 1):  # a loop over the widths, not over spans
         following = torch.nn.functional.pad(values[width - 1 :], (0, 0, 0, min(width - 1, num_rows)))
         sums.append(sums[-1] + following)
-    return torch.cat(sums).index_select(0, (widths - 1) * num_rows + rows)
+    return torch.cat(sums)
 
 
 def _rows(values: torch.Tensor, span_batch: torch.LongTensor, positions: torch.LongTensor) -> torch.Tensor:
