@@ -425,13 +425,13 @@ class FofeNer(Model):
         if self.character_embedding is not None:
             characters = self._character_codes(tokens[self.characters], mask)
             character_starts, character_ends = characters.span_offsets(span_batch, starts, ends)
-            alpha = self.character_alpha
+            starts_, ends_, alpha = character_starts.unsqueeze(0), character_ends.unsqueeze(0), self.character_alpha
             features += [
-                _flat_span_codes(characters.left, span_batch, character_starts, character_ends, alpha),
-                _flat_span_codes(characters.right, span_batch, character_starts, character_ends, alpha, reverse=True),
+                span_codes(characters.left.unsqueeze(0), starts_, ends_, alpha)[0],
+                span_codes(characters.right.unsqueeze(0), starts_, ends_, alpha, reverse=True)[0],
             ]
             if self.character_cnn is not None:
-                features.append(self._character_cnn_features(characters, span_batch, character_starts, character_ends))
+                features.append(self._character_cnn_features(characters, character_starts, character_ends))
         return torch.cat(features, dim=-1)
 
     def _first_layer(
@@ -470,7 +470,8 @@ class FofeNer(Model):
         end_rows = row_of_word[span_batch, ends - 1]
         widths = ends - starts
 
-        bag, start, end, decayed_start, decayed_end = _Terms(), _Terms(), _Terms(), _Terms(), _Terms()
+        bag, start, end = _Terms(), _Terms(), _Terms()
+        word_decayed_start, word_decayed_end, character_decayed_start, character_decayed_end = (_Terms() for _ in range(4))
         for embedded, _, left, right, left_context, right_context in self._word_codes(tokens, mask, substitutions):
             bag_of_words, left_including, left_excluding, right_including, right_excluding = (
                 next(blocks) for _ in range(5)
@@ -484,8 +485,26 @@ class FofeNer(Model):
             end.add(_rows(left, word_batch, at_end), left_including)
             end.add(_rows(right_context, word_batch, at_end), right_excluding)
             if substitutions is not None:
-                decayed_start.add(_rows(left_context - left, word_batch, at_start), left_including)
-                decayed_end.add(_rows(right_context - right, word_batch, at_end), right_including)
+                word_decayed_start.add(_rows(left_context - left, word_batch, at_start), left_including)
+                word_decayed_end.add(_rows(right_context - right, word_batch, at_end), right_including)
+
+        cnn_features, cnn_weight, character_decay = None, None, None
+        if self.character_embedding is not None:
+            # left P[c'] - decay P[c], right Q[c] - decay Q[c'] over the characters c..c' of the span.
+            left_weight, right_weight = next(blocks), next(blocks)
+            characters = self._character_codes(tokens[self.characters], mask)
+            word_starts = characters.token_offsets[word_batch, word_position]
+            word_ends = word_starts + characters.token_lengths[word_batch, word_position]
+            start.add(characters.right.index_select(0, word_starts), right_weight)
+            end.add(characters.left.index_select(0, word_ends), left_weight)
+            character_decayed_start.add(characters.left.index_select(0, word_starts), left_weight)
+            character_decayed_end.add(characters.right.index_select(0, word_ends), right_weight)
+            character_starts, character_ends = characters.span_offsets(span_batch, starts, ends)
+            character_decay = alpha_powers(self.character_alpha, character_ends - character_starts, layer.weight.dtype)
+            if self.character_cnn is not None:
+                cnn_features = self._character_cnn_features(characters, character_starts, character_ends)
+                cnn_weight = next(blocks)
+
         # (table, rows, weight per span) triples, summed per span.
         terms = [
             (start.projected() + layer.bias, start_rows, None),
@@ -494,27 +513,15 @@ class FofeNer(Model):
         ]
         if substitutions is not None:
             word_decay = alpha_powers(self.alpha, widths, layer.weight.dtype)
-            terms += [(decayed_start.projected(), start_rows, word_decay), (decayed_end.projected(), end_rows, word_decay)]
-
-        cnn_features, cnn_weight = None, None
-        if self.character_embedding is not None:
-            # left P[c'] - decay P[c], right Q[c] - decay Q[c'] over the characters c..c' of the span.
-            left_weight, right_weight = next(blocks), next(blocks)
-            characters = self._character_codes(tokens[self.characters], mask)
-            word_starts = characters.token_offsets[word_batch, word_position]
-            word_ends = word_starts + characters.token_lengths[word_batch, word_position]
-            character_starts, character_ends = characters.span_offsets(span_batch, starts, ends)
-            character_decay = -alpha_powers(self.character_alpha, character_ends - character_starts, layer.weight.dtype)
             terms += [
-                (_rows(characters.right, word_batch, word_starts) @ right_weight.t(), start_rows, None),
-                (_rows(characters.left, word_batch, word_ends) @ left_weight.t(), end_rows, None),
-                (_rows(characters.left, word_batch, word_starts) @ left_weight.t(), start_rows, character_decay),
-                (_rows(characters.right, word_batch, word_ends) @ right_weight.t(), end_rows, character_decay),
+                (word_decayed_start.projected(), start_rows, word_decay),
+                (word_decayed_end.projected(), end_rows, word_decay),
             ]
-            if self.character_cnn is not None:
-                cnn_features = self._character_cnn_features(characters, span_batch, character_starts, character_ends)
-                cnn_weight = next(blocks)
-
+        if character_decay is not None:
+            terms += [
+                (character_decayed_start.projected(), start_rows, -character_decay),
+                (character_decayed_end.projected(), end_rows, -character_decay),
+            ]
         hidden = _weighted_row_sums(terms)
         if cnn_features is not None:
             hidden = torch.addmm(hidden, cnn_features, cnn_weight.t())
@@ -584,36 +591,29 @@ class FofeNer(Model):
         return left_context, right_context
 
     def _character_codes(self, characters: Dict[str, torch.Tensor], mask: torch.BoolTensor) -> "_CharacterCodes":
-        """The sentences' characters (words joined by the separator) and their FOFE prefix codes."""
+        """
+        The batch's characters end to end, each word followed by the separator (`_join_words`),
+        and their FOFE prefix codes.  A fragment's code is a difference of two prefix codes, so
+        the characters of other sentences cancel out; none are spent on padding.
+        """
         character_ids = characters["token_characters"]  # (batch, num_tokens, num_characters)
         flat_ids, token_offsets, token_lengths = _join_words(character_ids, mask, self.character_embedding.num_embeddings - 1)
-        character_mask = flat_ids > 0
-        embedded = self.character_embedding(flat_ids) * character_mask.unsqueeze(-1)
+        embedded = self.character_embedding(flat_ids).unsqueeze(0)
         return _CharacterCodes(
             flat_ids=flat_ids,
-            character_mask=character_mask,
             token_offsets=token_offsets,
             token_lengths=token_lengths,
-            left=prefix_codes(embedded, character_mask, self.character_alpha),
-            right=prefix_codes(embedded, character_mask, self.character_alpha, reverse=True),
+            left=prefix_codes(embedded, None, self.character_alpha)[0],
+            right=prefix_codes(embedded, None, self.character_alpha, reverse=True)[0],
         )
 
     def _character_cnn_features(
-        self,
-        characters: "_CharacterCodes",
-        span_batch: torch.LongTensor,
-        character_starts: torch.LongTensor,
-        character_ends: torch.LongTensor,
+        self, characters: "_CharacterCodes", character_starts: torch.LongTensor, character_ends: torch.LongTensor
     ) -> torch.Tensor:
         """`(num_spans, cnn_dim)`: the character CNN of each fragment's characters."""
-        # The sentences' characters end to end, without padding: a fragment's windows lie inside its
-        # sentence, so they are the same, and none is computed over padding.
-        sentence_lengths = characters.character_mask.sum(1)
-        sentence_offsets = (torch.cumsum(sentence_lengths, 0) - sentence_lengths)[span_batch]
-        embedded = self.cnn_character_embedding(characters.flat_ids[characters.character_mask]).unsqueeze(0)
-        starts = (sentence_offsets + character_starts).unsqueeze(0)
-        ends = (sentence_offsets + character_ends).unsqueeze(0)
-        return self.character_cnn(embedded, starts, ends)[0]
+        # A fragment's windows lie inside it, so the CNN runs once over all the characters.
+        embedded = self.cnn_character_embedding(characters.flat_ids).unsqueeze(0)
+        return self.character_cnn(embedded, character_starts.unsqueeze(0), character_ends.unsqueeze(0))[0]
 
     def decode(
         self,
@@ -688,13 +688,12 @@ def _scatter_rows(values: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
 
 class _CharacterCodes(NamedTuple):
     """
-    `flat_ids`, `character_mask` `(batch, num_characters)`: the words of each sentence joined by
-    the separator; `token_offsets`, `token_lengths` `(batch, num_tokens)`: where each word's
-    characters are; `left`, `right` `(batch, num_characters + 1, character_dim)`: prefix codes.
+    `flat_ids` `(num_characters,)`: the batch's words one after the other, each followed by the
+    separator; `token_offsets`, `token_lengths` `(batch, num_tokens)`: where each word's characters
+    are; `left`, `right` `(num_characters + 1, character_dim)`: prefix codes.
     """
 
     flat_ids: torch.LongTensor
-    character_mask: torch.BoolTensor
     token_offsets: torch.LongTensor
     token_lengths: torch.LongTensor
     left: torch.Tensor
@@ -788,19 +787,17 @@ def _join_words(
     character_ids: torch.LongTensor, mask: torch.BoolTensor, separator: int
 ) -> Tuple[torch.LongTensor, torch.LongTensor, torch.LongTensor]:
     """
-    The sentence as one character sequence, words separated by `separator`:
-    `(batch, num_characters)` ids, and per word its offset and length `(batch, num_tokens)`.
+    The batch's characters as one sequence without padding: every word of every sentence, in
+    order, each followed by `separator`.  Returns the `(num_characters,)` ids and each word's
+    offset and length `(batch, num_tokens)` (0 for padding).
     """
-    batch_size, num_tokens, word_length = character_ids.shape
+    word_length = character_ids.size(-1)
     lengths = (character_ids > 0).sum(-1) * mask
-    offsets = torch.nn.functional.pad(torch.cumsum(lengths + 1, dim=1), (1, 0))[:, :-1]
-    total = int((offsets[:, -1] + lengths[:, -1]).max()) if num_tokens else 0
-    flat = character_ids.new_zeros(batch_size, max(total, 1))
-    batch_index = torch.arange(batch_size, device=mask.device).view(-1, 1, 1).expand_as(character_ids)
-    positions = offsets.unsqueeze(-1) + torch.arange(word_length, device=mask.device).view(1, 1, -1)
+    slots = (lengths + 1) * mask  # the word and its separator
+    offsets = (torch.cumsum(slots.reshape(-1), 0) - slots.reshape(-1)).view(mask.shape)
+    flat = character_ids.new_zeros(max(int(slots.sum()), 1))
+    positions = offsets.unsqueeze(-1) + torch.arange(word_length, device=mask.device)
     present = character_ids > 0
-    flat[batch_index[present], positions[present]] = character_ids[present]
-    separators = mask & (torch.arange(num_tokens, device=mask.device).unsqueeze(0) < mask.sum(1, keepdim=True) - 1)
-    separator_positions = (offsets + lengths)[separators]
-    flat[batch_index[:, :, 0][separators], separator_positions] = separator
-    return flat, offsets, lengths
+    flat[positions[present]] = character_ids[present]
+    flat[(offsets + lengths)[mask]] = separator
+    return flat, offsets * mask, lengths
