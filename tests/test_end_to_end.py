@@ -72,7 +72,7 @@ def test_sigkill_mid_epoch_then_recover(tmp_path):
     overrides = {
         "trainer.num_epochs": 3,
         "evaluate_on_test": False,
-        "data_loader.batch_size": 16,
+        "data_loader.batch_sampler.batch_size": 16,
         "trainer.callbacks": [{"type": "test_sigkill_once", "epoch": 1, "batch": 5, "marker": str(marker)}],
     }
     plugins = ["--include-package", "nerzoo", "--include-package", "tests.sigkill_callback"]
