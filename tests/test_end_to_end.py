@@ -53,9 +53,9 @@ def test_distributed_training_f1_equals_single_process_evaluate(tmp_path):
         "trainer.num_epochs": 1,
         "trainer.optimizer.lr": 0.01,
         "evaluate_on_test": False,
-        "data_loader.batch_size": 8,
+        "data_loader.batch_sampler.batch_size": 8,
         # 16 dev sentences: 8 a worker, 2 batches each, so no worker stops early.
-        "validation_data_loader.batch_size": 4,
+        "validation_data_loader.batch_sampler.batch_size": 4,
     }
     allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo", "-o", json.dumps(overrides))
     metrics = json.loads((run / "metrics.json").read_text())

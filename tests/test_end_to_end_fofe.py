@@ -68,7 +68,7 @@ def test_second_pass_trains_on_first_pass_entities_and_predicts(first_pass, tmp_
 def test_nested_entities_are_predicted_inside_outer_ones(tmp_path):
     run = tmp_path / "nested"
     overrides = {**NESTED, "test_data_path": "fixtures/nested/test.jsonl", "trainer.num_epochs": 30,
-                 "trainer.patience": None, "data_loader.batch_size": 8,
+                 "trainer.patience": None, "data_loader.batch_sampler.batch_size": 8,
                  "model.thresholds": [0.5, 0.5], "model.decoding": ["longest_first", "highest_first"]}
     allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo", "-o", json.dumps(overrides))
     metrics = json.loads((run / "metrics.json").read_text())
