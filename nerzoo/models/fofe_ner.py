@@ -524,17 +524,18 @@ class FofeNer(Model):
             ]
         hidden = _weighted_row_sums(terms)
         if cnn_features is not None:
-            hidden = torch.addmm(hidden, cnn_features, cnn_weight.t())
+            hidden = hidden.addmm_(cnn_features, cnn_weight.t())
         return hidden
 
     def _feedforward_from_first_layer(self, first_layer: torch.Tensor) -> torch.Tensor:
         """The feed-forward net's output from its first layer's output (before the activation)."""
         feedforward = self.feedforward
-        output = feedforward._dropout[0](feedforward._activations[0](first_layer))
-        for layer, activation, dropout in zip(
-            feedforward._linear_layers[1:], feedforward._activations[1:], feedforward._dropout[1:]
-        ):
-            output = dropout(activation(layer(output)))
+        output = first_layer
+        for index, (activation, dropout) in enumerate(zip(feedforward._activations, feedforward._dropout)):
+            if index:
+                output = feedforward._linear_layers[index](output)
+            # A ReLU in place: the layer's output is not used again.
+            output = dropout(torch.relu_(output) if isinstance(activation, torch.nn.ReLU) else activation(output))
         return output
 
     def _substituted_contexts(
