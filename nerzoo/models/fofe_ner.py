@@ -42,6 +42,11 @@ class FofeNer(Model):
     `thresholds` and made non-overlapping by `decoding` (`highest_first` / `longest_first`), so
     `decoding: ["highest_first", "highest_first"]` also returns entities nested one level deep.
 
+    Only real spans are scored, as one flat list over the batch.  At inference the feed-forward
+    net's first layer is computed from per-word-position tables rather than from the features of
+    every span (`_first_layer`: the features are prefix codes read at a span's two ends), and the
+    characters of the whole batch form one sequence without padding.
+
     Second pass (§5.4): with `first_pass` (a trained `fofe_ner`, e.g. `{"type": "from_archive",
     ...}`, frozen), the contexts of every fragment see the first pass's entities (level 1,
     highest-first, outside the fragment) replaced by one type token each (a learned embedding per
@@ -471,7 +476,8 @@ class FofeNer(Model):
         widths = ends - starts
 
         bag, start, end = _Terms(), _Terms(), _Terms()
-        word_decayed_start, word_decayed_end, character_decayed_start, character_decayed_end = (_Terms() for _ in range(4))
+        word_decayed_start, word_decayed_end = _Terms(), _Terms()
+        character_decayed_start, character_decayed_end = _Terms(), _Terms()
         for embedded, _, left, right, left_context, right_context in self._word_codes(tokens, mask, substitutions):
             bag_of_words, left_including, left_excluding, right_including, right_excluding = (
                 next(blocks) for _ in range(5)
