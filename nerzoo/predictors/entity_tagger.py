@@ -5,12 +5,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import spacy
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.util import JsonDict, sanitize
+from allennlp.common.util import JsonDict
 from allennlp.data import DatasetReader, Instance
 from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
+from nerzoo.predictors.forward import forward_on_instances
 
 OUTPUT_FORMATS = ("json", "conll")
 PARSE_KEYS = ("pos_tags", "dependency_labels", "head_indices")
@@ -160,37 +161,39 @@ class EntityTaggerPredictor(Predictor):
         return self.predict_batch_instance([instance])[0]
 
     def predict_batch_instance(self, instances: List[Instance]) -> List[JsonDict]:
-        outputs = self._model.forward_on_instances(instances)
-        return sanitize([self._format(instance, output) for instance, output in zip(instances, outputs)])
+        outputs = forward_on_instances(self._model, instances)
+        return [self._format(instance, output) for instance, output in zip(instances, outputs)]
 
     def _format(self, instance: Instance, output: Dict[str, Any]) -> JsonDict:
+        """One instance's output as plain JSON types (str, int, float, lists, dicts)."""
         metadata = instance["metadata"].metadata  # type: ignore
         words: List[str] = metadata["words"]
         offsets: Optional[Sequence[Tuple[int, int]]] = metadata.get("offsets")
         text: Optional[str] = metadata.get("text")
         spans = []
         for span in output.get("spans", []):
-            entry = {"label": span["label"], "start": span["start"], "end": span["end"]}
+            entry = {"label": str(span["label"]), "start": int(span["start"]), "end": int(span["end"])}
             if offsets is not None and text is not None:
                 char_start, char_end = offsets[span["start"]][0], offsets[span["end"] - 1][1]
                 entry.update(text=text[char_start:char_end], char_start=char_start, char_end=char_end)
             else:
                 entry["text"] = " ".join(words[span["start"] : span["end"]])
             if "confidence" in span:
-                entry["confidence"] = round(span["confidence"], 6)
+                entry["confidence"] = round(float(span["confidence"]), 6)
             if "score" in span:  # span classifiers (fofe_ner): the span's own probability and nesting level
-                entry.update(score=round(span["score"], 6), level=span["level"])
+                entry.update(score=round(float(span["score"]), 6), level=int(span["level"]))
             spans.append(entry)
         result: Dict[str, Any] = {"tokens": words}
         if "tags" in output:
-            result["tags"] = output["tags"]
-            result["tag_confidences"] = [round(value, 6) for value in output["tag_confidences"]]
+            result["tags"] = [str(tag) for tag in output["tags"]]
+            result["tag_confidences"] = [round(float(value), 6) for value in output["tag_confidences"]]
         result["spans"] = spans
         if len(metadata.get("sentence_spans") or []) > 1:
-            result["sentences"] = [list(span) for span in metadata["sentence_spans"]]
+            result["sentences"] = [[int(start), int(end)] for start, end in metadata["sentence_spans"]]
         if "head_indices" in instance.fields:
             result["parse"] = {
-                key: list(instance[key].labels) for key in PARSE_KEYS  # type: ignore
+                key: [label if isinstance(label, str) else int(label) for label in instance[key].labels]  # type: ignore
+                for key in PARSE_KEYS
             }
         if self.return_attention:
             length = len(words)

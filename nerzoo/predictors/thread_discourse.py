@@ -84,7 +84,7 @@ class ThreadDiscoursePredictor(Predictor):
         return self.predict_batch_instance([instance])[0]
 
     def predict_batch_instance(self, instances: List[Instance]) -> List[JsonDict]:
-        outputs = self._model.forward_on_instances(instances)
+        outputs = forward_on_instances(self._model, instances)
         return sanitize([self._format(instance, output) for instance, output in zip(instances, outputs)])
 
     def _format(self, instance: Instance, output: Dict[str, Any]) -> JsonDict:
