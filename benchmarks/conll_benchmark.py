@@ -383,6 +383,17 @@ def allennlp_embedder(embedder: Dict[str, Any]) -> Dict[str, Any]:
     return dict(embedder, token_embedders=embedders) if embedders else embedder
 
 
+def allennlp_indexers(indexers: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The token indexers with nerzoo's `batched_characters` spelled as allennlp's `characters`
+    (the same ids and tensors), so the reference pads as allennlp does."""
+    if indexers is None:
+        return None
+    return {
+        name: dict(params, type="characters") if params.get("type") == "batched_characters" else params
+        for name, params in indexers.items()
+    }
+
+
 def reference_config(
     resolved: Dict[str, Any], args, bucketed: bool = False, num_epochs: Optional[int] = None
 ) -> Dict[str, Any]:
@@ -411,7 +422,7 @@ def reference_config(
             "type": "conll2003",
             "tag_label": "ner",
             "coding_scheme": "BIOUL",
-            "token_indexers": reader.get("token_indexers")
+            "token_indexers": allennlp_indexers(reader.get("token_indexers"))
             or {
                 "tokens": {"type": "single_id", "lowercase_tokens": True},
                 "token_characters": {"type": "characters", "min_padding_length": 3},

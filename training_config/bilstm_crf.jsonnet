@@ -18,7 +18,9 @@
 // evaluate with -o '{"validation_data_loader.batch_sampler.batch_size": 16}' rather than --batch-size.
 //
 // The character CNN is allennlp's `character_encoding` run on the real tokens only
-// (`packed_character_encoding`: the same parameters and outputs, no work on padded slots).
+// (`packed_character_encoding`: the same parameters and outputs, no work on padded slots), and its
+// ids are padded by `batched_characters` (allennlp's `characters` indexer with the same ids and
+// tensors, padded in one array instead of nested Python lists).
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local char_dim = 16;
@@ -33,7 +35,7 @@ local lstm_dim = 100;
     tag_scheme: "BIOUL",
     token_indexers: {
       tokens: { type: "single_id", lowercase_tokens: true },
-      token_characters: { type: "characters", min_padding_length: 3 },
+      token_characters: { type: "batched_characters", min_padding_length: 3 },
     },
   },
   train_data_path: "fixtures/conll2003/train.txt",

@@ -24,6 +24,7 @@
 //   no lexical input to the decoders (Seq2Biseq vs Seq2Biseq_le):  -o '{"model.lexical_decoders": false}'.
 // POS tagging: seq2biseq_pos.jsonnet. Trains on the CoNLL-2003 fixtures' chunk column by default; for
 // CoNLL-2000 see char_attention_tagger.libsonnet (same data overrides).
+// Character ids: `batched_characters`, allennlp's `characters` padded faster (see bilstm_crf.jsonnet).
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local char_dim = 30;
@@ -37,7 +38,7 @@ local reader = {
   tag_scheme: "BIO",
   token_indexers: {
     tokens: { type: "single_id", lowercase_tokens: true },
-    token_characters: { type: "characters", min_padding_length: 1 },
+    token_characters: { type: "batched_characters", min_padding_length: 1 },
   },
 };
 

@@ -1,0 +1,50 @@
+"""`batched_characters` against allennlp's `characters` indexer, whose tensors it must equal."""
+import random
+
+import pytest
+import torch
+from allennlp.data import Batch, Instance, Token, Vocabulary
+from allennlp.data.fields import TextField
+from allennlp.data.token_indexers import TokenCharactersIndexer
+
+from nerzoo.data.token_indexers.batched_characters_indexer import BatchedCharactersIndexer
+
+
+def _sentences(seed: int):
+    generator = random.Random(seed)
+    alphabet = "abcdefghijXYZ-'."
+    return [
+        ["".join(generator.choice(alphabet) for _ in range(generator.randint(1, 12))) for _ in range(generator.randint(1, 9))]
+        for _ in range(12)
+    ]
+
+
+@pytest.mark.parametrize("min_padding_length", [1, 3, 15])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_batch_tensors_equal_allennlps(min_padding_length, seed):
+    sentences = _sentences(seed)
+    tensors = []
+    for indexer_class in (TokenCharactersIndexer, BatchedCharactersIndexer):
+        indexer = indexer_class(min_padding_length=min_padding_length, start_tokens=["@@S@@"])
+        instances = [Instance({"tokens": TextField([Token(word) for word in words], {"chars": indexer})}) for words in sentences]
+        vocab = Vocabulary.from_instances(instances)
+        batch = Batch(instances)
+        batch.index_instances(vocab)
+        tensors.append(batch.as_tensor_dict()["tokens"]["chars"]["token_characters"])
+    assert tensors[1].dtype == tensors[0].dtype == torch.long
+    assert tensors[1].shape == tensors[0].shape
+    assert torch.equal(tensors[1], tensors[0])
+
+
+@pytest.mark.parametrize(
+    "padding_lengths",
+    [{"token_characters": 6, "num_token_characters": 4},  # more tokens, shorter words: pads and truncates
+     {"token_characters": 2, "num_token_characters": 9},  # fewer tokens than the instance has
+     {"token_characters": 3, "num_token_characters": 1}],
+)
+def test_padding_and_truncation_equal_allennlps(padding_lengths):
+    tokens = {"token_characters": [[3, 4, 5, 6, 7], [2], [8, 9, 10]]}
+    expected = TokenCharactersIndexer(min_padding_length=1).as_padded_tensor_dict(tokens, padding_lengths)
+    result = BatchedCharactersIndexer(min_padding_length=1).as_padded_tensor_dict(tokens, padding_lengths)
+    assert result["token_characters"].shape == expected["token_characters"].shape
+    assert torch.equal(result["token_characters"], expected["token_characters"])
