@@ -94,7 +94,9 @@ def test_sigkill_mid_epoch_then_recover(tmp_path):
 
 
 DEPTREE_CONFIG = "training_config/deptree_ner.jsonnet"
-RAW_SENTENCE = "Your friend Jason called you using his new Samsung ."
+# Raw text unlike the fixtures' sentences, with names the fixtures teach (the tiny model cannot be
+# expected to know names it never saw).
+RAW_SENTENCE = "Your friend Anna Keller called you from Porto on Monday ."
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +143,7 @@ def test_deptree_ner_predicts_raw_text_with_a_spacy_parse_and_attention(deptree_
     # The raw sentence was parsed by the real spaCy pipeline, on the same tokens.
     assert raw["parse"]["head_indices"] == gold_heads
     assert raw["parse"]["dependency_labels"] == [token.dep_ for token in parsed]
-    assert {span["text"] for span in raw["spans"]} & {"Jason", "Samsung"}, raw["spans"]
+    assert {(span["text"], span["label"]) for span in raw["spans"]} & {("Anna Keller", "PER"), ("Porto", "LOC")}, raw["spans"]
     for span in raw["spans"]:
         assert RAW_SENTENCE[span["char_start"] : span["char_end"]] == span["text"]
     # A given parse is used as given.

@@ -71,18 +71,7 @@ def padded_positions(batches: List[List[int]], lengths: List[int]) -> int:
     return sum(len(batch) * max(lengths[index] for index in batch) for batch in batches)
 
 
-# Configs whose header explains why they keep random batches.
-RANDOM_BATCHES = {"deptree_ner.jsonnet"}
-
-
-def test_configs_with_random_batches_say_how_to_bucket():
-    for name in RANDOM_BATCHES:
-        text = (PROJECT_ROOT / "training_config" / name).read_text()
-        params = Params.from_file(str(PROJECT_ROOT / "training_config" / name)).as_dict(quiet=True)
-        assert "batch_sampler" not in params["data_loader"] and '"type": "bucket"' in text
-
-
-@pytest.mark.parametrize("config", [path for path in CONFIGS if path.name not in RANDOM_BATCHES], ids=lambda path: path.name)
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
 def test_config_batches_instances_of_similar_length(config: pathlib.Path):
     params = Params.from_file(str(config)).as_dict(quiet=True)
     reader_params = params["dataset_reader"]
