@@ -8,6 +8,7 @@ from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
 from nerzoo.data.dataset_readers.forum_threads import ForumThreadsReader
+from nerzoo.predictors.forward import forward_on_instances
 
 # Keys of a post that hold labels; the predictor drops them, so labelled threads can be predicted.
 LABEL_KEYS = ("links", "dialogue_acts")
