@@ -11,7 +11,6 @@ from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
-from nerzoo.predictors.forward import forward_on_instances
 
 OUTPUT_FORMATS = ("json", "conll")
 PARSE_KEYS = ("pos_tags", "dependency_labels", "head_indices")
@@ -161,7 +160,7 @@ class EntityTaggerPredictor(Predictor):
         return self.predict_batch_instance([instance])[0]
 
     def predict_batch_instance(self, instances: List[Instance]) -> List[JsonDict]:
-        outputs = forward_on_instances(self._model, instances)
+        outputs = self._model.forward_on_instances(instances)
         return [self._format(instance, output) for instance, output in zip(instances, outputs)]
 
     def _format(self, instance: Instance, output: Dict[str, Any]) -> JsonDict:

@@ -8,7 +8,6 @@ from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
 from nerzoo.data.dataset_readers.forum_threads import ForumThreadsReader
-from nerzoo.predictors.forward import forward_on_instances
 
 # Keys of a post that hold labels; the predictor drops them, so labelled threads can be predicted.
 LABEL_KEYS = ("links", "dialogue_acts")
@@ -85,7 +84,7 @@ class ThreadDiscoursePredictor(Predictor):
         return self.predict_batch_instance([instance])[0]
 
     def predict_batch_instance(self, instances: List[Instance]) -> List[JsonDict]:
-        outputs = forward_on_instances(self._model, instances)
+        outputs = self._model.forward_on_instances(instances)
         return sanitize([self._format(instance, output) for instance, output in zip(instances, outputs)])
 
     def _format(self, instance: Instance, output: Dict[str, Any]) -> JsonDict:

@@ -1,13 +1,11 @@
 import socket
 
-import numpy
 import pytest
 from allennlp.common.checks import ConfigurationError
 from allennlp.models.archival import load_archive
 from allennlp.predictors import Predictor
 
 import nerzoo  # noqa: F401
-from nerzoo.predictors.forward import forward_on_instances
 
 SENTENCE = "Anna Keller , chief executive of Norvik Bank , visited Oslo on Monday ."
 
@@ -86,7 +84,7 @@ def _plain_json(value) -> bool:
     return type(value) in (str, int, float, bool, type(None))
 
 
-def test_outputs_are_plain_json_and_forward_equals_allennlps(trained_archive, no_network):
+def test_outputs_are_plain_json(trained_archive, no_network):
     predictor = Predictor.from_archive(
         load_archive(str(trained_archive)), "entity_tagger", extra_args={"return_tag_probabilities": True}
     )
@@ -95,17 +93,6 @@ def test_outputs_are_plain_json_and_forward_equals_allennlps(trained_archive, no
     results = predictor.predict_batch_json(inputs)
     assert _plain_json(results), results
     assert results[1]["sentences"] == [[0, 4], [4, 9]]
-
-    instances = [predictor._json_to_instance(line) for line in inputs]
-    ours = forward_on_instances(predictor._model, instances)
-    theirs = predictor._model.forward_on_instances([predictor._json_to_instance(line) for line in inputs])
-    for mine, reference in zip(ours, theirs):
-        assert set(mine) == set(reference)
-        for key, value in reference.items():
-            if isinstance(value, numpy.ndarray):
-                numpy.testing.assert_allclose(mine[key], value, rtol=1e-6, atol=1e-7)
-            else:
-                assert mine[key] == value, key
 
 
 @pytest.mark.parametrize(
