@@ -394,6 +394,12 @@ def allennlp_indexers(indexers: Optional[Dict[str, Any]]) -> Optional[Dict[str, 
     }
 
 
+def allennlp_encoder(encoder: Dict[str, Any]) -> Dict[str, Any]:
+    """The encoder config with nerzoo's `unpacked_lstm` spelled as allennlp's `lstm` (the same
+    parameters and outputs at real tokens, run on packed sequences), so the reference runs allennlp's."""
+    return dict(encoder, type="lstm") if encoder.get("type") == "unpacked_lstm" else encoder
+
+
 def reference_config(
     resolved: Dict[str, Any], args, bucketed: bool = False, num_epochs: Optional[int] = None
 ) -> Dict[str, Any]:
@@ -440,7 +446,7 @@ def reference_config(
             "include_start_end_transitions": head.get("include_start_end_transitions", True),
             "dropout": model.get("dropout", 0.5),
             "text_field_embedder": allennlp_embedder(model["text_field_embedder"]),
-            "encoder": model["encoder"],
+            "encoder": allennlp_encoder(model["encoder"]),
         },
         "data_loader": data_loader,
         "validation_data_loader": validation_data_loader,

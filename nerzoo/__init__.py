@@ -28,6 +28,7 @@ from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
 from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
+from nerzoo.modules.seq2seq_encoders.unpacked_lstm import UnpackedLstm
 from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
 from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
 from nerzoo.modules.token_embedders.char_gated_embedder import CharGatedEmbedder
@@ -78,5 +79,6 @@ __all__ = [
     "TagText",
     "ThreadDiscourseF1",
     "ThreadDiscoursePredictor",
+    "UnpackedLstm",
     "WordAndCharactersIndexer",
 ]

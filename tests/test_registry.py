@@ -40,6 +40,7 @@ COMPONENTS = {
             {"type": "lstm", "input_size": 6, "hidden_size": 3, "bidirectional": True},
         ]
     },
+    (Seq2SeqEncoder, "unpacked_lstm"): {"input_size": 6, "hidden_size": 3, "num_layers": 2, "bidirectional": True},
     (Model, "dependency_ner"): None,  # built and trained in tests/models/test_dependency_ner.py
     (TrainerCallback, "crf_transition_curriculum"): {"serialization_dir": "unused", "frozen_epochs": 3},
     (Metric, "conll_span_f1"): {"entity_types": ["LOC", "PER"]},

@@ -66,8 +66,8 @@ local tree_dim = 100;
     semantic_encoder: {
       type: "residual_stack",
       layers: [
-        { type: "lstm", input_size: input_dim, hidden_size: lstm_dim, bidirectional: true },
-        { type: "lstm", input_size: 2 * lstm_dim, hidden_size: lstm_dim, bidirectional: true },
+        { type: "unpacked_lstm", input_size: input_dim, hidden_size: lstm_dim, bidirectional: true },
+        { type: "unpacked_lstm", input_size: 2 * lstm_dim, hidden_size: lstm_dim, bidirectional: true },
       ],
       dropout: 0.3,
     },

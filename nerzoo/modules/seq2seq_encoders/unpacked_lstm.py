@@ -1,0 +1,108 @@
+from typing import List, Optional
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.modules.seq2seq_encoders import LstmSeq2SeqEncoder, Seq2SeqEncoder
+
+
+@Seq2SeqEncoder.register("unpacked_lstm")
+class UnpackedLstm(LstmSeq2SeqEncoder):
+    """
+    allennlp's `lstm` Seq2SeqEncoder (a (Bi)LSTM, Hochreiter & Schmidhuber 1997; bidirectional as in
+    Graves & Schmidhuber 2005) run on the padded batch instead of a `PackedSequence`.
+
+    `lstm` sorts the batch and packs it, and on the CPU torch runs packed sequences one time step
+    at a time in Python-free but unfused kernels; the padded form runs through oneDNN's fused LSTM
+    (cuDNN on a GPU).  Each direction runs once over the padded batch:
+
+        forward:  h_t = LSTM_fw(x_t, h_{t-1})       padding only follows the real tokens
+        backward: each row reversed within its own length (x_{n-1} ... x_0, then its padding),
+                  run forwards with the reverse weights, and reversed back
+
+    so every real position gets exactly what `lstm` gives it, and padded positions are zeros.
+    Layers are chained as in `torch.nn.LSTM` (dropout between layers while training).  The
+    parameters are `lstm`'s, under the same names, so the two are interchangeable in a config and
+    an archive.
+
+    Registered as a `Seq2SeqEncoder` with name "unpacked_lstm".
+
+    # Parameters
+
+    input_size : `int`, required
+    hidden_size : `int`, required
+        Per direction; the output is `2 * hidden_size` when `bidirectional`.
+    num_layers : `int`, optional (default = `1`)
+    bias : `bool`, optional (default = `True`)
+    dropout : `float`, optional (default = `0.0`)
+        Dropout on the output of every layer but the last, while training.
+    bidirectional : `bool`, optional (default = `False`)
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+    ) -> None:
+        super().__init__(input_size, hidden_size, num_layers, bias, dropout, bidirectional, stateful=False)
+
+    def forward(  # type: ignore
+        self, inputs: torch.Tensor, mask: Optional[torch.BoolTensor] = None, hidden_state: None = None
+    ) -> torch.Tensor:
+        """
+        # Parameters
+
+        inputs : `torch.Tensor`
+            `(batch_size, sequence_length, input_size)`
+        mask : `torch.BoolTensor`, optional
+            `(batch_size, sequence_length)`, `True` at real tokens, which come first in each row.
+        hidden_state : `None`
+            Initial states are zeros, as in `lstm` without a `hidden_state`.
+
+        # Returns
+
+        `(batch_size, sequence_length, get_output_dim())`, zeros at padding.
+        """
+        if hidden_state is not None:
+            raise ConfigurationError("unpacked_lstm starts from zero states; use allennlp's lstm for hidden_state")
+        batch_size, sequence_length = inputs.shape[:2]
+        if mask is None:
+            mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)
+        mask = mask.bool()
+        lstm = self._module
+        reverse = None
+        if lstm.bidirectional:
+            lengths = mask.sum(dim=-1, keepdim=True)
+            positions = torch.arange(sequence_length, device=inputs.device).unsqueeze(0)
+            # Shape: (batch_size, sequence_length): where position t reads from in the reversed row.
+            reverse = torch.where(positions < lengths, lengths - 1 - positions, positions)
+        output = inputs
+        for layer in range(lstm.num_layers):
+            if layer > 0 and lstm.dropout > 0:
+                output = torch.nn.functional.dropout(output, lstm.dropout, self.training)
+            directions = [self._run(output, self._weights(layer, ""))]
+            if reverse is not None:
+                backward = self._run(_gather_positions(output, reverse), self._weights(layer, "_reverse"))
+                directions.append(_gather_positions(backward, reverse))
+            output = torch.cat(directions, dim=-1) if len(directions) > 1 else directions[0]
+        return output.masked_fill(~mask.unsqueeze(-1), 0.0)
+
+    def _weights(self, layer: int, suffix: str) -> List[torch.Tensor]:
+        names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if self._module.bias else [])
+        return [getattr(self._module, f"{name}_l{layer}{suffix}") for name in names]
+
+    def _run(self, inputs: torch.Tensor, weights: List[torch.Tensor]) -> torch.Tensor:
+        """One direction of one layer over `(batch_size, sequence_length, dim)`, from zero states."""
+        zeros = inputs.new_zeros(1, inputs.size(0), self._module.hidden_size)
+        output, _, _ = torch.lstm(
+            inputs.contiguous(), (zeros, zeros), weights, self._module.bias, 1, 0.0, self.training, False, True
+        )
+        return output
+
+
+def _gather_positions(tensor: torch.Tensor, positions: torch.LongTensor) -> torch.Tensor:
+    """`tensor[b, positions[b, t]]` for `(batch, length, dim)` tensors."""
+    return tensor.gather(1, positions.unsqueeze(-1).expand(-1, -1, tensor.size(-1)))
