@@ -107,13 +107,26 @@ class SpanCharacterCnn(torch.nn.Module):
 
         Returns `(batch_size, num_spans, output_dim)`.
         """
-        channels_first = characters.transpose(1, 2)
+        # All kernel heights as one convolution: each kernel zero-padded to the largest height.  The
+        # sequence is zero-padded to a multiple of _LENGTH_QUANTUM (windows that reach the padding are
+        # never read), so that batches share a few shapes: oneDNN builds a primitive per new shape,
+        # which costs more than the convolution itself when every batch has its own length.
+        largest = max(self.kernel_sizes)
+        num_characters = characters.size(1)
+        padded_length = -(-(num_characters + largest - 1) // _LENGTH_QUANTUM) * _LENGTH_QUANTUM
+        channels_first = torch.nn.functional.pad(characters.transpose(1, 2), (0, padded_length - num_characters))
+        weight = torch.cat(
+            [torch.nn.functional.pad(convolution.weight, (0, largest - kernel_size)) for kernel_size, convolution in zip(self.kernel_sizes, self.convolutions)]
+        )
+        bias = torch.cat([convolution.bias for convolution in self.convolutions])
+        # Shape: (batch_size, padded_length - largest + 1, output_dim), the first num_characters real.
+        windows = torch.relu(torch.nn.functional.conv1d(channels_first, weight, bias)).transpose(1, 2)
         pooled = []
-        for kernel_size, convolution in zip(self.kernel_sizes, self.convolutions):
-            if channels_first.size(-1) < kernel_size:
-                pooled.append(characters.new_zeros(starts.size(0), starts.size(1), convolution.out_channels))
-                continue
-            windows = torch.relu(convolution(channels_first)).transpose(1, 2)  # (batch, num_windows, filters)
-            last_window = ends - kernel_size + 1
-            pooled.append(range_max(windows, starts, torch.minimum(last_window, ends.new_tensor(windows.size(1)))))
+        for kernel_size, maps in zip(self.kernel_sizes, windows.split([c.out_channels for c in self.convolutions], dim=-1)):
+            # Windows of height h start at [char_start, char_end - h]; none when the fragment is shorter.
+            pooled.append(range_max(maps, starts, (ends - kernel_size + 1).clamp(max=num_characters)))
         return torch.cat(pooled, dim=-1)
+
+
+# Sequence lengths are rounded up to a multiple of this (see SpanCharacterCnn.forward).
+_LENGTH_QUANTUM = 256

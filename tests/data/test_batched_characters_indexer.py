@@ -48,3 +48,25 @@ def test_padding_and_truncation_equal_allennlps(padding_lengths):
     result = BatchedCharactersIndexer(min_padding_length=1).as_padded_tensor_dict(tokens, padding_lengths)
     assert result["token_characters"].shape == expected["token_characters"].shape
     assert torch.equal(result["token_characters"], expected["token_characters"])
+
+
+@pytest.mark.parametrize(
+    "tokenizer",
+    [{}, {"lowercase_characters": True}, {"byte_encoding": "utf-8"}, {"start_tokens": ["<w>"], "end_tokens": ["</w>"]}],
+    ids=["plain", "lowercase", "bytes", "character start and end"],
+)
+def test_ids_equal_allennlps_with_unknown_characters(tokenizer):
+    from allennlp.data.tokenizers import CharacterTokenizer
+
+    train = [Token(word) for word in ["Abc", "déjà", "x-Y"]]
+    test = [Token(word) for word in ["Zq", "ABC", "vu", "é"]]  # Z, q, v, u unseen
+    ids = []
+    for indexer_class in (TokenCharactersIndexer, BatchedCharactersIndexer):
+        indexer = indexer_class(
+            min_padding_length=1, character_tokenizer=CharacterTokenizer(**tokenizer), end_tokens=["@@E@@"]
+        )
+        vocab = Vocabulary.from_instances([Instance({"tokens": TextField(train, {"chars": indexer})})])
+        ids.append(indexer.tokens_to_indices(test, vocab))
+    assert ids[1] == ids[0]
+    if "byte_encoding" not in tokenizer:  # bytes need no vocabulary
+        assert any(1 in word for word in ids[0]["token_characters"])  # the OOV id is used
