@@ -20,7 +20,10 @@
 // The character CNN is allennlp's `character_encoding` run on the real tokens only
 // (`packed_character_encoding`: the same parameters and outputs, no work on padded slots), and its
 // ids are padded by `batched_characters` (allennlp's `characters` indexer with the same ids and
-// tensors, padded in one array instead of nested Python lists).
+// tensors, padded in one array instead of nested Python lists, and looked up without a Token per
+// character). The BiLSTM is `unpacked_lstm`: allennlp's `lstm` (the same parameters, the same outputs
+// at real tokens) run on the padded batch, each row reversed within its length for the backward
+// direction, so that oneDNN's (cuDNN's) fused LSTM runs instead of a packed sequence step by step.
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local char_dim = 16;
@@ -59,7 +62,7 @@ local lstm_dim = 100;
         },
       },
     },
-    encoder: { type: "lstm", input_size: word_dim + char_filters, hidden_size: lstm_dim, num_layers: 1, bidirectional: true },
+    encoder: { type: "unpacked_lstm", input_size: word_dim + char_filters, hidden_size: lstm_dim, num_layers: 1, bidirectional: true },
     dropout: 0.5,
     head: { tag_scheme: "BIOUL", constrain_crf_decoding: true },
   },

@@ -16,7 +16,8 @@
 // Trains on the fixtures by default, parsing them with spaCy on the given tokens (cached on disk).
 // README "Dependency-aware NER" shows the overrides for CoNLL-2003 (spaCy trees), UNER English-EWT
 // (gold UD trees) and the ablations of Table 2 (e.g. -o '{"model.semantic_encoder": null}').
-// Character ids: `batched_characters`, allennlp's `characters` padded faster (see bilstm_crf.jsonnet).
+// Character ids: `batched_characters`, allennlp's `characters` padded faster; BiLSTM layers:
+// `unpacked_lstm`, allennlp's `lstm` run on the padded batch (see bilstm_crf.jsonnet).
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local glove_dim = 50;
 local char_dim = 16;
