@@ -8,6 +8,15 @@ from nerzoo.modules.token_embedders.packed_character_encoder import PackedCharac
 
 ENCODERS = {
     "cnn": {"type": "cnn", "embedding_dim": 6, "num_filters": 7, "ngram_filter_sizes": [2, 3]},
+    "cnn, one height": {"type": "cnn", "embedding_dim": 6, "num_filters": 7, "ngram_filter_sizes": [3]},
+    "cnn, tanh and projection": {
+        "type": "cnn",
+        "embedding_dim": 6,
+        "num_filters": 3,
+        "ngram_filter_sizes": [1, 4],
+        "conv_layer_activation": "tanh",
+        "output_dim": 5,
+    },
     "lstm": {"type": "lstm", "input_size": 6, "hidden_size": 4, "bidirectional": True},
 }
 
@@ -50,3 +59,15 @@ def test_real_tokens_equal_character_encoding_and_padding_is_zero(encoder):
 def test_archives_are_interchangeable():
     reference, packed = _pair("cnn")
     assert list(packed.state_dict()) == list(reference.state_dict())
+
+
+def test_cnn_runs_as_matrix_products_not_through_the_convolutions(monkeypatch):
+    reference, packed = _pair("cnn")
+    characters, _ = _characters()
+    expected = reference(characters)
+
+    def no_convolution(*args, **kwargs):
+        raise AssertionError("the CNN ran its Conv1d layers")
+
+    monkeypatch.setattr(torch.nn.Conv1d, "forward", no_convolution)
+    assert torch.allclose(packed(characters), expected, atol=1e-6)

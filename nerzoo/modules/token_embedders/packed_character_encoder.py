@@ -1,5 +1,7 @@
 import torch
+from allennlp.modules.seq2vec_encoders import CnnEncoder
 from allennlp.modules.token_embedders import TokenCharactersEncoder, TokenEmbedder
+from allennlp.nn.util import min_value_of_dtype
 
 
 @TokenEmbedder.register("packed_character_encoding")
@@ -15,6 +17,11 @@ class PackedCharacterEncoder(TokenCharactersEncoder):
     scatters the vectors back; padded slots get zeros.  Real tokens get exactly what
     `character_encoding` gives them, and the parameters have the same names, so the two are
     interchangeable in a config and an archive.
+
+    An allennlp `cnn` encoder is run as its equivalent matrix product: each window of `h`
+    characters (`unfold`) times the convolution's weights seen as a `(num_filters, dim * h)` matrix,
+    then the same masking and max-pooling.  On the CPU oneDNN's convolution spends more on setting up
+    every batch's shapes than on these small products.
 
     Registered as a `TokenEmbedder` with name "packed_character_encoding".
 
@@ -33,7 +40,38 @@ class PackedCharacterEncoder(TokenCharactersEncoder):
         character_mask = token_characters != 0
         tokens = character_mask.any(dim=-1)
         characters = token_characters[tokens]
-        encoded = self._encoder._module(self._embedding._module(characters), character_mask[tokens].long())
+        embedded = self._embedding._module(characters)
+        encoder = self._encoder._module
+        if isinstance(encoder, CnnEncoder) and characters.size(-1) >= max(encoder._ngram_filter_sizes):
+            encoded = _cnn_encoder_as_products(encoder, embedded, character_mask[tokens])
+        else:
+            encoded = encoder(embedded, character_mask[tokens].long())
         output = encoded.new_zeros(*token_characters.shape[:2], encoded.size(-1))
         output[tokens] = encoded
         return self._dropout(output)
+
+
+def _cnn_encoder_as_products(encoder: CnnEncoder, embedded: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
+    """
+    `encoder(embedded, mask)` for an allennlp `CnnEncoder`, each convolution as a product of the
+    windows with its weights: `(num_words, num_characters, dim)` -> `(num_words, output_dim)`.
+    """
+    embedded = embedded * mask.unsqueeze(-1)
+    num_words, num_characters, dim = embedded.shape
+    lowest = min_value_of_dtype(embedded.dtype)
+    # Shape: (num_words, 1): windows starting at or after length - h + 1 reach padding.
+    lengths = mask.sum(dim=1, keepdim=True)
+    pooled = []
+    for convolution in encoder._convolution_layers:
+        height = convolution.kernel_size[0]
+        num_windows = num_characters - height + 1
+        # Shape: (num_words, num_windows, dim * height), ordered as the weights' (dim, height).
+        windows = embedded.unfold(1, height, 1).reshape(num_words, num_windows, dim * height)
+        weight = convolution.weight.reshape(convolution.out_channels, dim * height)
+        activations = encoder._activation(torch.nn.functional.linear(windows, weight, convolution.bias))
+        outside = torch.arange(num_windows, device=embedded.device).unsqueeze(0) >= lengths - height + 1
+        pooled.append(activations.masked_fill(outside.unsqueeze(-1), lowest).max(dim=1)[0])
+    maxpool = torch.cat(pooled, dim=1) if len(pooled) > 1 else pooled[0]
+    # A word shorter than the window has no window: 0, as in CnnEncoder.
+    maxpool = maxpool.masked_fill(maxpool == lowest, 0.0)
+    return encoder.projection_layer(maxpool) if encoder.projection_layer else maxpool
