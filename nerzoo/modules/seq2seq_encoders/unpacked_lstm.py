@@ -11,9 +11,9 @@ class UnpackedLstm(LstmSeq2SeqEncoder):
     allennlp's `lstm` Seq2SeqEncoder (a (Bi)LSTM, Hochreiter & Schmidhuber 1997; bidirectional as in
     Graves & Schmidhuber 2005) run on the padded batch instead of a `PackedSequence`.
 
-    `lstm` sorts the batch and packs it, and on the CPU torch runs packed sequences one time step
-    at a time in Python-free but unfused kernels; the padded form runs through oneDNN's fused LSTM
-    (cuDNN on a GPU).  Each direction runs once over the padded batch:
+    `lstm` sorts the batch and packs it; on the CPU torch runs a packed sequence one time step at a
+    time (matrix products per step and direction), while a padded batch goes through oneDNN's fused
+    LSTM (cuDNN on a GPU).  Each direction runs once over the padded batch:
 
         forward:  h_t = LSTM_fw(x_t, h_{t-1})       padding only follows the real tokens
         backward: each row reversed within its own length (x_{n-1} ... x_0, then its padding),
