@@ -116,13 +116,13 @@ class SpanCharacterCnn(torch.nn.Module):
         padded_length = -(-(num_characters + largest - 1) // _LENGTH_QUANTUM) * _LENGTH_QUANTUM
         channels_first = torch.nn.functional.pad(characters.transpose(1, 2), (0, padded_length - num_characters))
         weight = torch.cat(
-            [torch.nn.functional.pad(convolution.weight, (0, largest - kernel_size)) for kernel_size, convolution in zip(self.kernel_sizes, self.convolutions)]
+            [torch.nn.functional.pad(conv.weight, (0, largest - conv.kernel_size[0])) for conv in self.convolutions]
         )
-        bias = torch.cat([convolution.bias for convolution in self.convolutions])
+        bias = torch.cat([conv.bias for conv in self.convolutions])
         # Shape: (batch_size, padded_length - largest + 1, output_dim), the first num_characters real.
         windows = torch.relu(torch.nn.functional.conv1d(channels_first, weight, bias)).transpose(1, 2)
         pooled = []
-        for kernel_size, maps in zip(self.kernel_sizes, windows.split([c.out_channels for c in self.convolutions], dim=-1)):
+        for kernel_size, maps in zip(self.kernel_sizes, windows.split(self.convolutions[0].out_channels, dim=-1)):
             # Windows of height h start at [char_start, char_end - h]; none when the fragment is shorter.
             pooled.append(range_max(maps, starts, (ends - kernel_size + 1).clamp(max=num_characters)))
         return torch.cat(pooled, dim=-1)

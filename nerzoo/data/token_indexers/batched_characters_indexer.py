@@ -32,10 +32,12 @@ class BatchedCharactersIndexer(TokenCharactersIndexer):
 
     def tokens_to_indices(self, tokens: List[Token], vocabulary: Vocabulary) -> Dict[str, List[List[int]]]:
         tokenizer = self._character_tokenizer
-        plain = type(tokenizer) is CharacterTokenizer and vars(tokenizer) == {
-            **vars(CharacterTokenizer()),
-            "_lowercase_characters": getattr(tokenizer, "_lowercase_characters", None),
-        }
+        plain = (
+            type(tokenizer) is CharacterTokenizer
+            and tokenizer._byte_encoding is None
+            and not tokenizer._start_tokens
+            and not tokenizer._end_tokens
+        )
         if not plain:
             return super().tokens_to_indices(tokens, vocabulary)
         lowercase = bool(tokenizer._lowercase_characters)
