@@ -190,10 +190,10 @@ def test_global_attention_weights_sum_to_one_and_zero_at_padding():
     assert torch.all(result.output[~mask] == 0)
 
 
-@pytest.mark.parametrize("residual", [False, True])
-def test_global_attention_is_equation_3(residual):
+@pytest.mark.parametrize("mode, residual", [("scale", False), ("scale", True), ("context", True)])
+def test_global_attention_is_equation_3(mode, residual):
     torch.manual_seed(7)
-    attention = GlobalAttention(input_dim=6, attention_dim=4, query_dim=3, residual=residual)
+    attention = GlobalAttention(input_dim=6, attention_dim=4, query_dim=3, residual=residual, mode=mode)
     if residual:
         _randomise_layer_norm(attention._layer_norm)
     inputs, mask = _batch(6)
@@ -202,10 +202,56 @@ def test_global_attention_is_equation_3(residual):
     for row, length in enumerate(LENGTHS):
         sentence = inputs[row, :length]
         weights, weighted = _global_by_hand(attention, sentence, query[row])
+        if mode == "context":
+            context = sum(weights[j] * sentence[j] for j in range(length))
+            projection = attention._context_projection
+            weighted = (projection.weight @ context + projection.bias).expand(length, -1)
         if residual:
             weighted = _layer_norm(sentence + weighted, attention._layer_norm)
         assert torch.allclose(result.weights[row, :length], weights, atol=1e-6)
         assert torch.allclose(result.output[row, :length], weighted, atol=1e-5)
+
+
+def _query_effect(attention):
+    """How far the output moves when the query changes, and the query projection's gradient."""
+    inputs, mask = _batch(6, seed=3)
+    generator = torch.Generator().manual_seed(4)
+    first, second = (3 * torch.randn(4, 6, generator=generator) for _ in range(2))
+    with torch.no_grad():
+        moved = (attention(inputs, mask, query=first) - attention(inputs, mask, query=second)).abs().max()
+    attention.zero_grad()
+    target = torch.randn(4, MAX_LENGTH, 6, generator=generator)
+    (attention(inputs, mask, query=first) * target).sum().backward()
+    return float(moved), float(attention._query_projection.weight.grad.abs().max())
+
+
+def test_global_attention_context_mode_carries_the_query_to_the_output():
+    torch.manual_seed(13)
+    attention = GlobalAttention(input_dim=6, attention_dim=4)  # the default: context, residual
+    moved, gradient = _query_effect(attention)
+    assert moved > 1e-2 and gradient > 1e-3
+
+
+def test_global_attention_scale_mode_with_residual_is_inert():
+    # LayerNorm((1 + a_i) h_i) = LayerNorm(h_i) up to eps: the literal eq. 3-4 learn (almost) nothing.
+    torch.manual_seed(13)
+    attention = GlobalAttention(input_dim=6, attention_dim=4, mode="scale")
+    moved, gradient = _query_effect(attention)
+    assert moved < 1e-4 and gradient < 1e-4
+    inputs, mask = _batch(6, seed=3)
+    plain = torch.nn.functional.layer_norm(inputs.masked_fill(~mask.unsqueeze(-1), 0.0), (6,)) * mask.unsqueeze(-1)
+    assert torch.allclose(attention(inputs, mask), plain, atol=1e-4)
+
+
+def test_global_attention_modes_are_checked():
+    with pytest.raises(ConfigurationError, match="mode"):
+        GlobalAttention(input_dim=6, attention_dim=4, mode="gate")
+    with pytest.raises(ConfigurationError, match="residual"):
+        GlobalAttention(input_dim=6, attention_dim=4, residual=False)
+    assert GlobalAttention(input_dim=6, attention_dim=4, residual=False, mode="scale")._layer_norm is None
+    # The projected sentence vector mixes the halves of a bidirectional input; scaling keeps them.
+    assert not GlobalAttention(input_dim=6, attention_dim=4, bidirectional_input=True).is_bidirectional()
+    assert GlobalAttention(input_dim=6, attention_dim=4, bidirectional_input=True, mode="scale").is_bidirectional()
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
@@ -220,7 +266,7 @@ def test_global_attention_default_query_is_the_final_encoder_state(bidirectional
         assert torch.allclose(default.weights[row, :length], weights, atol=1e-6)
     explicit = attention.attend(inputs, mask, query=final_states)
     assert torch.allclose(default.output, explicit.output)
-    assert attention.is_bidirectional() == bidirectional
+    assert not attention.is_bidirectional()
 
 
 def test_global_attention_uses_an_explicit_query():
@@ -268,20 +314,27 @@ def test_global_attention_dimension_checks():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_residual_stack_equals_manual_composition():
+@pytest.mark.parametrize("projected_residual", [True, False])
+def test_residual_stack_equals_manual_composition(projected_residual):
     torch.manual_seed(11)
-    widen = LstmSeq2SeqEncoder(input_size=4, hidden_size=3, bidirectional=True)  # 4 -> 6: plain
+    widen = LstmSeq2SeqEncoder(input_size=4, hidden_size=3, bidirectional=True)  # 4 -> 6: through P, or plain
     keep = LstmSeq2SeqEncoder(input_size=6, hidden_size=3, bidirectional=True)  # 6 -> 6: residual
     attend = RelativeAttention(input_dim=6, residual=False)  # 6 -> 6: residual
-    stack = ResidualStack([widen, keep, attend], dropout=0.3)
+    stack = ResidualStack([widen, keep, attend], dropout=0.3, projected_residual=projected_residual)
     stack.eval()
-    assert set(stack._layer_norms.keys()) == {"1", "2"}
-    for index in ("1", "2"):
+    residual_layers = {"0", "1", "2"} if projected_residual else {"1", "2"}
+    assert set(stack._layer_norms.keys()) == residual_layers
+    assert set(stack._projections.keys()) == ({"0"} if projected_residual else set())
+    for index in residual_layers:
         _randomise_layer_norm(stack._layer_norms[index], seed=int(index))
     inputs, mask = _batch(4)
     inputs = inputs.masked_fill(~mask.unsqueeze(-1), 0.0)
     keep_mask = mask.unsqueeze(-1)
     expected = widen(inputs, mask)
+    if projected_residual:
+        projection = stack._projections["0"].weight  # (6, 4)
+        assert stack._projections["0"].bias is None
+        expected = _layer_norm(inputs @ projection.T + expected, stack._layer_norms["0"]) * keep_mask
     expected = _layer_norm(expected + keep(expected, mask), stack._layer_norms["1"]) * keep_mask
     expected = _layer_norm(expected + attend(expected, mask), stack._layer_norms["2"]) * keep_mask
     output = stack(inputs, mask)
@@ -321,7 +374,8 @@ def test_residual_stack_from_params_with_lstm_layers():
     )
     assert isinstance(stack, ResidualStack)
     assert (stack.get_input_dim(), stack.get_output_dim(), stack.is_bidirectional()) == (6, 8, True)
-    assert set(stack._layer_norms.keys()) == {"0"}
+    assert set(stack._layer_norms.keys()) == {"0", "1"}
+    assert set(stack._projections.keys()) == {"1"}
     inputs, mask = _batch(6)
     output = stack(inputs.masked_fill(~mask.unsqueeze(-1), 0.0), mask)
     assert output.size() == (4, MAX_LENGTH, 8)

@@ -75,13 +75,23 @@ def gradients(module, inputs, run):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize(
-    "input_dim, num_layers, residual",
-    [(6, 1, False), (6, 2, False), (5, 1, True), (5, 2, True), (6, 2, True)],
+    "input_dim, num_layers, residual, projected_residual",
+    [
+        (6, 1, False, True),
+        (6, 2, False, True),
+        (5, 1, True, True),
+        (5, 2, True, True),
+        (6, 2, True, True),
+        (6, 1, True, True),
+        (6, 2, True, False),
+    ],
 )
-def test_level_batched_equals_node_by_node_reference(seed, input_dim, num_layers, residual):
+def test_level_batched_equals_node_by_node_reference(seed, input_dim, num_layers, residual, projected_residual):
     torch.manual_seed(seed)
     mask, head_indices = random_batch(seed)
-    module = ChildSumTreeLstm(input_dim, 5, num_layers=num_layers, residual=residual, dropout=0.2)
+    module = ChildSumTreeLstm(
+        input_dim, 5, num_layers=num_layers, residual=residual, dropout=0.2, projected_residual=projected_residual
+    )
     module = module.double().eval()  # eval: dropout off, as in the reference
     if residual:  # make the LayerNorms non-trivial
         for layer in module.layers:
@@ -213,12 +223,14 @@ def test_forward_returns_the_states():
     assert torch.equal(outputs, module.encode(inputs, mask, head_indices).states)
 
 
-def test_residual_layers_are_those_that_keep_the_size():
-    assert [layer.layer_norm is not None for layer in ChildSumTreeLstm(4, 3, 3, residual=True).layers] == [
-        False,
-        True,
-        True,
-    ]
+def test_every_layer_is_residual_a_size_change_through_a_projection():
+    layers = ChildSumTreeLstm(4, 3, 3, residual=True).layers
+    assert [layer.layer_norm is not None for layer in layers] == [True, True, True]
+    assert [layer.residual_projection is not None for layer in layers] == [True, False, False]
+    assert layers[0].residual_projection.weight.shape == (3, 4) and layers[0].residual_projection.bias is None
+    unprojected = ChildSumTreeLstm(4, 3, 3, residual=True, projected_residual=False).layers
+    assert [layer.layer_norm is not None for layer in unprojected] == [False, True, True]
+    assert all(layer.residual_projection is None for layer in unprojected)
     assert [layer.layer_norm is not None for layer in ChildSumTreeLstm(3, 3, 2, residual=True).layers] == [
         True,
         True,

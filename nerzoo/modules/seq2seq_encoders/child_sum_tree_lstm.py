@@ -25,18 +25,24 @@ class ChildSumTreeLstmLayer(torch.nn.Module):
     - `input_linearity`: `W x + b` for the gates `i, o, u, f`, in that order, `(input_dim -> 4 * hidden_dim)`;
     - `state_linearity`: `U h~` for `i, o, u`, `(hidden_dim -> 3 * hidden_dim)`, no bias;
     - `forget_state_linearity`: `U_f h_k` for the per-child forget gate, `(hidden_dim -> hidden_dim)`, no bias;
-    - `layer_norm`: the residual connection's `LayerNorm`, or `None` for a layer without one.
+    - `layer_norm`: the residual connection's `LayerNorm`, or `None` for a layer without one;
+    - `residual_projection`: `P` of a residual layer whose input size is not `hidden_dim`, `(input_dim
+      -> hidden_dim)`, no bias, or `None`.
     """
 
-    def __init__(self, input_dim: int, hidden_dim: int, residual: bool) -> None:
+    def __init__(self, input_dim: int, hidden_dim: int, residual: bool, projected_residual: bool = False) -> None:
         super().__init__()
         self.input_dim = input_dim
         self.hidden_dim = hidden_dim
         self.input_linearity = torch.nn.Linear(input_dim, 4 * hidden_dim, bias=True)
         self.state_linearity = torch.nn.Linear(hidden_dim, 3 * hidden_dim, bias=False)
         self.forget_state_linearity = torch.nn.Linear(hidden_dim, hidden_dim, bias=False)
+        projected = residual and projected_residual and input_dim != hidden_dim
         self.layer_norm: Optional[torch.nn.LayerNorm] = (
-            torch.nn.LayerNorm(hidden_dim) if residual else None
+            torch.nn.LayerNorm(hidden_dim) if residual and (input_dim == hidden_dim or projected) else None
+        )
+        self.residual_projection: Optional[torch.nn.Linear] = (
+            torch.nn.Linear(input_dim, hidden_dim, bias=False) if projected else None
         )
         with torch.no_grad():
             # Forget-gate bias 1, as usual for LSTMs, so that children's memories pass up early in training.
@@ -77,8 +83,9 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     multi-rooted phrases, we simply average the root vectors"), from the last layer.
 
     With `residual=True` a layer's output is `LayerNorm(x + TreeLSTM(x))` (§3.2.4, eq. 4), with its own
-    `LayerNorm`, for every layer whose input size equals `hidden_dim`: all layers after the first, and
-    the first too when `input_dim == hidden_dim`; the other layers output `TreeLSTM(x)`.  With
+    `LayerNorm`.  When `input_dim != hidden_dim` the first layer's input goes through a learned
+    linear map `P` (no bias), `LayerNorm(P x + TreeLSTM(x))` (He et al., 2016's projection
+    shortcut); with `projected_residual=False` that layer outputs `TreeLSTM(x)`.  With
     `dropout > 0`, variational dropout (`InputVariationalDropout`, one mask per sentence) is applied
     to the input of every layer but the first.  Outputs at masked positions are zero after every layer.
 
@@ -102,7 +109,10 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     num_layers : `int`, optional (default = `1`)
         Stacked Tree-LSTMs over the same tree, each taking the previous layer's outputs as its `x`.
     residual : `bool`, optional (default = `False`)
-        `LayerNorm(x + TreeLSTM(x))` for the layers whose input size is `hidden_dim`, see above.
+        `LayerNorm(x + TreeLSTM(x))` for every layer, see above.
+    projected_residual : `bool`, optional (default = `True`)
+        With `residual`, the first layer's residual goes through `P` when `input_dim != hidden_dim`;
+        `False` leaves that layer without a residual.
     dropout : `float`, optional (default = `0.0`)
         Variational dropout on the inputs of the layers after the first.
     """
@@ -114,6 +124,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         num_layers: int = 1,
         residual: bool = False,
         dropout: float = 0.0,
+        projected_residual: bool = True,
     ) -> None:
         super().__init__()
         if input_dim < 1 or hidden_dim < 1:
@@ -130,7 +141,8 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
             ChildSumTreeLstmLayer(
                 input_dim if index == 0 else hidden_dim,
                 hidden_dim,
-                residual=residual and (input_dim if index == 0 else hidden_dim) == hidden_dim,
+                residual=residual,
+                projected_residual=projected_residual,
             )
             for index in range(num_layers)
         )
@@ -196,8 +208,9 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
                 # *called*, and would take input_linearity (whose output goes through the gates
                 # and the recurrence, not into this norm) for a bias feeding it, and stop training.
                 norm = layer.layer_norm
+                shortcut = layer_input if layer.residual_projection is None else layer.residual_projection(layer_input)
                 residual = torch.nn.functional.layer_norm(
-                    layer_input + output, norm.normalized_shape, norm.weight, norm.bias, norm.eps
+                    shortcut + output, norm.normalized_shape, norm.weight, norm.bias, norm.eps
                 )
                 output = residual.masked_fill(~token_mask, 0.0)
             layer_input = output

@@ -7,6 +7,8 @@ from allennlp.nn.util import get_final_encoder_states, masked_softmax
 
 from nerzoo.modules.seq2seq_encoders.relative_attention import AttentionOutput
 
+MODES = ("context", "scale")
+
 
 @Seq2SeqEncoder.register("global_attention")
 class GlobalAttention(Seq2SeqEncoder):
@@ -14,13 +16,22 @@ class GlobalAttention(Seq2SeqEncoder):
     The global attention of Aguilar and Solorio, "Dependency-Aware Named Entity Recognition with
     Relative and Global Attentions" (arXiv preprint, 2019, https://arxiv.org/abs/1909.05166),
     section 3.2.3: additive attention (Bahdanau et al., 2014) of a sentence-level query `q` over
-    the words, which rescales every word vector by its weight (eq. 3):
+    the words (eq. 3):
 
         u_i = v^T tanh(W_h h_i + b_h + W_q q + b_q)
         a = softmax(u)                  (over the real words of the sentence)
-        z_i = a_i h_i
 
-    and, with the residual connection of section 3.2.4 (eq. 4), the output is `LayerNorm(h_i + z_i)`.
+    and what the words receive, by `mode`:
+
+    - `"context"` (default): the attended sentence vector `c = sum_j a_j h_j`, projected, is added to
+      every word through the residual connection of section 3.2.4 (eq. 4):
+      `LayerNorm(h_i + W_c c + b_c)`.  The attention decides which words summarise the sentence, and
+      every word, and so every emission score, sees that summary.
+    - `"scale"`: eq. 3 as written, `z_i = a_i h_i`; with the residual, `LayerNorm(h_i + z_i)`.  Kept to
+      reproduce the paper's text, but it carries (almost) nothing: `LayerNorm((1 + a_i) h_i)` equals
+      `LayerNorm(h_i)` up to LayerNorm's eps, because LayerNorm removes any positive per-token
+      scale, so `W_h`, `W_q`, `v` and the query get (almost) no gradient; without the residual every
+      word shrinks by a weight that sums to 1 over the sentence.
 
     The query summarises the sentence: the paper uses the Tree-LSTM's root vector or the LSTM's last
     hidden state.  Pass it to `forward` as `query`; without one, the final state of the inputs
@@ -41,10 +52,13 @@ class GlobalAttention(Seq2SeqEncoder):
     query_dim : `int`, optional (default = `input_dim`)
         `d_q`, the size of an explicit query vector.
     residual : `bool`, optional (default = `True`)
-        Return `LayerNorm(h_i + z_i)` (section 3.2.4) instead of `z_i`.
+        `LayerNorm(h_i + ...)` (section 3.2.4).  `"context"` needs it (alone, the sentence vector is
+        the same for every word); `"scale"` without it returns `z_i`.
     bidirectional_input : `bool`, optional (default = `False`)
         The inputs come from a bidirectional encoder (forward half first), so the default query is
         the forward half's last state joined with the backward half's first state.
+    mode : `str`, optional (default = `"context"`)
+        `"context"` or `"scale"`, see above.
     """
 
     def __init__(
@@ -54,6 +68,7 @@ class GlobalAttention(Seq2SeqEncoder):
         query_dim: Optional[int] = None,
         residual: bool = True,
         bidirectional_input: bool = False,
+        mode: str = "context",
     ) -> None:
         super().__init__()
         query_dim = input_dim if query_dim is None else query_dim
@@ -71,6 +86,14 @@ class GlobalAttention(Seq2SeqEncoder):
                 f"GlobalAttention with bidirectional_input takes its query from the inputs' final state, "
                 f"so query_dim ({query_dim}) must equal input_dim ({input_dim})."
             )
+        if mode not in MODES:
+            raise ConfigurationError(f"GlobalAttention mode must be one of {MODES}, got {mode!r}.")
+        if mode == "context" and not residual:
+            raise ConfigurationError(
+                "GlobalAttention mode 'context' needs residual=True: without the words themselves every "
+                "word would get the same sentence vector."
+            )
+        self._mode = mode
         self._input_dim = input_dim
         self._attention_dim = attention_dim
         self._query_dim = query_dim
@@ -81,6 +104,8 @@ class GlobalAttention(Seq2SeqEncoder):
         # v of eq. 3, as a module so that allennlp's NormalizationBiasVerification, which pairs each
         # biased module with the next module called, sees no bias before the LayerNorm.
         self._attention_vector = torch.nn.Linear(attention_dim, 1, bias=False)
+        # W_c, b_c of the context mode.
+        self._context_projection = torch.nn.Linear(input_dim, input_dim) if mode == "context" else None
         self._layer_norm = torch.nn.LayerNorm(input_dim) if residual else None
 
     def get_input_dim(self) -> int:
@@ -90,8 +115,9 @@ class GlobalAttention(Seq2SeqEncoder):
         return self._input_dim
 
     def is_bidirectional(self) -> bool:
-        # z_i = a_i h_i keeps every feature in place, so the halves of a bidirectional input survive.
-        return self._bidirectional_input
+        # z_i = a_i h_i keeps every feature in place, so the halves of a bidirectional input survive;
+        # the projected sentence vector mixes them.
+        return self._bidirectional_input and self._mode == "scale"
 
     def forward(
         self,
@@ -159,11 +185,22 @@ class GlobalAttention(Seq2SeqEncoder):
         # Shape: (batch_size, sequence_length)
         weights = masked_softmax(scores, mask, dim=-1)
 
-        # z_i = a_i h_i.
-        # Shape: (batch_size, sequence_length, input_dim)
-        weighted = weights.unsqueeze(-1) * inputs
+        if self._mode == "context":
+            # c = sum_j a_j h_j, (batch_size, input_dim), projected and added to every word.
+            context = torch.bmm(weights.unsqueeze(1), inputs).squeeze(1)
+            # Shape: (batch_size, 1, input_dim)
+            sublayer = self._context_projection(context).unsqueeze(1)
+        else:
+            # z_i = a_i h_i.
+            # Shape: (batch_size, sequence_length, input_dim)
+            sublayer = weights.unsqueeze(-1) * inputs
         if self._layer_norm is not None:
-            # Eq. 4: z = LayerNorm(x + Sublayer(x)).
-            weighted = self._layer_norm(inputs + weighted)
-        output = weighted.masked_fill(~mask.unsqueeze(-1), 0.0)
+            # Eq. 4: z = LayerNorm(x + Sublayer(x)), called functionally: allennlp's
+            # NormalizationBiasVerification would otherwise take the context projection's bias for
+            # a bias feeding this norm.
+            norm = self._layer_norm
+            sublayer = torch.nn.functional.layer_norm(
+                inputs + sublayer, norm.normalized_shape, norm.weight, norm.bias, norm.eps
+            )
+        output = sublayer.masked_fill(~mask.unsqueeze(-1), 0.0)
         return AttentionOutput(output=output, weights=weights)

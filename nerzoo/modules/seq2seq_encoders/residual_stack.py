@@ -15,12 +15,15 @@ class ResidualStack(Seq2SeqEncoder):
 
         z = LayerNorm(x + Sublayer(x))
 
-    applied after every layer whose output size equals its input size (each with its own
-    `LayerNorm`); a layer that changes the size is applied plainly, `z = Sublayer(x)`.  This is how a
+    applied after every layer, each with its own `LayerNorm` (the paper has "residual connections
+    at every component").  A layer that changes the size gets its input through a learned linear
+    map `P` (no bias), the projection shortcut of He et al. (2016): `z = LayerNorm(P x + Sublayer(x))`;
+    with `projected_residual=False` such a layer is applied plainly, `z = Sublayer(x)`.  This is how a
     config writes the paper's residual BiLSTM stack (Table 2, "BLSTM†"), e.g.
     `{"type": "residual_stack", "layers": [{"type": "lstm", "input_size": 124, "hidden_size": 50,
     "bidirectional": true}, {"type": "lstm", "input_size": 100, "hidden_size": 50,
-    "bidirectional": true}]}`: the first layer changes the size, the second is residual.
+    "bidirectional": true}]}`: the first layer changes the size (projected residual), the second
+    keeps it.
 
     Variational dropout (one mask per sequence, `InputVariationalDropout`) is applied to the input
     of every layer but the first.  Output vectors at padded positions are zero after every residual
@@ -36,9 +39,18 @@ class ResidualStack(Seq2SeqEncoder):
         Variational dropout between consecutive layers.
     residual : `bool`, optional (default = `True`)
         `False` applies every layer plainly (the paper's stacks without residuals, Table 2).
+    projected_residual : `bool`, optional (default = `True`)
+        A residual connection through `P` for the layers that change the size; `False` applies
+        them plainly.
     """
 
-    def __init__(self, layers: List[Seq2SeqEncoder], dropout: float = 0.0, residual: bool = True) -> None:
+    def __init__(
+        self,
+        layers: List[Seq2SeqEncoder],
+        dropout: float = 0.0,
+        residual: bool = True,
+        projected_residual: bool = True,
+    ) -> None:
         super().__init__()
         if not layers:
             raise ConfigurationError("ResidualStack needs at least one layer.")
@@ -53,12 +65,20 @@ class ResidualStack(Seq2SeqEncoder):
                     f"but layer {index - 1} outputs vectors of size {previous_dim}."
                 )
         self._layers = torch.nn.ModuleList(layers)
-        # One LayerNorm per layer that keeps the size, keyed by the layer's index.
+        keeps_size = [layer.get_input_dim() == layer.get_output_dim() for layer in layers]
+        # One LayerNorm per residual layer, and P for those that change the size, keyed by index.
         self._layer_norms = torch.nn.ModuleDict(
             {
                 str(index): torch.nn.LayerNorm(layer.get_output_dim())
                 for index, layer in enumerate(layers)
-                if residual and layer.get_input_dim() == layer.get_output_dim()
+                if residual and (keeps_size[index] or projected_residual)
+            }
+        )
+        self._projections = torch.nn.ModuleDict(
+            {
+                str(index): torch.nn.Linear(layer.get_input_dim(), layer.get_output_dim(), bias=False)
+                for index, layer in enumerate(layers)
+                if residual and projected_residual and not keeps_size[index]
             }
         )
         self._dropout = InputVariationalDropout(dropout) if dropout > 0 else None
@@ -98,7 +118,9 @@ class ResidualStack(Seq2SeqEncoder):
             encoded = layer(output, mask)
             layer_norm = self._layer_norms[str(index)] if str(index) in self._layer_norms else None
             if layer_norm is not None:
-                # Eq. 4: z = LayerNorm(x + Sublayer(x)).
-                encoded = layer_norm(output + encoded).masked_fill(~keep, 0.0)
+                # Eq. 4: z = LayerNorm(x + Sublayer(x)), or LayerNorm(P x + Sublayer(x)).
+                key = str(index)
+                shortcut = self._projections[key](output) if key in self._projections else output
+                encoded = layer_norm(shortcut + encoded).masked_fill(~keep, 0.0)
             output = encoded
         return output

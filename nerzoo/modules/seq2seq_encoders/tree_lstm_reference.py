@@ -36,7 +36,10 @@ def reference_tree_lstm(
             sentences.append(torch.stack([states.get(t, zero) for t in range(num_tokens)]))
         output = torch.stack(sentences)
         if layer.layer_norm is not None:
-            residual = layer.layer_norm(layer_input + output)
+            shortcut = layer_input
+            if layer.residual_projection is not None:
+                shortcut = layer_input @ layer.residual_projection.weight.t()
+            residual = layer.layer_norm(shortcut + output)
             output = torch.stack(
                 [
                     torch.stack(
