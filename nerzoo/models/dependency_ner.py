@@ -30,7 +30,13 @@ class DependencyNerTagger(Model):
         z = GlobalAttention(M, q = [h_root ; s_n])                    (eq. 3)
         tags = CRF(W z + b)                                           (eq. 5)
 
-    Residual connections with LayerNorm (eq. 4) are options of each component.  Leaving out the
+    `s_n` is the BiLSTM's final state (forward half at the last word, backward half at the first).
+    Residual connections with LayerNorm (eq. 4) are options of each component; layers that change
+    the size take theirs through a learned projection (`residual_stack`, `child_sum_tree_lstm`).
+    The global attention's default `mode` adds the attended sentence vector to every word; eq. 3 as
+    written (`mode: "scale"`) rescales each word by its weight, which the residual LayerNorm undoes
+    (see `GlobalAttention`).  The paper averages the loss over the sentences of a batch (footnote
+    4): `head.loss_reduction: "mean"` in the config.  Leaving out the
     BiLSTM, the Tree-LSTM, either attention, the POS or the dependency-label embedding gives the
     ablations of Table 2.  The l2 term of eq. 6 is the trainer's `regularizer` (see
     `training_config/deptree_ner.jsonnet`).
@@ -56,7 +62,8 @@ class DependencyNerTagger(Model):
     relative_attention : `Lazy[RelativeAttention]`, optional (default = `None`)
         Built with `input_dim` = the concatenated encoder size.
     global_attention : `Lazy[GlobalAttention]`, optional (default = `None`)
-        Built with that `input_dim` and `query_dim` = Tree-LSTM root size + BiLSTM final-state size.
+        Built with that `input_dim` and `query_dim` = Tree-LSTM root size + BiLSTM final-state size
+        (the query is `[h_root ; s_n]`).
     head : `Lazy[CrfTagHead]`, optional (default = `CrfTagHead` with its defaults)
         Linear projection to tag scores and the CRF.
     dropout : `float`, optional (default = `0.3`)
@@ -164,6 +171,7 @@ class DependencyNerTagger(Model):
                 parts.append(embedding(labels))
         embedded = self.dropout(torch.cat(parts, dim=-1))
 
+        # h = [s ; t], q = [h_root ; s_n].
         encoded, queries = [], []
         if self.semantic_encoder is not None:
             semantic = self.semantic_encoder(embedded, mask)
@@ -174,7 +182,7 @@ class DependencyNerTagger(Model):
                 raise ConfigurationError("the Tree-LSTM needs head_indices: read the data with a dependency reader")
             syntactic = self.syntactic_encoder.encode(embedded, mask, head_indices)
             encoded.append(syntactic.states)
-            queries.append(syntactic.root)
+            queries.insert(0, syntactic.root)
         hidden = self.dropout(torch.cat(encoded, dim=-1))
 
         output: Dict[str, Any] = {}

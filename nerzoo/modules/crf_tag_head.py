@@ -68,6 +68,11 @@ class CrfTagHead(torch.nn.Module, FromParams):
     use_crf : `bool`, optional (default = `True`)
         `False` gives the per-position softmax of MEMNET (eq. 13) instead of the CRF; `crf` is then
         `None`, and `constrain_crf_decoding` and `include_start_end_transitions` have no effect.
+    loss_reduction : `str`, optional (default = `"sum"`)
+        `"sum"`: the negative log-likelihood summed over the instances of the batch (allennlp's
+        `ConditionalRandomField`); `"mean"`: averaged over them (each instance's loss is still the
+        sum over its tokens), e.g. Aguilar & Solorio (2019), eq. 6 and footnote 4.  Auxiliary
+        losses are added after the reduction.
     """
 
     def __init__(
@@ -83,8 +88,12 @@ class CrfTagHead(torch.nn.Module, FromParams):
         dropout: float = 0.0,
         verbose_metrics: bool = False,
         use_crf: bool = True,
+        loss_reduction: str = "sum",
     ) -> None:
         super().__init__()
+        if loss_reduction not in ("sum", "mean"):
+            raise ConfigurationError(f"loss_reduction must be 'sum' or 'mean', got {loss_reduction!r}")
+        self.loss_reduction = loss_reduction
         self.vocab = vocab
         self.label_namespace = label_namespace
         self.tag_scheme = None if tag_scheme is None else check_tag_scheme(tag_scheme)
@@ -162,6 +171,8 @@ class CrfTagHead(torch.nn.Module, FromParams):
         }
         if tags is not None:
             loss = self.scorer.loss(logits, tags, mask)
+            if self.loss_reduction == "mean":
+                loss = loss / max(mask.size(0), 1)
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
             self.decoder.update_metrics(paths, tags, mask, TagDecoder.sentence_starts(sentence_spans, mask))
         return output

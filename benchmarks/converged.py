@@ -1,0 +1,176 @@
+#!/usr/bin/env python
+"""
+Trains models until their dev F1 stops improving, and prints one results row per run.
+
+Each run is `allennlp train CONFIG --include-package nerzoo` on a data set of ../shared/data with
+GloVe 6B 50d, `trainer.patience` (default 5: training stops after that many epochs without a better
+dev F1) and `trainer.num_epochs` as a cap (default 60), the three seeds of the config set to
+`--seed`, and the test set evaluated with the best epoch's weights (`evaluate_on_test`).  Nothing
+else of the config changes, so each model keeps its own optimiser, batches and loss.
+
+    .venv/bin/python benchmarks/converged.py --runs deptree_ner:conll2003:1,bilstm_crf:conll2003:1
+
+RUN is MODEL:DATASET:SEED, MODEL one of the names below (a config and its overrides), DATASET one of
+`conll2003` (spaCy trees for the dependency-aware models) or `uner_ewt` (gold UD trees).  Each run
+writes `runs/converged/<model>-<dataset>-<seed>/` (the serialization directory, the command, the
+log) and `result.json`, and the rows are printed as a markdown table (for docs/RESULTS.md) at the
+end; `--table` prints the table of runs already finished.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List
+
+BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
+if BENCHMARK_DIR not in sys.path:
+    sys.path.insert(0, BENCHMARK_DIR)
+
+import conll_benchmark  # noqa: E402
+import deptree_benchmark  # noqa: E402
+import suite_benchmark  # noqa: E402
+
+REPO_ROOT = suite_benchmark.REPO_ROOT
+OUTPUT_ROOT = os.path.join(REPO_ROOT, "runs", "converged")
+DEPTREE = "training_config/deptree_ner.jsonnet"
+
+MODELS: Dict[str, Dict[str, Any]] = {
+    "deptree_ner": {"config": DEPTREE, "overrides": {}},
+    "deptree_ner_scale": {"config": DEPTREE, "overrides": {"model.global_attention.mode": "scale"}},
+    "deptree_ner_sgd": {
+        "config": DEPTREE,
+        "overrides": {
+            "trainer.optimizer": {"type": "sgd", "lr": 0.005, "momentum": 0.9},
+            "trainer.learning_rate_scheduler": {"type": "cosine", "t_initial": 10, "t_mul": 2.0},
+            "trainer.patience": None,
+            "trainer.num_epochs": 30,  # the end of the second cycle
+        },
+    },
+    "blstm_only": {"config": DEPTREE, "overrides": {"model.syntactic_encoder": None}},
+    "tlstm_only": {"config": DEPTREE, "overrides": {"model.semantic_encoder": None}},
+    "no_global_attention": {"config": DEPTREE, "overrides": {"model.global_attention": None}},
+    "no_relative_attention": {"config": DEPTREE, "overrides": {"model.relative_attention": None}},
+    "bilstm_crf": {"config": "training_config/bilstm_crf.jsonnet", "overrides": {}},
+}
+DATASETS = deptree_benchmark.DATASETS
+
+
+def overrides_for(model: Dict[str, Any], dataset: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
+    from allennlp.common.params import Params
+
+    config_params = Params.from_file(os.path.join(REPO_ROOT, model["config"])).as_dict(quiet=True)
+    overrides: Dict[str, Any] = {
+        "train_data_path": dataset["train"],
+        "validation_data_path": dataset["dev"],
+        "test_data_path": dataset["test"],
+        "evaluate_on_test": True,
+        "trainer.num_epochs": args.max_epochs,
+        "trainer.patience": args.patience,
+        "random_seed": seed,
+        "numpy_seed": seed,
+        "pytorch_seed": seed,
+    }
+    for embedders_key in ("model.text_field_embedder.token_embedders", "model.word_embedders"):
+        embedders = conll_benchmark.get_nested(config_params, embedders_key) or {}
+        for dotted in conll_benchmark.pretrained_file_keys(embedders, embedders_key):
+            overrides[dotted] = args.glove
+    for namespace in conll_benchmark.get_nested(config_params, "vocabulary.pretrained_files") or {}:
+        overrides[f"vocabulary.pretrained_files.{namespace}"] = args.glove
+    if dataset.get("reader"):
+        reader = dict(dataset["reader"])
+        reader["token_indexers"] = config_params["dataset_reader"].get("token_indexers")
+        overrides["dataset_reader"] = reader
+    overrides.update(model["overrides"])
+    return overrides
+
+
+def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
+    model, dataset = MODELS[name], DATASETS[dataset_name]
+    run_dir = os.path.join(args.output_root, f"{name}-{dataset_name}-{seed}")
+    serialization_dir = os.path.join(run_dir, "model")
+    os.makedirs(run_dir, exist_ok=True)
+    overrides = overrides_for(model, dataset, args, seed)
+    command = [
+        conll_benchmark.ALLENNLP, "train", model["config"], "-s", serialization_dir, "-f",
+        "--include-package", "nerzoo", "-o", json.dumps(overrides),
+    ]
+    with open(os.path.join(run_dir, "command.json"), "w") as handle:
+        json.dump(command, handle, indent=1)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    started = time.time()
+    with open(os.path.join(run_dir, "train.log"), "w") as log:
+        returncode = subprocess.call(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    wall = time.time() - started
+    result: Dict[str, Any] = {"model": name, "dataset": dataset_name, "seed": seed, "wall_s": round(wall),
+                              "returncode": returncode, "threads": args.threads, "config": model["config"],
+                              "overrides": model["overrides"], "patience": args.patience,
+                              "max_epochs": args.max_epochs}
+    metrics_path = os.path.join(serialization_dir, "metrics.json")
+    if returncode == 0 and os.path.exists(metrics_path):
+        with open(metrics_path) as handle:
+            metrics = json.load(handle)
+        result.update(
+            epochs=metrics.get("epoch", -1) + 1,
+            best_epoch=metrics.get("best_epoch", -1) + 1,
+            train_duration=metrics.get("training_duration"),
+            dev_f1=100 * metrics["best_validation_f1-measure-overall"],
+            test_f1=100 * metrics["test_f1-measure-overall"],
+        )
+    with open(os.path.join(run_dir, "result.json"), "w") as handle:
+        json.dump(result, handle, indent=1)
+    return result
+
+
+def table(results: List[Dict[str, Any]]) -> str:
+    lines = [
+        "| model | data | seed | epochs (best) | wall time | dev F1 | test F1 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        if "dev_f1" not in result:
+            lines.append(f"| {result['model']} | {result['dataset']} | {result['seed']} | failed (rc {result['returncode']}) | | | |")
+            continue
+        lines.append(
+            f"| {result['model']} | {result['dataset']} | {result['seed']} | {result['epochs']} ({result['best_epoch']}) "
+            f"| {result['wall_s'] / 60:.1f} min | {result['dev_f1']:.2f} | {result['test_f1']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
+    parser.add_argument("--runs", default="", help="comma-separated MODEL:DATASET:SEED")
+    parser.add_argument("--patience", type=int, default=5)
+    parser.add_argument("--max-epochs", type=int, default=60)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
+    parser.add_argument("--glove", default=suite_benchmark.DEFAULT_GLOVE)
+    parser.add_argument("--output-root", default=OUTPUT_ROOT)
+    parser.add_argument("--table", action="store_true", help="print the table of the finished runs in --output-root")
+    args = parser.parse_args()
+    if args.table:
+        results = []
+        for folder in sorted(os.listdir(args.output_root)):
+            path = os.path.join(args.output_root, folder, "result.json")
+            if os.path.exists(path):
+                with open(path) as handle:
+                    results.append(json.load(handle))
+        print(table(results))
+        return 0
+    results = []
+    for spec in filter(None, args.runs.split(",")):
+        name, dataset_name, seed = spec.split(":")
+        if name not in MODELS or dataset_name not in DATASETS:
+            parser.error(f"unknown model or dataset in {spec!r}: models {sorted(MODELS)}, datasets {sorted(DATASETS)}")
+        missing = suite_benchmark.missing_files(DATASETS[dataset_name])
+        if missing:
+            parser.error(f"missing data for {dataset_name}: {', '.join(missing)}")
+        results.append(run(name, dataset_name, int(seed), args))
+        print(table(results[-1:]).splitlines()[-1], flush=True)
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
