@@ -106,3 +106,48 @@ def test_config_batches_instances_of_similar_length(config: pathlib.Path):
             in_file_order = [list(range(start, min(start + size, len(instances)))) for start in range(0, len(instances), size)]
             unsorted = padded_positions(in_file_order, lengths)
             assert padded_positions(batches, lengths) - least <= (unsorted - least) / 2, name
+
+
+def restart_conflict(trainer: Dict[str, Any]) -> str:
+    """
+    Why a trainer's early stopping or epoch count cuts a cosine schedule with warm restarts short
+    ("" when it does not): the rate jumps back up at every restart, so `patience` can stop training
+    right after one, before the new cycle anneals, and a `num_epochs` inside a cycle ends it hot.
+    """
+    scheduler = trainer.get("learning_rate_scheduler") or {}
+    if scheduler.get("type") != "cosine":
+        return ""
+    cycle, factor = scheduler["t_initial"], scheduler.get("t_mul", 1.0)
+    ends, end = [], 0
+    while end < trainer["num_epochs"]:
+        end += int(cycle)
+        cycle *= factor
+        ends.append(end)
+    if trainer.get("patience") is not None:
+        return f"patience {trainer['patience']} beside warm restarts at epochs {ends[:-1]}"
+    if trainer["num_epochs"] not in ends:
+        return f"num_epochs {trainer['num_epochs']} is not the end of a cycle ({ends})"
+    return ""
+
+
+def test_restart_conflicts_are_seen():
+    cosine = {"type": "cosine", "t_initial": 10, "t_mul": 2.0}
+    assert restart_conflict({"learning_rate_scheduler": cosine, "num_epochs": 30, "patience": 10})
+    assert restart_conflict({"learning_rate_scheduler": cosine, "num_epochs": 40, "patience": None})
+    assert not restart_conflict({"learning_rate_scheduler": cosine, "num_epochs": 150})
+    assert not restart_conflict({"num_epochs": 30, "patience": 5})
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
+def test_warm_restarts_are_not_cut_short(config: pathlib.Path):
+    assert restart_conflict(Params.from_file(str(config)).as_dict(quiet=True)["trainer"]) == ""
+
+
+def test_deptree_paper_schedule_in_its_header_is_not_cut_short():
+    text = (PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet").read_text()
+    header = "".join(line[2:].strip() for line in text.splitlines() if line.startswith("//"))
+    overrides = header[header.index("-o '") + 4 : header.index("}'", header.index("-o '")) + 1]
+    params = Params.from_file(str(PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet"), overrides)
+    trainer = params.as_dict(quiet=True)["trainer"]
+    assert trainer["optimizer"] == {"type": "sgd", "lr": 0.005, "momentum": 0.9}
+    assert restart_conflict(trainer) == ""

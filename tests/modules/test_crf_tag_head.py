@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from allennlp.common.checks import ConfigurationError
 from allennlp.common import Params
 from allennlp.data import Vocabulary
 from allennlp.data.batch import Batch
@@ -157,6 +158,19 @@ def test_crf_head_loss_is_the_crf_negative_log_likelihood(vocab):
     output = head(encoded, mask, tags)
     assert output["loss"].item() == pytest.approx(-head.crf(output["logits"], tags, mask).item(), rel=1e-6)
     assert output["tags"] == [path for path, _ in head.crf.viterbi_tags(output["logits"], mask)]
+
+
+@pytest.mark.parametrize("use_crf", [True, False])
+def test_mean_loss_reduction_averages_over_the_instances(vocab, use_crf):
+    torch.manual_seed(3)
+    summed = CrfTagHead(vocab, input_dim=6, use_crf=use_crf)
+    averaged = CrfTagHead(vocab, input_dim=6, use_crf=use_crf, loss_reduction="mean")
+    averaged.load_state_dict(summed.state_dict())
+    encoded, mask, tags = _batch()
+    total = summed(encoded, mask, tags)["loss"]
+    assert averaged(encoded, mask, tags)["loss"].item() == pytest.approx(total.item() / mask.size(0), rel=1e-6)
+    with pytest.raises(ConfigurationError, match="loss_reduction"):
+        CrfTagHead(vocab, input_dim=6, loss_reduction="token_mean")
 
 
 def test_crf_with_zero_transitions_has_the_softmax_loss(vocab):
