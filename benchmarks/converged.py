@@ -48,6 +48,14 @@ MODELS: Dict[str, Dict[str, Any]] = {
             "trainer.num_epochs": 30,  # the end of the second cycle
         },
     },
+    "deptree_ner_dropout05": {
+        "config": DEPTREE,
+        "overrides": {
+            "model.dropout": 0.5,
+            "model.semantic_encoder.dropout": 0.5,
+            "model.syntactic_encoder.dropout": 0.5,
+        },
+    },
     "blstm_only": {"config": DEPTREE, "overrides": {"model.syntactic_encoder": None}},
     "tlstm_only": {"config": DEPTREE, "overrides": {"model.semantic_encoder": None}},
     "no_global_attention": {"config": DEPTREE, "overrides": {"model.global_attention": None}},
