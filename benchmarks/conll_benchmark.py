@@ -298,6 +298,19 @@ def pretrained_file_keys(params: Dict[str, Any], prefix: str) -> List[str]:
     return keys
 
 
+def embedding_overrides(config_params: Dict[str, Any], glove: str) -> Dict[str, Any]:
+    """Dotted overrides pointing every pretrained file of the config (embedders, vocabulary) at `glove`."""
+    overrides: Dict[str, Any] = {}
+    # Embedders of a text field embedder, and those a model takes directly (fofe_ner's word_embedders),
+    # with the embeddings nested in them (char_gated's word_embedding).
+    for embedders_key in ("model.text_field_embedder.token_embedders", "model.word_embedders"):
+        for dotted in pretrained_file_keys(get_nested(config_params, embedders_key) or {}, embedders_key):
+            overrides[dotted] = glove
+    for namespace in get_nested(config_params, "vocabulary.pretrained_files") or {}:
+        overrides[f"vocabulary.pretrained_files.{namespace}"] = glove
+    return overrides
+
+
 def nerzoo_overrides(config_params: Dict[str, Any], args) -> Dict[str, Any]:
     """Dotted overrides for the nerzoo config: real data, GloVe, epochs, no test, the time budget."""
     overrides: Dict[str, Any] = {
@@ -307,16 +320,10 @@ def nerzoo_overrides(config_params: Dict[str, Any], args) -> Dict[str, Any]:
         "evaluate_on_test": False,
         "trainer.num_epochs": args.epochs,
     }
-    # Embedders of a text field embedder, and those a model takes directly (fofe_ner's word_embedders),
-    # with the embeddings nested in them (char_gated's word_embedding).
-    for embedders_key in ("model.text_field_embedder.token_embedders", "model.word_embedders"):
-        for dotted in pretrained_file_keys(get_nested(config_params, embedders_key) or {}, embedders_key):
-            overrides[dotted] = args.glove
-    pretrained_files = get_nested(config_params, "vocabulary.pretrained_files") or {}
-    for namespace in pretrained_files:
-        overrides[f"vocabulary.pretrained_files.{namespace}"] = args.glove
-    if not any(key.endswith("pretrained_file") for key in overrides) and not pretrained_files:
+    glove = embedding_overrides(config_params, args.glove)
+    if not glove:
         print("  note: the config names no pretrained_file; --glove is not used for it", flush=True)
+    overrides.update(glove)
     callbacks = list(get_nested(config_params, "trainer.callbacks") or [])
     callbacks.append({"type": "benchmark_time_budget", "max_minutes": args.max_minutes})
     overrides["trainer.callbacks"] = callbacks

@@ -80,16 +80,8 @@ def overrides_for(model: Dict[str, Any], dataset: Dict[str, Any], args, seed: in
         "numpy_seed": seed,
         "pytorch_seed": seed,
     }
-    for embedders_key in ("model.text_field_embedder.token_embedders", "model.word_embedders"):
-        embedders = conll_benchmark.get_nested(config_params, embedders_key) or {}
-        for dotted in conll_benchmark.pretrained_file_keys(embedders, embedders_key):
-            overrides[dotted] = args.glove
-    for namespace in conll_benchmark.get_nested(config_params, "vocabulary.pretrained_files") or {}:
-        overrides[f"vocabulary.pretrained_files.{namespace}"] = args.glove
-    if dataset.get("reader"):
-        reader = dict(dataset["reader"])
-        reader["token_indexers"] = config_params["dataset_reader"].get("token_indexers")
-        overrides["dataset_reader"] = reader
+    overrides.update(conll_benchmark.embedding_overrides(config_params, args.glove))
+    overrides.update(suite_benchmark.reader_overrides(config_params, dataset))
     overrides.update(model["overrides"])
     return overrides
 

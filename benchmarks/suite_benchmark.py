@@ -246,14 +246,21 @@ def model_overrides(
     overrides["trainer.patience"] = None
     overrides.update(dataset.get("overrides") or {})
     overrides.update(model["overrides"])
-    if dataset.get("reader"):
-        reader = dict(dataset["reader"])
-        reader["token_indexers"] = config_params["dataset_reader"].get("token_indexers")
-        overrides["dataset_reader"] = reader  # a key equal to a whole object replaces it
-        if "validation_dataset_reader" in config_params:
-            overrides["validation_dataset_reader"] = reader
+    overrides.update(reader_overrides(config_params, dataset))
     resolved = Params.from_file(config_path, json.dumps(overrides), ext_vars=env).as_dict(quiet=True)
     return overrides, resolved
+
+
+def reader_overrides(config_params: Dict[str, Any], dataset: Dict[str, Any]) -> Dict[str, Any]:
+    """The dataset's own reader, if it has one, with the config's token indexers, for every reader key."""
+    if not dataset.get("reader"):
+        return {}
+    reader = dict(dataset["reader"])
+    reader["token_indexers"] = config_params["dataset_reader"].get("token_indexers")
+    overrides = {"dataset_reader": reader}  # a key equal to a whole object replaces it
+    if "validation_dataset_reader" in config_params:
+        overrides["validation_dataset_reader"] = reader
+    return overrides
 
 
 def required_models(model: Dict[str, Any]) -> List[str]:

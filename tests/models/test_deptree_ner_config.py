@@ -9,13 +9,13 @@ from allennlp.common import Params
 from allennlp.data import Batch, DatasetReader, Vocabulary
 from allennlp.models import Model
 from allennlp.nn import RegularizerApplicator
+from allennlp.nn.util import get_final_encoder_states, get_text_field_mask
 
 import nerzoo  # noqa: F401
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
 from tests import PROJECT_ROOT
 
 CONFIG = PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet"
-LAYER_NORM_MODULES = "layer_norm"
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +70,6 @@ def test_global_attention_query_is_tree_root_then_lstm_final_state(built, monkey
     with torch.no_grad():
         model(**batch)
         tokens = batch["tokens"]
-        from allennlp.nn.util import get_final_encoder_states, get_text_field_mask
-
         mask = get_text_field_mask(tokens)
         embedded = torch.cat(
             [

@@ -30,7 +30,7 @@ class ChildSumTreeLstmLayer(torch.nn.Module):
       -> hidden_dim)`, no bias, or `None`.
     """
 
-    def __init__(self, input_dim: int, hidden_dim: int, residual: bool, projected_residual: bool = False) -> None:
+    def __init__(self, input_dim: int, hidden_dim: int, residual: bool, projected_residual: bool = True) -> None:
         super().__init__()
         self.input_dim = input_dim
         self.hidden_dim = hidden_dim

@@ -116,11 +116,10 @@ class ResidualStack(Seq2SeqEncoder):
                 output = self._dropout(output)
             # Shape: (batch_size, sequence_length, layer.get_output_dim())
             encoded = layer(output, mask)
-            layer_norm = self._layer_norms[str(index)] if str(index) in self._layer_norms else None
-            if layer_norm is not None:
+            key = str(index)
+            if key in self._layer_norms:
                 # Eq. 4: z = LayerNorm(x + Sublayer(x)), or LayerNorm(P x + Sublayer(x)).
-                key = str(index)
                 shortcut = self._projections[key](output) if key in self._projections else output
-                encoded = layer_norm(shortcut + encoded).masked_fill(~keep, 0.0)
+                encoded = self._layer_norms[key](shortcut + encoded).masked_fill(~keep, 0.0)
             output = encoded
         return output
