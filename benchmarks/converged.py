@@ -56,11 +56,16 @@ MODELS: Dict[str, Dict[str, Any]] = {
             "model.syntactic_encoder.dropout": 0.5,
         },
     },
+    "deptree_ner_constant_lr": {"config": DEPTREE, "overrides": {"trainer.learning_rate_scheduler": None}},
     "blstm_only": {"config": DEPTREE, "overrides": {"model.syntactic_encoder": None}},
     "tlstm_only": {"config": DEPTREE, "overrides": {"model.semantic_encoder": None}},
     "no_global_attention": {"config": DEPTREE, "overrides": {"model.global_attention": None}},
     "no_relative_attention": {"config": DEPTREE, "overrides": {"model.relative_attention": None}},
     "bilstm_crf": {"config": "training_config/bilstm_crf.jsonnet", "overrides": {}},
+    "bilstm_crf_decay": {
+        "config": "training_config/bilstm_crf.jsonnet",
+        "overrides": {"trainer.learning_rate_scheduler": {"type": "exponential", "gamma": 0.9}},
+    },
 }
 DATASETS = deptree_benchmark.DATASETS
 
