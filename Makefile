@@ -6,6 +6,9 @@ STAMP := $(VENV)/.nerzoo-installed
 RUN_DIR ?= runs/deptree_ner
 CONFIG ?= training_config/deptree_ner.jsonnet
 SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvik Bank .
+# The 18 dev sentences of the fixtures reach dev F1 1.0 after an epoch or two, and the trainer keeps
+# the first best epoch, still underfitted: on the fixtures keep the epoch of lowest dev loss instead.
+TRAIN_OVERRIDES ?= {"trainer.validation_metric": "-loss"}
 
 .PHONY: install train test clean
 
@@ -20,7 +23,7 @@ $(STAMP): setup.cfg pyproject.toml overrides.txt
 	touch $(STAMP)
 
 train: install
-	$(ALLENNLP) train $(CONFIG) -s $(RUN_DIR) -f --include-package nerzoo
+	$(ALLENNLP) train $(CONFIG) -s $(RUN_DIR) -f --include-package nerzoo -o '$(TRAIN_OVERRIDES)'
 	$(ALLENNLP) evaluate $(RUN_DIR)/model.tar.gz fixtures/conll2003/test.txt --include-package nerzoo \
 		--output-file $(RUN_DIR)/evaluation.json
 	$(ALLENNLP) tag-text $(RUN_DIR)/model.tar.gz "$(SENTENCE)" --include-package nerzoo
