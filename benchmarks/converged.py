@@ -14,7 +14,8 @@ RUN is MODEL:DATASET:SEED, MODEL one of the names below (a config and its overri
 `conll2003` (spaCy trees for the dependency-aware models) or `uner_ewt` (gold UD trees).  Each run
 writes `runs/converged/<model>-<dataset>-<seed>/` (the serialization directory, the command, the
 log) and `result.json`, and the rows are printed as a markdown table (for docs/RESULTS.md) at the
-end; `--table` prints the table of runs already finished.
+end; `--table` prints the table of runs already finished.  `--overrides` changes every run of a
+batch, e.g. `'{"trainer.learning_rate_scheduler": null}'` (keep it apart with `--output-root`).
 """
 import argparse
 import json
@@ -56,16 +57,11 @@ MODELS: Dict[str, Dict[str, Any]] = {
             "model.syntactic_encoder.dropout": 0.5,
         },
     },
-    "deptree_ner_constant_lr": {"config": DEPTREE, "overrides": {"trainer.learning_rate_scheduler": None}},
     "blstm_only": {"config": DEPTREE, "overrides": {"model.syntactic_encoder": None}},
     "tlstm_only": {"config": DEPTREE, "overrides": {"model.semantic_encoder": None}},
     "no_global_attention": {"config": DEPTREE, "overrides": {"model.global_attention": None}},
     "no_relative_attention": {"config": DEPTREE, "overrides": {"model.relative_attention": None}},
     "bilstm_crf": {"config": "training_config/bilstm_crf.jsonnet", "overrides": {}},
-    "bilstm_crf_decay": {
-        "config": "training_config/bilstm_crf.jsonnet",
-        "overrides": {"trainer.learning_rate_scheduler": {"type": "exponential", "gamma": 0.9}},
-    },
 }
 DATASETS = deptree_benchmark.DATASETS
 
@@ -88,6 +84,7 @@ def overrides_for(model: Dict[str, Any], dataset: Dict[str, Any], args, seed: in
     overrides.update(conll_benchmark.embedding_overrides(config_params, args.glove))
     overrides.update(suite_benchmark.reader_overrides(config_params, dataset))
     overrides.update(model["overrides"])
+    overrides.update(args.overrides)
     return overrides
 
 
@@ -110,7 +107,7 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
     wall = time.time() - started
     result: Dict[str, Any] = {"model": name, "dataset": dataset_name, "seed": seed, "wall_s": round(wall),
                               "returncode": returncode, "threads": args.threads, "config": model["config"],
-                              "overrides": model["overrides"], "patience": args.patience,
+                              "overrides": {**model["overrides"], **args.overrides}, "patience": args.patience,
                               "max_epochs": args.max_epochs}
     metrics_path = os.path.join(serialization_dir, "metrics.json")
     if returncode == 0 and os.path.exists(metrics_path):
@@ -152,6 +149,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
     parser.add_argument("--glove", default=suite_benchmark.DEFAULT_GLOVE)
     parser.add_argument("--output-root", default=OUTPUT_ROOT)
+    parser.add_argument("--overrides", type=json.loads, default={},
+                        help="JSON overrides for every run, applied last (use a separate --output-root)")
     parser.add_argument("--table", action="store_true", help="print the table of the finished runs in --output-root")
     args = parser.parse_args()
     if args.table:
