@@ -13,6 +13,8 @@ from allennlp.data import DataLoader, DatasetReader, Vocabulary
 from allennlp.data.batch import Batch
 from allennlp.data.fields import Field, ListField, TextField
 from allennlp.models import Model
+from allennlp.modules.token_embedders import Embedding
+import torch
 
 import nerzoo  # noqa: F401
 from tests import PROJECT_ROOT
@@ -47,6 +49,32 @@ def test_config_builds_on_fixtures(config: pathlib.Path):
     output = model(**batch.as_tensor_dict())
     assert output["loss"].requires_grad
     output["loss"].backward()
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
+def test_regularizer_leaves_embedding_tables_alone(config: pathlib.Path):
+    # An l2 term over a whole embedding table pulls the rows of words absent from a batch towards 0,
+    # and with Adam by a step of about lr per update whatever the penalty's size: pretrained vectors
+    # of words never seen in training would be erased.
+    params = Params.from_file(str(config))
+    reader = DatasetReader.from_params(params.pop("dataset_reader"))
+    instances = list(reader.read(params.pop("train_data_path")))[:8]
+    vocab = Vocabulary.from_params(params.pop("vocabulary", Params({})), instances=instances)
+    model = Model.from_params(vocab=vocab, params=params.pop("model"))
+    tables = [
+        (name + ".weight", module.weight)
+        for name, module in model.named_modules()
+        if isinstance(module, (Embedding, torch.nn.Embedding)) and module.weight.requires_grad
+        and not name.startswith("label_embedding")
+    ]
+    if not tables:
+        pytest.skip("no trainable embedding table")
+    penalty = model.get_regularization_penalty()
+    if penalty is None or not penalty.requires_grad:
+        return
+    gradients = torch.autograd.grad(penalty, [weight for _, weight in tables], allow_unused=True)
+    reached = [name for (name, _), gradient in zip(tables, gradients) if gradient is not None and gradient.abs().sum() > 0]
+    assert not reached, f"the regularizer reaches {reached}"
 
 
 def labelled_sequence(instance) -> Field:

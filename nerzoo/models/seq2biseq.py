@@ -52,23 +52,32 @@ class Seq2Biseq(Model):
       only loop is over positions, and teacher forcing runs each decoder GRU over the whole
       sequence at once.  Rows are reversed within their lengths for the backward decoder, so padding
       always comes after the words and never reaches their states.
+    - Dropout (§4.2: "on the embeddings and the output of the hidden layers"): on `[E_w; h_c]`, on
+      `h_w`, on the label embeddings `E_l(e)` the decoders read and on both decoders' states.
     - Loss (eq. 8): `-1/2 (log p(->e_i) + log p(<-e_i))`, averaged over the tokens of the batch, plus
-      the L2 term through the model's `regularizer` (`{"regexes": [[".*", {"type": "l2", "alpha":
-      lambda / 2}]]}`).  With `backward_loss_weight = w` the loss gets `w * -log p(<-e_i)` on top:
-      this is the two-optimiser variant (Seq2Biseq_2-opt, end of §4.3), see below.
+      the L2 term through the model's `regularizer` (eq. 8 regularises every parameter; the shipped
+      configs leave out the pretrained word and the character embedding tables, whose rows for
+      words absent from a batch would otherwise receive only the L2 gradient, which Adam turns into
+      a step of about `lr` towards 0 at every update).  With `backward_loss_weight = w` the
+      backward decoder gets `w * -log p(<-e_i)` on top: the two-optimiser variant (Seq2Biseq_2-opt,
+      end of §4.3), see below.
     - Any auxiliary loss reported by a submodule (e.g. the `char_gated` embedder's cosine loss) is
       added to the loss and reported as `<name>_loss`.
 
-    The two-optimiser variant.  The paper steps one optimiser on the backward decoder's negative
-    log-likelihood and another on the whole loss (eq. 8).  nerzoo builds the equivalent gradient:
-    for SGD (with or without momentum, Nesterov or not) two optimisers with the same learning rate
-    (schedule) and momentum over all parameters move the parameters exactly as one optimiser on the
-    sum of the two losses, because their update is linear in the gradient and the two momentum
-    buffers add up to the one of the summed gradients
-    (`tests/models/test_seq2biseq.py::test_two_optimisers_equal_the_summed_loss` checks it).  So
-    `backward_loss_weight: 1` with `sgd` (the paper's MEDIA setting: momentum 0.9) is Seq2Biseq_2-opt.
-    With Adam the two are not equivalent (each optimiser normalises its own gradient); the summed
-    loss is then a close variant, not the paper's procedure.
+    The two-optimiser variant.  The paper gives the decoders two optimisers: one steps the backward
+    decoder on its own negative log-likelihood (eq. 6), the other steps the whole model on eq. 8.
+    nerzoo builds the equivalent gradient in one backward pass: with `backward_loss_scope:
+    "backward_decoder"` (default) the extra term's gradient reaches only the backward decoder
+    (`GRU_bw` and `W_bw` of eq. 5-6), never the label embeddings or the encoder, so every other
+    parameter gets exactly eq. 8's gradient.  For SGD (with or without momentum) and no gradient
+    clipping, two optimisers with the same learning rate (schedule) and momentum move the
+    parameters exactly as one optimiser on this gradient, because the update is linear in the
+    gradient and the two momentum buffers add up (`tests/models/test_seq2biseq.py::
+    test_two_optimisers_equal_one_optimiser_on_the_restricted_sum` checks it).  So
+    `backward_loss_weight: 1` with `sgd` and no `grad_norm` is Seq2Biseq_2-opt.  With Adam each of
+    two optimisers would normalise its own gradient; one Adam on the sum is then a close variant,
+    not the paper's procedure.  `backward_loss_scope: "all"` sends the extra term to every
+    parameter (one optimiser on the plain sum of the two losses).
 
     Registered as a `Model` with name "seq2biseq".
 
@@ -79,8 +88,8 @@ class Seq2Biseq(Model):
         `(batch_size, num_tokens, embedding_dim)`, the `S^lex` of eq. 2.
     encoder : `Seq2SeqEncoder`, required
         `GRU_w` of eq. 2, `(batch_size, num_tokens, H)`.
-    label_embedding_dim : `int`, optional (default = `30`)
-        `D_l`, size of `E_l`; the table has the labels plus `<EOS>` and `<BOS>`.
+    label_embedding_dim : `int`, optional (default = `150`)
+        `D_l`, size of `E_l` (§4.2); the table has the labels plus `<EOS>` and `<BOS>`.
     decoder_hidden_dim : `int`, optional (default = `150`)
         Hidden size of each label decoder.
     label_namespace : `str`, optional (default = `"labels"`)
@@ -91,8 +100,11 @@ class Seq2Biseq(Model):
         Feed `h_w_i` to the decoders (Seq2Biseq_le, eq. 5); `False` gives eq. 3-4 (labels only).
     backward_loss_weight : `float`, optional (default = `0.0`)
         Weight of the extra backward-decoder loss; `1.0` is Seq2Biseq_2-opt (see above).
+    backward_loss_scope : `str`, optional (default = `"backward_decoder"`)
+        Parameters the extra backward-decoder loss trains: `"backward_decoder"` or `"all"`.
     dropout : `float`, optional (default = `0.0`)
-        Dropout on the embeddings and on `h_w` (§4.2 uses 0.5).
+        Dropout on the embeddings, `h_w`, the label embeddings and the decoder states (§4.2 uses
+        0.5).
     initializer : `InitializerApplicator`, optional
     regularizer : `RegularizerApplicator`, optional
         The L2 term of eq. 8.
@@ -105,12 +117,13 @@ class Seq2Biseq(Model):
         vocab: Vocabulary,
         text_field_embedder: TextFieldEmbedder,
         encoder: Seq2SeqEncoder,
-        label_embedding_dim: int = 30,
+        label_embedding_dim: int = 150,
         decoder_hidden_dim: int = 150,
         label_namespace: str = "labels",
         tag_scheme: Optional[str] = "BIOUL",
         lexical_decoders: bool = True,
         backward_loss_weight: float = 0.0,
+        backward_loss_scope: str = "backward_decoder",
         dropout: float = 0.0,
         initializer: InitializerApplicator = InitializerApplicator(),
         regularizer: Optional[RegularizerApplicator] = None,
@@ -125,6 +138,10 @@ class Seq2Biseq(Model):
         )
         if backward_loss_weight < 0:
             raise ConfigurationError(f"backward_loss_weight must be >= 0, got {backward_loss_weight}")
+        if backward_loss_scope not in ("backward_decoder", "all"):
+            raise ConfigurationError(
+                f'backward_loss_scope must be "backward_decoder" or "all", got {backward_loss_scope!r}'
+            )
         self.label_namespace = label_namespace
         self.num_tags = vocab.get_vocab_size(label_namespace)
         if self.num_tags == 0:
@@ -135,6 +152,7 @@ class Seq2Biseq(Model):
         self.dropout = torch.nn.Dropout(dropout)
         self.lexical_decoders = lexical_decoders
         self.backward_loss_weight = backward_loss_weight
+        self.backward_loss_scope = backward_loss_scope
 
         # Label ids 0 .. num_tags - 1, then <EOS> (starts the backward pass) and <BOS> (the forward).
         self.end_label = self.num_tags
@@ -158,7 +176,7 @@ class Seq2Biseq(Model):
 
     def _decoder_inputs(self, lexical: torch.Tensor, previous_labels: torch.LongTensor) -> torch.Tensor:
         """`[h_w_i; E_l(e)]` (or `E_l(e)` alone), `(batch_size, steps, decoder_input_dim)`."""
-        embedded = self.label_embedding(previous_labels)
+        embedded = self.dropout(self.label_embedding(previous_labels))
         return torch.cat([lexical, embedded], dim=-1) if self.lexical_decoders else embedded
 
     def _forward_logits(self, forward_states, lexical, backward_states) -> torch.Tensor:
@@ -180,10 +198,11 @@ class Seq2Biseq(Model):
         ends = tags.new_full((batch_size, 1), self.end_label)
         right_labels = torch.cat([ends, tags_reversed[:, :-1]], dim=1)
         backward_reversed, _ = self.backward_decoder(self._decoder_inputs(lexical_reversed, right_labels))
-        backward_states = gather_steps(backward_reversed, reverse)
+        backward_states = self.dropout(gather_steps(backward_reversed, reverse))
         starts = tags.new_full((batch_size, 1), self.start_label)
         left_labels = torch.cat([starts, tags[:, :-1]], dim=1)
         forward_states, _ = self.forward_decoder(self._decoder_inputs(lexical, left_labels))
+        forward_states = self.dropout(forward_states)
         backward_logits = self.backward_output(torch.cat([lexical, backward_states], dim=-1))
         return self._forward_logits(forward_states, lexical, backward_states), backward_logits
 
@@ -207,6 +226,7 @@ class Seq2Biseq(Model):
         for step in range(num_steps):
             inputs = self._decoder_inputs(lexical_reversed[:, step : step + 1], previous.unsqueeze(1))
             state, hidden = self.backward_decoder(inputs, hidden)
+            state = self.dropout(state)
             logits = self.backward_output(torch.cat([lexical_reversed[:, step], state[:, 0]], dim=-1))
             backward_steps.append(state)
             backward_logit_steps.append(logits.unsqueeze(1))
@@ -220,10 +240,30 @@ class Seq2Biseq(Model):
         for step in range(num_steps):
             inputs = self._decoder_inputs(lexical[:, step : step + 1], previous.unsqueeze(1))
             state, hidden = self.forward_decoder(inputs, hidden)
-            logits = self._forward_logits(state[:, 0], lexical[:, step], backward_states[:, step])
+            logits = self._forward_logits(self.dropout(state[:, 0]), lexical[:, step], backward_states[:, step])
             forward_logit_steps.append(logits.unsqueeze(1))
             previous = logits.argmax(dim=-1) if forced_tags is None else forced_tags[:, step]
         return torch.cat(forward_logit_steps, dim=1), backward_logits
+
+    def _extra_backward_loss(self, backward_nll: torch.Tensor) -> torch.Tensor:
+        """
+        `w * backward_nll` in value; with `backward_loss_scope: "backward_decoder"` its gradient
+        reaches the backward decoder's parameters only: that gradient is taken here and carried by a
+        term `sum(p * g) - sum(p * g).detach()`, which is 0 and has gradient `g` with respect to `p`.
+        """
+        extra = self.backward_loss_weight * backward_nll
+        if self.backward_loss_weight == 0 or self.backward_loss_scope == "all" or not extra.requires_grad:
+            return extra
+        parameters = [p for p in self._backward_decoder_parameters() if p.requires_grad]
+        gradients = torch.autograd.grad(extra, parameters, retain_graph=True, allow_unused=True)
+        carrier = sum((p * g).sum() for p, g in zip(parameters, gradients) if g is not None)
+        if not torch.is_tensor(carrier):
+            return extra.detach()
+        return extra.detach() + carrier - carrier.detach()
+
+    def _backward_decoder_parameters(self) -> List[torch.nn.Parameter]:
+        """`GRU_bw` and `W_bw` of eq. 5-6."""
+        return list(self.backward_decoder.parameters()) + list(self.backward_output.parameters())
 
     # ----------------------------------------------------------------------------------------------
     # Model API
@@ -259,7 +299,7 @@ class Seq2Biseq(Model):
             forward_logits, backward_logits = self.teacher_forced(lexical, mask, tags)
             forward_nll = sequence_cross_entropy_with_logits(forward_logits, tags, mask, average="token")
             backward_nll = sequence_cross_entropy_with_logits(backward_logits, tags, mask, average="token")
-            loss = 0.5 * (forward_nll + backward_nll) + self.backward_loss_weight * backward_nll
+            loss = 0.5 * (forward_nll + backward_nll) + self._extra_backward_loss(backward_nll)
             loss = self.auxiliary_losses.add_to(loss, auxiliary_losses)
             output["loss"] = loss
         if tags is None or not self.training:

@@ -12,7 +12,7 @@ from allennlp.nn.util import get_text_field_mask, sequence_cross_entropy_with_lo
 
 import nerzoo  # noqa: F401
 from nerzoo.models.seq2biseq import gather_steps, reversal_index
-from tests import FIXTURES_ROOT
+from tests import FIXTURES_ROOT, PROJECT_ROOT
 
 CONFIG = FIXTURES_ROOT / "experiments" / "seq2biseq_tiny.jsonnet"
 DATA = FIXTURES_ROOT / "conll2003" / "dev.txt"
@@ -130,18 +130,32 @@ def _model_and_batch(seed: int = 0, backward_loss_weight: float = 0.0, data=TRAI
     return model, batch.as_tensor_dict()
 
 
-def test_two_optimisers_equal_the_summed_loss():
-    # Seq2Biseq_2-opt: one SGD-with-momentum optimiser on the backward decoder's NLL and another on
-    # the whole loss (eq. 8), both over all parameters, with the same learning rate and momentum,
-    # move the parameters exactly as one optimiser on the sum (backward_loss_weight = 1).
+def _backward_decoder_names(model) -> set:
+    return {name for name, _ in model.named_parameters() if name.startswith(("backward_decoder.", "backward_output."))}
+
+
+def _gradients(model, tensors) -> dict:
+    model.zero_grad()
+    model(**tensors)["loss"].backward()
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def test_two_optimisers_equal_one_optimiser_on_the_restricted_sum():
+    # Seq2Biseq_2-opt (§4.3): one SGD-with-momentum optimiser steps the backward decoder (GRU_bw, W_bw)
+    # on its own NLL and another steps every parameter on eq. 8, with the same learning rate and
+    # momentum.  That moves the parameters exactly as one optimiser on the model's loss with
+    # backward_loss_weight = 1 (default scope "backward_decoder").
     two, tensors = _model_and_batch(seed=3, num_instances=16)
     two.double()  # float64: the two ways add the same gradients in a different order
     one = copy.deepcopy(two)
     one.backward_loss_weight = 1.0
-    backward_optimiser = torch.optim.SGD(two.parameters(), lr=0.1, momentum=0.9)
+    names = [name for name, _ in two.named_parameters()]
+    backward_names = _backward_decoder_names(two)
+    assert backward_names and len(backward_names) < len(names)
+    backward_parameters = [p for name, p in two.named_parameters() if name in backward_names]
+    backward_optimiser = torch.optim.SGD(backward_parameters, lr=0.1, momentum=0.9)
     main_optimiser = torch.optim.SGD(two.parameters(), lr=0.1, momentum=0.9)
     summed_optimiser = torch.optim.SGD(one.parameters(), lr=0.1, momentum=0.9)
-    parameters = [name for name, _ in two.named_parameters()]
     two.train()
     one.train()
     for _ in range(4):
@@ -152,22 +166,21 @@ def test_two_optimisers_equal_the_summed_loss():
         lexical = two.encoder(two.text_field_embedder(tensors["tokens"]), mask)
         _, backward_logits = two.teacher_forced(lexical, mask, tensors["tags"])
         backward_loss = sequence_cross_entropy_with_logits(backward_logits, tensors["tags"], mask, average="token")
-        backward_gradients = torch.autograd.grad(backward_loss, list(two.parameters()), allow_unused=True)
-        # The optimisers share the parameters: each steps with its own gradient in turn.
-        for optimiser, gradients in ((backward_optimiser, backward_gradients), (main_optimiser, main_gradients)):
-            optimiser.zero_grad()
-            for parameter, gradient in zip(two.parameters(), gradients):
-                parameter.grad = None if gradient is None else gradient.clone()
-            optimiser.step()
+        backward_gradients = torch.autograd.grad(backward_loss, backward_parameters)
+        main_optimiser.zero_grad()
+        for parameter, gradient in zip(two.parameters(), main_gradients):
+            parameter.grad = None if gradient is None else gradient.clone()
+        main_optimiser.step()
+        backward_optimiser.zero_grad()
+        for parameter, gradient in zip(backward_parameters, backward_gradients):
+            parameter.grad = gradient.clone()
+        backward_optimiser.step()
 
         summed_optimiser.zero_grad()
         one(**tensors)["loss"].backward()
         summed_optimiser.step()
-    moved = 0
-    for name, a, b in zip(parameters, two.parameters(), one.parameters()):
+    for name, a, b in zip(names, two.parameters(), one.parameters()):
         assert torch.allclose(a, b, atol=1e-9), name
-        moved += 1
-    assert moved == len(parameters)
     # And the two-optimiser run differs from eq. 8 alone (the extra loss matters).
     plain, _ = _model_and_batch(seed=3, num_instances=16)
     plain.double()
@@ -178,6 +191,57 @@ def test_two_optimisers_equal_the_summed_loss():
         plain(**tensors)["loss"].backward()
         plain_optimiser.step()
     assert not all(torch.allclose(a, b, atol=1e-5) for a, b in zip(plain.parameters(), two.parameters()))
+
+
+@pytest.mark.parametrize("scope", ["backward_decoder", "all"])
+def test_the_extra_backward_loss_reaches_only_its_scope(scope):
+    model, tensors = _model_and_batch(seed=5, num_instances=16)
+    model.double()
+    model.train()
+    plain = _gradients(model, tensors)
+    model.backward_loss_weight = 1.0
+    model.backward_loss_scope = scope
+    output = model(**tensors)
+    weighted = _gradients(model, tensors)
+    backward_names = _backward_decoder_names(model)
+    for name, gradient in plain.items():
+        changed = not torch.allclose(gradient, weighted[name], atol=1e-12)
+        if name in backward_names:
+            assert changed, name
+        elif scope == "backward_decoder":
+            assert not changed, name
+    if scope == "all":
+        assert not torch.allclose(plain["encoder._module.weight_ih_l0"], weighted["encoder._module.weight_ih_l0"])
+    # The loss value is eq. 8 plus the extra term in both scopes.
+    mask = get_text_field_mask(tensors["tokens"])
+    backward_nll = sequence_cross_entropy_with_logits(output["backward_logits"], tensors["tags"], mask, average="token")
+    forward_nll = sequence_cross_entropy_with_logits(output["logits"], tensors["tags"], mask, average="token")
+    assert torch.allclose(output["loss"], 0.5 * forward_nll + 1.5 * backward_nll)
+
+
+def test_unknown_backward_loss_scope_raises():
+    params = Params.from_file(str(CONFIG))
+    params["model"]["backward_loss_scope"] = "encoder"
+    reader = DatasetReader.from_params(params.pop("dataset_reader"))
+    vocab = Vocabulary.from_instances(reader.read(str(DATA)))
+    with pytest.raises(ConfigurationError, match="backward_loss_scope"):
+        Model.from_params(vocab=vocab, params=params.pop("model"))
+
+
+def test_dropout_covers_embeddings_words_labels_and_both_decoders():
+    # §4.2: dropout on the embeddings and the output of the hidden layers.  Each place dropout
+    # acts on is seen as the shape of the tensor it drops, in training.
+    model, tensors = _model_and_batch(seed=0, num_instances=4)
+    model.train()
+    shapes = []
+    model.dropout.register_forward_hook(lambda module, inputs, output: shapes.append(tuple(inputs[0].shape[-1:])))
+    model(**tensors)
+    label_dim = model.label_embedding.embedding_dim
+    decoder_dim = model.backward_decoder.hidden_size
+    assert shapes.count((model.text_field_embedder.get_output_dim(),)) == 1
+    assert shapes.count((model.encoder.get_output_dim(),)) == 1
+    assert shapes.count((label_dim,)) == 2  # the labels each decoder reads
+    assert shapes.count((decoder_dim,)) == 2  # each decoder's states
 
 
 def test_teacher_forcing_and_decoding_agree_once_the_model_is_perfect():
@@ -213,3 +277,14 @@ def test_teacher_forcing_and_decoding_agree_once_the_model_is_perfect():
     assert torch.allclose(decoded_backward[mask], forced_backward[mask], atol=1e-5)
     assert model.get_metrics(reset=True)["accuracy"] == 1.0
     assert output["tags"] == [row[row_mask].tolist() for row, row_mask in zip(tags, mask)]
+
+
+@pytest.mark.parametrize("config", ["seq2biseq.jsonnet", "seq2biseq_pos.jsonnet"])
+def test_shipped_configs_keep_the_two_optimiser_variant_exact(config):
+    # Two SGD optimisers equal one on the restricted sum only if nothing rescales the summed
+    # gradient: no clipping (the paper clips nothing), and the extra loss scoped to the decoder.
+    params = Params.from_file(str(PROJECT_ROOT / "training_config" / config), '{"model.backward_loss_weight": 1.0}')
+    settings = params.as_dict(quiet=True)
+    assert settings["trainer"].get("grad_norm") is None
+    assert settings["trainer"].get("grad_clipping") is None
+    assert settings["model"].get("backward_loss_scope", "backward_decoder") == "backward_decoder"
