@@ -38,6 +38,7 @@ from nerzoo.predictors.entity_tagger import EntityTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
+from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
@@ -63,6 +64,7 @@ __all__ = [
     "FofeEncoder",
     "FofeNer",
     "ForumThreadsReader",
+    "GeometricDecay",
     "GlobalAttention",
     "LexicalFeaturesEmbedder",
     "LexicalFeaturesIndexer",

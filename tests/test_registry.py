@@ -18,6 +18,7 @@ from allennlp.modules.seq2vec_encoders import Seq2VecEncoder
 from allennlp.modules.token_embedders import TokenEmbedder
 from allennlp.predictors import Predictor
 from allennlp.training.callbacks import TrainerCallback
+from allennlp.training.learning_rate_schedulers import LearningRateScheduler
 from allennlp.training.metrics import Metric
 
 import nerzoo  # noqa: F401
@@ -58,6 +59,7 @@ COMPONENTS = {
     (Seq2VecEncoder, "fofe"): {"input_dim": 6, "trainable_alpha": True},
     (Metric, "span_set_f1"): {"entity_types": ["LOC", "PER"]},
     (TrainerCallback, "dropout_schedule"): {"serialization_dir": "unused", "start": 0.4, "end": 0.1},
+    (LearningRateScheduler, "geometric_decay"): None,  # needs an optimiser: tests/training/test_geometric_decay.py
     (Model, "fofe_ner"): None,  # built and trained in tests/models/test_fofe_ner.py
     (TokenIndexer, "word_and_characters"): {"lowercase_tokens": True},
     (TokenIndexer, "batched_characters"): {"min_padding_length": 3},

@@ -51,7 +51,10 @@ class FofeNer(Model):
     ...}`, frozen), the contexts of every fragment see the first pass's entities (level 1,
     highest-first, outside the fragment) replaced by one type token each (a learned embedding per
     type and vocabulary); the second pass is trained on those contexts and, at inference, its
-    probabilities are interpolated with the first pass's: `λ p1 + (1 - λ) p2`.
+    probabilities are interpolated with the first pass's: `λ p1 + (1 - λ) p2`.  The first pass is
+    frozen and reads one sentence at a time, so its entities and probabilities are kept per sentence
+    (keyed by its words, up to `first_pass_cache_size` sentences) and computed once, not at every
+    epoch.
 
     Registered as a `Model` with name "fofe_ner".  Reads `entity_spans` instances.
 
@@ -90,6 +93,9 @@ class FofeNer(Model):
         A trained `fofe_ner` over the same vocabulary; makes this model the second pass.
     interpolation : `float`, optional (default = `0.5`)
         `λ`, the first pass's weight at inference.
+    first_pass_cache_size : `int`, optional (default = `500000`)
+        Sentences whose first-pass results are kept (on the model's device); `0` runs the first pass
+        on every batch.
     label_namespace : `str`, optional (default = `"labels"`)
         The entity types.
     initializer : `InitializerApplicator`, optional
@@ -118,6 +124,7 @@ class FofeNer(Model):
         merge_adjacent: bool = True,
         first_pass: Optional[Model] = None,
         interpolation: float = 0.5,
+        first_pass_cache_size: int = 500_000,
         label_namespace: str = "labels",
         initializer: InitializerApplicator = InitializerApplicator(),
         **kwargs,
@@ -153,6 +160,11 @@ class FofeNer(Model):
         self.thresholds = [float(value) for value in thresholds]
         self.merge_adjacent = merge_adjacent
         self.interpolation = interpolation
+        if first_pass_cache_size < 0:
+            raise ConfigurationError(f"first_pass_cache_size must be >= 0, got {first_pass_cache_size}")
+        self.first_pass_cache_size = first_pass_cache_size
+        # words -> (per-token substitution tensors, probabilities of the sentence's spans); not saved.
+        self._first_pass_cache: Dict[Tuple[str, ...], Tuple[Dict[str, torch.Tensor], torch.Tensor]] = {}
 
         self.word_embedders = torch.nn.ModuleDict(word_embedders)
         feature_dim = sum(5 * embedder.get_output_dim() for embedder in word_embedders.values())
@@ -256,17 +268,7 @@ class FofeNer(Model):
         first_pass_probabilities = None
         substitutions = None
         if self.first_pass is not None:
-            with torch.no_grad():
-                first_output = self.first_pass(tokens)
-            substitutions = self._first_pass_entities(
-                first_output["class_probabilities"],
-                first_output["span_starts"],
-                first_output["span_ends"],
-                first_output["span_mask"],
-                mask,
-            )
-            # The first pass scores every span (`span_mask`), in the same order.
-            first_pass_probabilities = first_output["class_probabilities"][first_output["span_mask"]]
+            substitutions, first_pass_probabilities = self._first_pass_results(tokens, mask, metadata)
 
         if self.training:
             features = self._span_features(tokens, mask, span_batch, flat_starts, flat_ends, substitutions)
@@ -350,6 +352,72 @@ class FofeNer(Model):
             | (overlapping & (draw < self.overlap_sample_rate))
             | (disjoint & (draw < self.disjoint_sample_rate))
         )
+
+    def _run_first_pass(
+        self, tokens: TextFieldTensors, mask: torch.BoolTensor
+    ) -> Tuple[Dict[str, torch.Tensor], torch.Tensor]:
+        """
+        The first pass's entities as `_first_pass_entities` gives them, and its probabilities of
+        every span `(num_spans, num_classes)`, flat in the order of `_enumerate_spans` (by start, then
+        width; a sentence's spans come out the same whatever the batch's padding).
+        """
+        with torch.no_grad():
+            first_output = self.first_pass(tokens)
+        substitutions = self._first_pass_entities(
+            first_output["class_probabilities"],
+            first_output["span_starts"],
+            first_output["span_ends"],
+            first_output["span_mask"],
+            mask,
+        )
+        return substitutions, first_output["class_probabilities"][first_output["span_mask"]]
+
+    def _first_pass_results(
+        self, tokens: TextFieldTensors, mask: torch.BoolTensor, metadata: Optional[List[Dict[str, Any]]]
+    ) -> Tuple[Dict[str, torch.Tensor], torch.Tensor]:
+        """`_run_first_pass` for the batch, run only on sentences not seen before."""
+        if metadata is None or self.first_pass_cache_size == 0:
+            return self._run_first_pass(tokens, mask)
+        keys = [tuple(instance["words"]) for instance in metadata]
+        entries: Dict[int, Tuple[Dict[str, torch.Tensor], torch.Tensor]] = {}
+        missing = []
+        for row, key in enumerate(keys):
+            cached = self._first_pass_cache.get(key)
+            if cached is None:
+                missing.append(row)
+            else:
+                entries[row] = cached
+        lengths = mask.sum(1).tolist()
+        if missing:
+            index = torch.tensor(missing, device=mask.device)
+            sub_tokens = {
+                name: {key: tensor.index_select(0, index) for key, tensor in indexed.items()}
+                for name, indexed in tokens.items()
+            }
+            substitutions, probabilities = self._run_first_pass(sub_tokens, mask.index_select(0, index))
+            counts = [self._num_spans(lengths[row]) for row in missing]
+            for position, (row, row_probabilities) in enumerate(zip(missing, probabilities.split(counts))):
+                length = lengths[row]
+                entry = ({name: values[position, :length] for name, values in substitutions.items()}, row_probabilities)
+                entries[row] = entry
+                if len(self._first_pass_cache) < self.first_pass_cache_size:
+                    self._first_pass_cache[keys[row]] = entry
+        num_tokens = mask.size(1)
+        substitutions = {
+            name: torch.stack(
+                [
+                    torch.nn.functional.pad(entries[row][0][name], (0, num_tokens - lengths[row]))
+                    for row in range(len(keys))
+                ]
+            )
+            for name in entries[0][0]
+        }
+        return substitutions, torch.cat([entries[row][1] for row in range(len(keys))])
+
+    def _num_spans(self, length: int) -> int:
+        """Spans of at most `max_span_width` words in a sentence of `length` words."""
+        width = min(length, self.max_span_width)
+        return width * length - width * (width - 1) // 2
 
     def _first_pass_entities(
         self,

@@ -25,8 +25,11 @@ class MeCrfTagger(Model):
     features `Φ_l(x_t)` of the `lexical_features` embedder), written to the document memories and
     read by the memory hops of `MemoryHopEncoder` (eq. 1-6), whose output `u^{K+1}` feeds a
     linear-chain CRF (eq. 7-10, `CrfTagHead`).  Attention reaches every earlier word of the document,
-    across sentence boundaries; decoding and span F1 are per document, spans being counted per
-    sentence (the reader's `sentence_spans`), so the scores equal conlleval's on the sentences.
+    across sentence boundaries.  With the head's `crf_per_sentence: true` (the shipped config) the
+    CRF runs over each sentence on its own, as in the paper, where `x_t` is "a word in a sentence"
+    (§3); with `false` one chain runs over the whole document, its transitions crossing sentence
+    boundaries.  Spans are counted per sentence either way (the reader's `sentence_spans`), so the
+    scores equal conlleval's on the sentences.
 
     `forward` also returns the attention of every hop, for `allennlp draw-memory`.
 

@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 from allennlp.common import FromParams
@@ -10,7 +10,8 @@ from allennlp.nn import Activation
 from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses
 from nerzoo.modules.tag_decoder import TagDecoder
-from nerzoo.modules.tag_scorers import CrfScorer, SoftmaxScorer
+from nerzoo.modules.sentence_rows import SentenceRows
+from nerzoo.modules.tag_scorers import CrfScorer, SoftmaxScorer, TagPosteriors
 
 
 class CrfTagHead(torch.nn.Module, FromParams):
@@ -73,6 +74,12 @@ class CrfTagHead(torch.nn.Module, FromParams):
         `ConditionalRandomField`); `"mean"`: averaged over them (each instance's loss is still the
         sum over its tokens), e.g. Aguilar & Solorio (2019), eq. 6 and footnote 4.  Auxiliary
         losses are added after the reduction.
+    crf_per_sentence : `bool`, optional (default = `False`)
+        For document-level instances (`sentence_spans` in the metadata): one CRF chain per sentence,
+        with its start and end transitions, and no transition across a sentence boundary, as
+        ME-CRF's CRF over the words of a sentence (Liu et al., 2017, §3) while the encoder reads the
+        whole document.  Loss, Viterbi paths and posteriors are those of each sentence on its own;
+        instances without `sentence_spans` are one sentence.  `False`: one chain per instance.
     """
 
     def __init__(
@@ -89,11 +96,13 @@ class CrfTagHead(torch.nn.Module, FromParams):
         verbose_metrics: bool = False,
         use_crf: bool = True,
         loss_reduction: str = "sum",
+        crf_per_sentence: bool = False,
     ) -> None:
         super().__init__()
         if loss_reduction not in ("sum", "mean"):
             raise ConfigurationError(f"loss_reduction must be 'sum' or 'mean', got {loss_reduction!r}")
         self.loss_reduction = loss_reduction
+        self.crf_per_sentence = crf_per_sentence
         self.vocab = vocab
         self.label_namespace = label_namespace
         self.tag_scheme = None if tag_scheme is None else check_tag_scheme(tag_scheme)
@@ -154,14 +163,18 @@ class CrfTagHead(torch.nn.Module, FromParams):
         if self.hidden is not None:
             hidden = self.hidden(hidden)
         logits = self.tag_projection(hidden)
-        paths = self.scorer.decode(logits, mask)
         lengths = mask.sum(dim=1).tolist()
-        predicted = [row[:length] for row, length in zip(paths.tolist(), lengths)]
         # Sentences inside each instance: one, unless the reader made document instances.
         sentence_spans = [
             (metadata[row] if metadata else {}).get("sentence_spans") or [(0, length)]
             for row, length in enumerate(lengths)
         ]
+        rows = self._sentence_rows(sentence_spans, mask)
+        if rows is None:
+            paths = self.scorer.decode(logits, mask)
+        else:
+            paths = rows.scatter(self.scorer.decode(rows.gather(logits), rows.mask), mask.size(0))
+        predicted = [row[:length] for row, length in zip(paths.tolist(), lengths)]
         output: Dict[str, Any] = {
             "logits": logits,
             "mask": mask,
@@ -170,7 +183,10 @@ class CrfTagHead(torch.nn.Module, FromParams):
             "sentence_spans": sentence_spans,
         }
         if tags is not None:
-            loss = self.scorer.loss(logits, tags, mask)
+            if rows is None:
+                loss = self.scorer.loss(logits, tags, mask)
+            else:
+                loss = self.scorer.loss(rows.gather(logits), rows.gather(tags), rows.mask)
             if self.loss_reduction == "mean":
                 loss = loss / max(mask.size(0), 1)
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
@@ -184,8 +200,20 @@ class CrfTagHead(torch.nn.Module, FromParams):
         never call this, do not pay for forward-backward (or, without the CRF, the softmax).
         """
         paths = output_dict.pop("paths")
-        posteriors = self.scorer.posteriors(output_dict["logits"], output_dict["mask"].bool(), paths)
+        logits, mask = output_dict["logits"], output_dict["mask"].bool()
+        rows = self._sentence_rows(output_dict["sentence_spans"], mask)
+        if rows is None:
+            posteriors = self.scorer.posteriors(logits, mask, paths)
+        else:
+            sentence_posteriors = self.scorer.posteriors(rows.gather(logits), rows.mask, rows.gather(paths))
+            posteriors = TagPosteriors(*(rows.scatter(values, mask.size(0)) for values in sentence_posteriors))
         return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
+
+    def _sentence_rows(self, sentence_spans: List[List[Tuple[int, int]]], mask: torch.BoolTensor) -> Optional[SentenceRows]:
+        """The sentences as rows when each gets its own chain and some instance has more than one."""
+        if not self.crf_per_sentence or self.crf is None or all(len(spans) <= 1 for spans in sentence_spans):
+            return None
+        return SentenceRows(sentence_spans, mask.size(1), mask.device)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = self.decoder.get_metrics(reset)

@@ -11,7 +11,7 @@ from allennlp.modules import FeedForward
 
 import nerzoo  # noqa: F401
 from nerzoo.models.fofe_ner import FofeNer
-from tests import FIXTURES_ROOT
+from tests import FIXTURES_ROOT, PROJECT_ROOT
 
 CONFIG = FIXTURES_ROOT / "experiments" / "fofe_ner_tiny.jsonnet"
 DATA = FIXTURES_ROOT / "conll2003" / "train.txt"
@@ -325,3 +325,84 @@ def test_second_pass_keeps_the_first_pass_and_interpolates_its_probabilities():
         assert torch.equal(output["span_mask"], first_output["span_mask"])
         interpolated = output["class_probabilities"][output["span_mask"]]
         torch.testing.assert_close(interpolated, 0.25 * expected[first_output["span_mask"]] + 0.75 * alone)
+
+
+def _second_pass(cache_size: int):
+    params = Params.from_file(str(CONFIG))
+    reader_params, model_params = params["dataset_reader"], params["model"]
+    instances = list(DatasetReader.from_params(reader_params.duplicate()).read(str(DATA)))[:10]
+    vocab = Vocabulary.from_instances(instances)
+    torch.manual_seed(0)
+    first = Model.from_params(vocab=vocab, params=model_params.duplicate()).eval()
+    second_params = model_params.duplicate()
+    second_params["first_pass_cache_size"] = cache_size
+    second = Model.from_params(vocab=vocab, params=second_params, first_pass=first)
+    return second, instances, vocab
+
+
+def _tensors(instances, vocab):
+    batch = Batch(instances)
+    batch.index_instances(vocab)
+    return batch.as_tensor_dict()
+
+
+def test_second_pass_runs_the_first_pass_once_per_sentence_with_the_same_results():
+    cached, instances, vocab = _second_pass(cache_size=1000)
+    uncached, _, _ = _second_pass(cache_size=0)
+    uncached.load_state_dict(cached.state_dict())
+    rows = []
+    cached.first_pass.register_forward_hook(lambda module, inputs, output: rows.append(output["span_mask"].size(0)))
+    # Batches of different make-up and padding: each sentence is first seen in one, then in another.
+    groupings = [[instances[:4], instances[4:]], [instances[::2], instances[1::2]], [instances]]
+    for epoch, grouping in enumerate(groupings):
+        for group in grouping:
+            tensors = _tensors(group, vocab)
+            for model in (cached, uncached):
+                model.train()
+            torch.manual_seed(epoch)
+            loss_cached = cached(**tensors)["loss"]
+            torch.manual_seed(epoch)
+            loss_uncached = uncached(**tensors)["loss"]
+            torch.testing.assert_close(loss_cached, loss_uncached)
+            for model in (cached, uncached):
+                model.eval()
+            with torch.no_grad():
+                a, b = cached(**tensors), uncached(**tensors)
+            assert torch.equal(a["span_mask"], b["span_mask"])
+            torch.testing.assert_close(a["class_probabilities"][a["span_mask"]], b["class_probabilities"][b["span_mask"]])
+    assert sum(rows) == len(instances)
+
+
+def test_second_pass_cache_holds_at_most_its_size():
+    second, instances, vocab = _second_pass(cache_size=3)
+    second.eval()
+    with torch.no_grad():
+        second(**_tensors(instances, vocab))
+    assert len(second._first_pass_cache) == 3
+
+
+def test_shipped_vocabulary_comes_from_training_data_with_a_trained_oov_vector(tmp_path):
+    # A word found only in the test file must not get its own (untrained, random) row; words seen
+    # once in training map to the OOV token, whose vector is then trained.
+    from collections import Counter
+
+    from allennlp.training.util import make_vocab_from_params
+
+    test_file = tmp_path / "test.txt"
+    test_file.write_text("-DOCSTART- -X- -X- O\n\nQwzxvk NNP B-NP B-PER\nvisited VBD B-VP O\n\n")
+    overrides = json.dumps({"test_data_path": str(test_file), "validation_data_path": str(test_file)})
+    params = Params.from_file(str(PROJECT_ROOT / "training_config" / "fofe_ner.jsonnet"), overrides)
+    vocab = make_vocab_from_params(params, str(tmp_path / "run"))
+    for namespace in ("tokens", "lowercase_tokens"):
+        tokens = vocab.get_token_to_index_vocabulary(namespace)
+        assert "Qwzxvk" not in tokens and "qwzxvk" not in tokens
+    counts = Counter(
+        line.split()[0]
+        for line in (FIXTURES_ROOT / "conll2003" / "train.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("-DOCSTART-")
+    )
+    singletons = [word for word, count in counts.items() if count == 1]
+    assert singletons
+    unknown = vocab.get_token_index(vocab._oov_token, "tokens")
+    assert all(vocab.get_token_index(word, "tokens") == unknown for word in singletons)
+    assert all(vocab.get_token_index(word, "tokens") != unknown for word, count in counts.items() if count > 1)

@@ -21,6 +21,9 @@ class TestMeCrf(ModelTestCase):
     def test_can_train_save_and_load(self):
         self.ensure_model_can_train_save_and_load(self.param_file)
 
+    def test_per_sentence_crf_trains(self):
+        self.ensure_model_can_train_save_and_load(self.param_file, overrides='{"model.head.crf_per_sentence": true}')
+
     def test_memorynet_variant_trains(self):
         self.ensure_model_can_train_save_and_load(self.param_file, overrides='{"model.head.use_crf": false}')
 

@@ -210,3 +210,58 @@ def test_bilstm_crf_trains_a_step_with_the_softmax_head():
     readable = model.make_output_human_readable(model(**batch.as_tensor_dict()))
     assert [len(tags) for tags in readable["tags"]] == [len(words) for words in readable["words"]]
     assert all(0.0 < span["confidence"] <= 1.0 for spans in readable["spans"] for span in spans)
+
+
+def _documents():
+    """Two documents of 3 and 2 sentences, padded to 9 steps, and their sentence spans."""
+    torch.manual_seed(7)
+    spans = [[(0, 3), (3, 4), (4, 9)], [(0, 2), (2, 5)]]
+    lengths = [9, 5]
+    encoded = torch.randn(2, 9, len(TAGS)) * 3
+    mask = torch.tensor([[t < length for t in range(9)] for length in lengths])
+    tags = torch.randint(len(TAGS), (2, 9)) * mask
+    metadata = [{"sentence_spans": document_spans} for document_spans in spans]
+    return encoded, mask, tags, metadata
+
+
+def test_per_sentence_crf_scores_each_sentence_on_its_own(vocab):
+    head = CrfTagHead(vocab, input_dim=len(TAGS), crf_per_sentence=True).eval()
+    torch.nn.init.normal_(head.crf.transitions, std=2.0)
+    torch.nn.init.normal_(head.crf.start_transitions, std=2.0)
+    torch.nn.init.normal_(head.crf.end_transitions, std=2.0)
+    encoded, mask, tags, metadata = _documents()
+    output = head(encoded, mask, tags, metadata)
+    readable = head.make_output_human_readable(dict(output))
+    # The slow reference: allennlp's CRF on every sentence alone, and the head on a batch of one.
+    expected_loss = 0.0
+    single = CrfTagHead(vocab, input_dim=len(TAGS)).eval()
+    single.load_state_dict(head.state_dict())
+    for row, document in enumerate(metadata):
+        path = []
+        for start, end in document["sentence_spans"]:
+            logits = output["logits"][row : row + 1, start:end]
+            sentence_mask = torch.ones(1, end - start, dtype=torch.bool)
+            expected_loss -= head.crf(logits, tags[row : row + 1, start:end], sentence_mask).item()
+            path += head.crf.viterbi_tags(logits, sentence_mask)[0][0]
+            alone = single.make_output_human_readable(single(encoded[row : row + 1, start:end], sentence_mask))
+            torch.testing.assert_close(readable["tag_probabilities"][row, start:end], alone["tag_probabilities"][0])
+            assert readable["tag_confidences"][row][start:end] == pytest.approx(alone["tag_confidences"][0])
+            found = {(s["label"], s["start"], s["end"]): s["confidence"] for s in readable["spans"][row]}
+            for span in alone["spans"][0]:
+                key = (span["label"], span["start"] + start, span["end"] + start)
+                assert found[key] == pytest.approx(span["confidence"], rel=1e-5)
+        assert output["tags"][row] == path
+    assert output["loss"].item() == pytest.approx(expected_loss, rel=1e-5)
+    # One chain per document scores differently: the boundaries matter.
+    document_head = CrfTagHead(vocab, input_dim=len(TAGS)).eval()
+    document_head.load_state_dict(head.state_dict())
+    assert document_head(encoded, mask, tags, metadata)["loss"].item() != pytest.approx(expected_loss, rel=1e-3)
+
+
+def test_per_sentence_crf_equals_the_document_chain_for_one_sentence(vocab):
+    head = CrfTagHead(vocab, input_dim=6, crf_per_sentence=True)
+    plain = CrfTagHead(vocab, input_dim=6)
+    plain.load_state_dict(head.state_dict())
+    encoded, mask, tags = _batch()
+    a, b = head(encoded, mask, tags), plain(encoded, mask, tags)
+    assert a["tags"] == b["tags"] and a["loss"].item() == pytest.approx(b["loss"].item())

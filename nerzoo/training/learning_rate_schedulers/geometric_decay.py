@@ -1,0 +1,47 @@
+"""
+A learning rate multiplied by one factor every epoch so that the last epoch runs at a given fraction
+of the first: FOFE-NER's "initially set to 0.128 and is multiplied by a decay factor each epoch so
+that it reaches 1/16 of the initial value at the end of the training" (Xu, 2017, §5.5.1).
+"""
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.training.learning_rate_schedulers import LearningRateScheduler
+
+
+@LearningRateScheduler.register("geometric_decay")
+class GeometricDecay(LearningRateScheduler):
+    """
+    Epoch `e` (0-based) of `num_epochs` runs at `lr * final_factor ** (e / (num_epochs - 1))`: the
+    factor per epoch follows the trainer's `num_epochs`, so an override of it keeps the schedule in
+    step (allennlp's `exponential` takes a fixed `gamma`).  Xu (2017), "Fixed-size
+    Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York University, §5.5.1.
+
+    Registered as a `LearningRateScheduler` with name "geometric_decay".
+
+    # Parameters
+
+    optimizer : `torch.optim.Optimizer`, required
+    num_epochs : `int`, required
+        Passed in by the trainer (its `num_epochs`).
+    final_factor : `float`, optional (default = `1 / 16`)
+        The last epoch's rate over the first's.
+    last_epoch : `int`, optional (default = `-1`)
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        num_epochs: int,
+        final_factor: float = 1 / 16,
+        last_epoch: int = -1,
+    ) -> None:
+        if not 0.0 < final_factor <= 1.0:
+            raise ConfigurationError(f"final_factor must lie in (0, 1], got {final_factor}")
+        if num_epochs < 1:
+            raise ConfigurationError(f"num_epochs must be >= 1, got {num_epochs}")
+        self.gamma = final_factor ** (1.0 / (num_epochs - 1)) if num_epochs > 1 else 1.0
+        super().__init__(optimizer, last_epoch)
+
+    def get_values(self):
+        # `step` runs at the end of an epoch: after epoch `last_epoch`, set the next one's rate.
+        return [base * self.gamma ** (self.last_epoch + 1) for base in self.base_values]
