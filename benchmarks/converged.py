@@ -11,11 +11,20 @@ else of the config changes, so each model keeps its own optimiser, batches and l
     .venv/bin/python benchmarks/converged.py --runs deptree_ner:conll2003:1,bilstm_crf:conll2003:1
 
 RUN is MODEL:DATASET:SEED, MODEL one of the names below (a config and its overrides), DATASET one of
-`conll2003` (spaCy trees for the dependency-aware models) or `uner_ewt` (gold UD trees).  Each run
+`conll2003` (spaCy trees for the dependency-aware models, whole documents for ME-CRF), `uner_ewt`
+(gold UD trees), `conll2000_chunking` (the chunk column; dev = every 9th training sentence),
+`conll2000_pos` (the POS column, same split) or `ewt_upos` (UD English-EWT r2.16 UPOS).  Each run
 writes `runs/converged/<model>-<dataset>-<seed>/` (the serialization directory, the command, the
 log) and `result.json`, and the rows are printed as a markdown table (for docs/RESULTS.md) at the
 end; `--table` prints the table of runs already finished.  `--overrides` changes every run of a
 batch, e.g. `'{"trainer.learning_rate_scheduler": null}'` (keep it apart with `--output-root`).
+
+Models whose learning-rate schedule is defined over the trainer's epochs (`"schedule": True`:
+FOFE-NER's geometric decay, Seq2Biseq's linear decay) keep their config's `num_epochs` and
+`patience` instead of `--max-epochs` and `--patience`: the schedule is the training length, and the
+best dev epoch is kept.  POS taggers are scored by token accuracy (`"metric": "accuracy"`).  The
+FOFE-NER second pass reads the first pass trained with the same data and seed in the same
+`--output-root` (`fofe_ner:conll2003:SEED` first).
 """
 import argparse
 import json
@@ -29,13 +38,18 @@ BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
 if BENCHMARK_DIR not in sys.path:
     sys.path.insert(0, BENCHMARK_DIR)
 
+import char_attention_benchmark  # noqa: E402
 import conll_benchmark  # noqa: E402
 import deptree_benchmark  # noqa: E402
+import seq2biseq_benchmark  # noqa: E402
 import suite_benchmark  # noqa: E402
 
 REPO_ROOT = suite_benchmark.REPO_ROOT
 OUTPUT_ROOT = os.path.join(REPO_ROOT, "runs", "converged")
 DEPTREE = "training_config/deptree_ner.jsonnet"
+ME_CRF = "training_config/me_crf_conll2003.jsonnet"
+FOFE = "training_config/fofe_ner.jsonnet"
+SEQ2BISEQ_POS = "training_config/seq2biseq_pos.jsonnet"
 
 MODELS: Dict[str, Dict[str, Any]] = {
     "deptree_ner": {"config": DEPTREE, "overrides": {}},
@@ -62,8 +76,37 @@ MODELS: Dict[str, Dict[str, Any]] = {
     "no_global_attention": {"config": DEPTREE, "overrides": {"model.global_attention": None}},
     "no_relative_attention": {"config": DEPTREE, "overrides": {"model.relative_attention": None}},
     "bilstm_crf": {"config": "training_config/bilstm_crf.jsonnet", "overrides": {}},
+    # ME-CRF (Liu et al. 2017): one CRF chain per sentence (the paper's) or per document.
+    "me_crf": {"config": ME_CRF, "overrides": {}},
+    "me_crf_document": {"config": ME_CRF, "overrides": {"model.head.crf_per_sentence": False}},
+    # FOFE-NER (Xu 2017): first and second pass.
+    "fofe_ner": {"config": FOFE, "overrides": {}, "schedule": True},
+    "fofe_ner_second_pass": {
+        "config": "training_config/fofe_ner_second_pass.jsonnet",
+        "overrides": {},
+        "schedule": True,
+        "first_pass": "fofe_ner",
+    },
+    # Rei et al. (2016): words, concatenation and gate, on chunking.
+    "char_attention_tagger": {"config": "training_config/char_attention_tagger.jsonnet", "overrides": {}},
+    "char_attention_tagger_concat": {"config": "training_config/char_attention_tagger_concat.jsonnet", "overrides": {}},
+    "char_attention_tagger_words": {"config": "training_config/char_attention_tagger_words.jsonnet", "overrides": {}},
+    # Seq2Biseq (Dinarelli & Grobol 2019) and its 2-opt variant with the same Adam, and the baseline, on POS.
+    "seq2biseq_pos": {"config": SEQ2BISEQ_POS, "overrides": {}, "schedule": True, "metric": "accuracy"},
+    "seq2biseq_pos_2opt": {
+        "config": SEQ2BISEQ_POS,
+        "overrides": {"model.backward_loss_weight": 1.0},
+        "schedule": True,
+        "metric": "accuracy",
+    },
+    "bilstm_crf_pos": {"config": "training_config/bilstm_crf_pos.jsonnet", "overrides": {}, "metric": "accuracy"},
 }
-DATASETS = deptree_benchmark.DATASETS
+DATASETS = {
+    **deptree_benchmark.DATASETS,
+    "conll2000_chunking": char_attention_benchmark.DATASETS["conll2000"],
+    "conll2000_pos": seq2biseq_benchmark.DATASETS["conll2000"],
+    "ewt_upos": seq2biseq_benchmark.DATASETS["ewt"],
+}
 
 
 def overrides_for(model: Dict[str, Any], dataset: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
@@ -75,14 +118,15 @@ def overrides_for(model: Dict[str, Any], dataset: Dict[str, Any], args, seed: in
         "validation_data_path": dataset["dev"],
         "test_data_path": dataset["test"],
         "evaluate_on_test": True,
-        "trainer.num_epochs": args.max_epochs,
-        "trainer.patience": args.patience,
         "random_seed": seed,
         "numpy_seed": seed,
         "pytorch_seed": seed,
     }
+    if not model.get("schedule"):
+        overrides.update({"trainer.num_epochs": args.max_epochs, "trainer.patience": args.patience})
     overrides.update(conll_benchmark.embedding_overrides(config_params, args.glove))
     overrides.update(suite_benchmark.reader_overrides(config_params, dataset))
+    overrides.update(dataset.get("overrides") or {})
     overrides.update(model["overrides"])
     overrides.update(args.overrides)
     return overrides
@@ -101,11 +145,17 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
     with open(os.path.join(run_dir, "command.json"), "w") as handle:
         json.dump(command, handle, indent=1)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    if model.get("first_pass"):
+        archive = os.path.join(args.output_root, f"{model['first_pass']}-{dataset_name}-{seed}", "model", "model.tar.gz")
+        if not os.path.exists(archive):
+            raise SystemExit(f"{name}: train {model['first_pass']}:{dataset_name}:{seed} first (no {archive})")
+        env["FOFE_FIRST_PASS"] = archive
     started = time.time()
     with open(os.path.join(run_dir, "train.log"), "w") as log:
         returncode = subprocess.call(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     wall = time.time() - started
-    result: Dict[str, Any] = {"model": name, "dataset": dataset_name, "seed": seed, "wall_s": round(wall),
+    metric = model.get("metric", "f1-measure-overall")
+    result: Dict[str, Any] = {"model": name, "dataset": dataset_name, "seed": seed, "wall_s": round(wall), "metric": metric,
                               "returncode": returncode, "threads": args.threads, "config": model["config"],
                               "overrides": {**model["overrides"], **args.overrides}, "patience": args.patience,
                               "max_epochs": args.max_epochs}
@@ -117,8 +167,8 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
             epochs=metrics.get("epoch", -1) + 1,
             best_epoch=metrics.get("best_epoch", -1) + 1,
             train_duration=metrics.get("training_duration"),
-            dev_f1=100 * metrics["best_validation_f1-measure-overall"],
-            test_f1=100 * metrics["test_f1-measure-overall"],
+            dev=100 * metrics[f"best_validation_{metric}"],
+            test=100 * metrics[f"test_{metric}"],
         )
     with open(os.path.join(run_dir, "result.json"), "w") as handle:
         json.dump(result, handle, indent=1)
@@ -127,16 +177,18 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
 
 def table(results: List[Dict[str, Any]]) -> str:
     lines = [
-        "| model | data | seed | epochs (best) | wall time | dev F1 | test F1 |",
-        "|---|---|---|---|---|---|---|",
+        "| model | data | seed | epochs (best) | wall time | metric | dev | test |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
-        if "dev_f1" not in result:
-            lines.append(f"| {result['model']} | {result['dataset']} | {result['seed']} | failed (rc {result['returncode']}) | | | |")
+        dev, test = result.get("dev", result.get("dev_f1")), result.get("test", result.get("test_f1"))
+        metric = "accuracy" if result.get("metric") == "accuracy" else "F1"
+        if dev is None:
+            lines.append(f"| {result['model']} | {result['dataset']} | {result['seed']} | failed (rc {result['returncode']}) | | | | |")
             continue
         lines.append(
             f"| {result['model']} | {result['dataset']} | {result['seed']} | {result['epochs']} ({result['best_epoch']}) "
-            f"| {result['wall_s'] / 60:.1f} min | {result['dev_f1']:.2f} | {result['test_f1']:.2f} |"
+            f"| {result['wall_s'] / 60:.1f} min | {metric} | {dev:.2f} | {test:.2f} |"
         )
     return "\n".join(lines)
 
