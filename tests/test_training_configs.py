@@ -36,14 +36,19 @@ def test_configs_needing_an_archive_are_trained_end_to_end(config):
     assert f"training_config/{config}" in (PROJECT_ROOT / NEEDS_AN_ARCHIVE[config]).read_text()
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
-def test_config_builds_on_fixtures(config: pathlib.Path):
+def build_on_fixtures(config: pathlib.Path):
+    """The config's model and its first 8 training instances, with the vocabulary built from them."""
     params = Params.from_file(str(config))
     assert "fixtures/" in params["train_data_path"], "shipped configs train on the fixtures by default"
     reader = DatasetReader.from_params(params.pop("dataset_reader"))
     instances = list(reader.read(params.pop("train_data_path")))[:8]
     vocab = Vocabulary.from_params(params.pop("vocabulary", Params({})), instances=instances)
-    model = Model.from_params(vocab=vocab, params=params.pop("model"))
+    return Model.from_params(vocab=vocab, params=params.pop("model")), instances, vocab
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
+def test_config_builds_on_fixtures(config: pathlib.Path):
+    model, instances, vocab = build_on_fixtures(config)
     batch = Batch(instances)
     batch.index_instances(vocab)
     output = model(**batch.as_tensor_dict())
@@ -56,11 +61,7 @@ def test_regularizer_leaves_embedding_tables_alone(config: pathlib.Path):
     # An l2 term over a whole embedding table pulls the rows of words absent from a batch towards 0,
     # and with Adam by a step of about lr per update whatever the penalty's size: pretrained vectors
     # of words never seen in training would be erased.
-    params = Params.from_file(str(config))
-    reader = DatasetReader.from_params(params.pop("dataset_reader"))
-    instances = list(reader.read(params.pop("train_data_path")))[:8]
-    vocab = Vocabulary.from_params(params.pop("vocabulary", Params({})), instances=instances)
-    model = Model.from_params(vocab=vocab, params=params.pop("model"))
+    model, _, _ = build_on_fixtures(config)
     tables = [
         (name + ".weight", module.weight)
         for name, module in model.named_modules()

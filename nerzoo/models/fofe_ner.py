@@ -355,11 +355,12 @@ class FofeNer(Model):
 
     def _run_first_pass(
         self, tokens: TextFieldTensors, mask: torch.BoolTensor
-    ) -> Tuple[Dict[str, torch.Tensor], torch.Tensor]:
+    ) -> Tuple[Dict[str, torch.Tensor], torch.Tensor, torch.LongTensor]:
         """
-        The first pass's entities as `_first_pass_entities` gives them, and its probabilities of
-        every span `(num_spans, num_classes)`, flat in the order of `_enumerate_spans` (by start, then
-        width; a sentence's spans come out the same whatever the batch's padding).
+        The first pass's entities as `_first_pass_entities` gives them, its probabilities of every
+        span `(num_spans, num_classes)`, flat in the order of `_enumerate_spans` (by start, then
+        width; a sentence's spans come out the same whatever the batch's padding), and the number of
+        spans of each row `(batch_size,)`.
         """
         with torch.no_grad():
             first_output = self.first_pass(tokens)
@@ -370,14 +371,15 @@ class FofeNer(Model):
             first_output["span_mask"],
             mask,
         )
-        return substitutions, first_output["class_probabilities"][first_output["span_mask"]]
+        span_mask = first_output["span_mask"]
+        return substitutions, first_output["class_probabilities"][span_mask], span_mask.sum(1)
 
     def _first_pass_results(
         self, tokens: TextFieldTensors, mask: torch.BoolTensor, metadata: Optional[List[Dict[str, Any]]]
     ) -> Tuple[Dict[str, torch.Tensor], torch.Tensor]:
         """`_run_first_pass` for the batch, run only on sentences not seen before."""
         if metadata is None or self.first_pass_cache_size == 0:
-            return self._run_first_pass(tokens, mask)
+            return self._run_first_pass(tokens, mask)[:2]
         keys = [tuple(instance["words"]) for instance in metadata]
         entries: Dict[int, Tuple[Dict[str, torch.Tensor], torch.Tensor]] = {}
         missing = []
@@ -394,9 +396,8 @@ class FofeNer(Model):
                 name: {key: tensor.index_select(0, index) for key, tensor in indexed.items()}
                 for name, indexed in tokens.items()
             }
-            substitutions, probabilities = self._run_first_pass(sub_tokens, mask.index_select(0, index))
-            counts = [self._num_spans(lengths[row]) for row in missing]
-            for position, (row, row_probabilities) in enumerate(zip(missing, probabilities.split(counts))):
+            substitutions, probabilities, counts = self._run_first_pass(sub_tokens, mask.index_select(0, index))
+            for position, (row, row_probabilities) in enumerate(zip(missing, probabilities.split(counts.tolist()))):
                 length = lengths[row]
                 entry = ({name: values[position, :length] for name, values in substitutions.items()}, row_probabilities)
                 entries[row] = entry
@@ -413,11 +414,6 @@ class FofeNer(Model):
             for name in entries[0][0]
         }
         return substitutions, torch.cat([entries[row][1] for row in range(len(keys))])
-
-    def _num_spans(self, length: int) -> int:
-        """Spans of at most `max_span_width` words in a sentence of `length` words."""
-        width = min(length, self.max_span_width)
-        return width * length - width * (width - 1) // 2
 
     def _first_pass_entities(
         self,

@@ -255,10 +255,10 @@ class Seq2Biseq(Model):
         if self.backward_loss_weight == 0 or self.backward_loss_scope == "all" or not extra.requires_grad:
             return extra
         parameters = [p for p in self._backward_decoder_parameters() if p.requires_grad]
-        gradients = torch.autograd.grad(extra, parameters, retain_graph=True, allow_unused=True)
-        carrier = sum((p * g).sum() for p, g in zip(parameters, gradients) if g is not None)
-        if not torch.is_tensor(carrier):
+        if not parameters:
             return extra.detach()
+        gradients = torch.autograd.grad(extra, parameters, retain_graph=True)
+        carrier = sum((p * g).sum() for p, g in zip(parameters, gradients))
         return extra.detach() + carrier - carrier.detach()
 
     def _backward_decoder_parameters(self) -> List[torch.nn.Parameter]:

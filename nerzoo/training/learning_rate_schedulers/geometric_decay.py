@@ -5,16 +5,16 @@ that it reaches 1/16 of the initial value at the end of the training" (Xu, 2017,
 """
 import torch
 from allennlp.common.checks import ConfigurationError
-from allennlp.training.learning_rate_schedulers import LearningRateScheduler
+from allennlp.training.learning_rate_schedulers import ExponentialLearningRateScheduler, LearningRateScheduler
 
 
 @LearningRateScheduler.register("geometric_decay")
-class GeometricDecay(LearningRateScheduler):
+class GeometricDecay(ExponentialLearningRateScheduler):
     """
-    Epoch `e` (0-based) of `num_epochs` runs at `lr * final_factor ** (e / (num_epochs - 1))`: the
-    factor per epoch follows the trainer's `num_epochs`, so an override of it keeps the schedule in
-    step (allennlp's `exponential` takes a fixed `gamma`).  Xu (2017), "Fixed-size
-    Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York University, §5.5.1.
+    allennlp's `exponential` scheduler with its `gamma` derived from the trainer's `num_epochs`:
+    epoch `e` (0-based) runs at `lr * final_factor ** (e / (num_epochs - 1))`, so an override of
+    `num_epochs` keeps the schedule in step.  Xu (2017), "Fixed-size Ordinally-Forgetting Encoding
+    and Its Applications", MSc thesis, York University, §5.5.1.
 
     Registered as a `LearningRateScheduler` with name "geometric_decay".
 
@@ -39,9 +39,5 @@ class GeometricDecay(LearningRateScheduler):
             raise ConfigurationError(f"final_factor must lie in (0, 1], got {final_factor}")
         if num_epochs < 1:
             raise ConfigurationError(f"num_epochs must be >= 1, got {num_epochs}")
-        self.gamma = final_factor ** (1.0 / (num_epochs - 1)) if num_epochs > 1 else 1.0
-        super().__init__(optimizer, last_epoch)
-
-    def get_values(self):
-        # `step` runs at the end of an epoch: after epoch `last_epoch`, set the next one's rate.
-        return [base * self.gamma ** (self.last_epoch + 1) for base in self.base_values]
+        gamma = final_factor ** (1.0 / (num_epochs - 1)) if num_epochs > 1 else 1.0
+        super().__init__(optimizer, gamma=gamma, last_epoch=last_epoch)
