@@ -109,10 +109,12 @@ DATASETS = {
 }
 
 
-def overrides_for(model: Dict[str, Any], dataset: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
+def overrides_for(
+    model: Dict[str, Any], dataset: Dict[str, Any], args, seed: int, ext_vars: Dict[str, str]
+) -> Dict[str, Any]:
     from allennlp.common.params import Params
 
-    config_params = Params.from_file(os.path.join(REPO_ROOT, model["config"])).as_dict(quiet=True)
+    config_params = Params.from_file(os.path.join(REPO_ROOT, model["config"]), ext_vars=ext_vars).as_dict(quiet=True)
     overrides: Dict[str, Any] = {
         "train_data_path": dataset["train"],
         "validation_data_path": dataset["dev"],
@@ -137,19 +139,19 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
     run_dir = os.path.join(args.output_root, f"{name}-{dataset_name}-{seed}")
     serialization_dir = os.path.join(run_dir, "model")
     os.makedirs(run_dir, exist_ok=True)
-    overrides = overrides_for(model, dataset, args, seed)
-    command = [
-        conll_benchmark.ALLENNLP, "train", model["config"], "-s", serialization_dir, "-f",
-        "--include-package", "nerzoo", "-o", json.dumps(overrides),
-    ]
-    with open(os.path.join(run_dir, "command.json"), "w") as handle:
-        json.dump(command, handle, indent=1)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     if model.get("first_pass"):
         archive = os.path.join(args.output_root, f"{model['first_pass']}-{dataset_name}-{seed}", "model", "model.tar.gz")
         if not os.path.exists(archive):
             raise SystemExit(f"{name}: train {model['first_pass']}:{dataset_name}:{seed} first (no {archive})")
         env["FOFE_FIRST_PASS"] = archive
+    overrides = overrides_for(model, dataset, args, seed, ext_vars=env)
+    command = [
+        conll_benchmark.ALLENNLP, "train", model["config"], "-s", serialization_dir, "-f",
+        "--include-package", "nerzoo", "-o", json.dumps(overrides),
+    ]
+    with open(os.path.join(run_dir, "command.json"), "w") as handle:
+        json.dump(command, handle, indent=1)
     started = time.time()
     with open(os.path.join(run_dir, "train.log"), "w") as log:
         returncode = subprocess.call(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
