@@ -9,6 +9,7 @@ ARCHIVE is a model trained with `training_config/char_attention_tagger.jsonnet` 
 under `text_field_embedder` key "tokens", `combination: "gate"`).
 """
 import argparse
+import itertools
 
 import torch
 from allennlp.data import Batch
@@ -29,10 +30,10 @@ def main() -> None:
     archive = load_archive(args.archive)
     model, reader = archive.model, archive.dataset_reader
     model.eval()
-    embedder = model.text_field_embedder._token_embedders["tokens"]
+    embedder = getattr(model.text_field_embedder, "token_embedder_tokens", None)
     if getattr(embedder, "_combination", None) != "gate":
         raise SystemExit(f"{args.archive}: its 'tokens' embedder is not a char_gated embedder with combination 'gate'")
-    instances = list(reader.read(args.data_path))[: args.sentences]
+    instances = list(itertools.islice(reader.read(args.data_path), args.sentences))
     gates, oov, cosines = [], [], []
     with torch.no_grad():
         for start in range(0, len(instances), args.batch_size):
