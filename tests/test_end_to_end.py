@@ -45,6 +45,32 @@ def test_predict_raw_and_pretokenised_sentences(bilstm_crf_run, tmp_path):
         assert text[span["char_start"] : span["char_end"]] == span["text"]
 
 
+@pytest.mark.xdist_group("bilstm_crf")
+def test_predict_keeps_every_good_line_among_bad_ones(bilstm_crf_run, tmp_path):
+    bad = {2: "not json", 7: '{"text": "no known key"}', 8: "[1, 2]", 15: '{"tokens": ["Oslo", null]}',
+           16: '{"sentence": 7}', 31: '{"sentence": "Oslo"'}
+    empty = {0: '{"sentence": ""}', 11: '{"sentence": "   "}', 23: '{"tokens": []}'}
+    good = {index: json.dumps({"sentence": f"Lena Holm visited Oslo with {index} colleagues ."})
+            for index in range(40) if index not in bad and index not in empty}
+    lines = {**bad, **empty, **good}
+    inputs, output = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    inputs.write_text("".join(lines[index] + "\n" for index in range(40)))
+    result = allennlp("predict", bilstm_crf_run / "model.tar.gz", inputs, "--output-file", output,
+                      "--batch-size", 8, "--silent", "--include-package", "nerzoo")
+    predictions = [json.loads(line) for line in output.read_text().splitlines()]
+    assert len(predictions) == 40
+    good_only = predict(bilstm_crf_run / "model.tar.gz", [json.loads(good[index]) for index in sorted(good)],
+                        tmp_path / "good.jsonl")
+    for index, expected in zip(sorted(good), good_only):
+        assert predictions[index]["tokens"] == expected["tokens"] and predictions[index]["tags"] == expected["tags"]
+    for index in empty:
+        assert predictions[index] == {"tokens": [], "tags": [], "tag_confidences": [], "spans": []}
+    for index in bad:
+        assert set(predictions[index]) == {"error", "line"} and predictions[index]["line"] == index + 1
+        assert f"input line {index + 1}: " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_distributed_training_f1_equals_single_process_evaluate(tmp_path):
     run = tmp_path / "distributed"
     overrides = {

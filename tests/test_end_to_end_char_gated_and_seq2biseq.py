@@ -76,7 +76,15 @@ def test_seq2biseq_train_evaluate_predict(tmp_path):
     evaluated = evaluate(run / "model.tar.gz", TEST, tmp_path / "eval.json")
     for key in ("accuracy", "f1-measure-overall", "concept_error_rate"):
         assert evaluated[key] == pytest.approx(metrics[f"test_{key}"], abs=1e-9)
-    check_tagged(predict(run / "model.tar.gz", SENTENCES, tmp_path / "predictions.jsonl"))
+    predictions = predict(run / "model.tar.gz", SENTENCES, tmp_path / "predictions.jsonl",
+                          "--predictor-args", json.dumps({"return_tag_probabilities": True}))
+    check_tagged(predictions)
+    for prediction in predictions:
+        for probabilities, tag, confidence in zip(
+            prediction["tag_probabilities"], prediction["tags"], prediction["tag_confidences"]
+        ):
+            assert sum(probabilities.values()) == pytest.approx(1.0, abs=1e-4)
+            assert probabilities[tag] == pytest.approx(confidence, abs=1e-5)
 
 
 def test_seq2biseq_pos_on_segments_then_whole_sentences(tmp_path):

@@ -42,12 +42,31 @@ def test_train_evaluate_predict_spans_with_scores_and_offsets(first_pass, tmp_pa
     assert spans and {"PER", "LOC"} <= {span["label"] for span in spans}
     for line, prediction in zip(sentences, predictions):
         text = line.get("sentence") or " ".join(line["tokens"])
-        assert "tags" not in prediction
+        assert len(prediction["tags"]) == len(prediction["tokens"]) == len(prediction["tag_confidences"])
+        assert all(0.0 < value <= 1.0 for value in prediction["tag_confidences"])
+        expected_tags = ["O"] * len(prediction["tokens"])
+        for span in prediction["spans"]:
+            expected_tags[span["start"] : span["end"]] = [f"B-{span['label']}"] + [f"I-{span['label']}"] * (
+                span["end"] - span["start"] - 1
+            )
+            assert prediction["tag_confidences"][span["start"] : span["end"]] == [span["score"]] * (span["end"] - span["start"])
+        assert prediction["tags"] == expected_tags
         for span in prediction["spans"]:
             assert set(span) == {"label", "start", "end", "text", "char_start", "char_end", "score", "level"}
             assert text[span["char_start"] : span["char_end"]] == span["text"]
             assert span["text"] == " ".join(prediction["tokens"][span["start"] : span["end"]])
             assert 0.5 <= span["score"] <= 1.0 and span["level"] == 1
+
+
+@pytest.mark.xdist_group("fofe_first_pass")
+def test_tag_probabilities_are_refused_with_a_reason(first_pass, tmp_path):
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text(json.dumps({"sentence": "Lena Holm won ."}) + "\n")
+    result = allennlp("predict", first_pass / "model.tar.gz", inputs, "--output-file", tmp_path / "out.jsonl",
+                      "--include-package", "nerzoo", "--predictor-args", json.dumps({"return_tag_probabilities": True}),
+                      check=False)
+    assert result.returncode != 0
+    assert "classifies spans and has no tag probabilities" in result.stderr
 
 
 @pytest.mark.xdist_group("fofe_first_pass")

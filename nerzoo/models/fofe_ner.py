@@ -56,6 +56,11 @@ class FofeNer(Model):
     (keyed by its words, up to `first_pass_cache_size` sentences) and computed once, not at every
     epoch.
 
+    For prediction, `make_output_human_readable` adds the `spans` and, as every nerzoo tagger does,
+    `tags` and `tag_confidences`: BIO tags of the outermost (level-1) spans, a tag inside a span
+    having the span's probability as confidence and an `O` the smallest NONE probability of the
+    scored spans that cover its word.  There are no per-tag probabilities (`has_tag_probabilities`).
+
     Registered as a `Model` with name "fofe_ner".  Reads `entity_spans` instances.
 
     # Parameters
@@ -102,6 +107,9 @@ class FofeNer(Model):
     """
 
     default_predictor = "entity_tagger"
+
+    # Read by the predictors: a span classifier has no per-tag probabilities.
+    has_tag_probabilities = False
 
     def __init__(
         self,
@@ -713,7 +721,10 @@ class FofeNer(Model):
         ]
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
-        """Adds `spans`: per sentence, dicts with `start`, `end` (exclusive), `label`, `score`, `level`."""
+        """
+        Adds `spans` (per sentence, dicts with `start`, `end` (exclusive), `label`, `score`, `level`)
+        and, when the instances had metadata, `tags` and `tag_confidences`.
+        """
         decoded = self.decode(
             output_dict["class_probabilities"],
             output_dict["span_starts"],
@@ -727,7 +738,30 @@ class FofeNer(Model):
             ]
             for spans in decoded
         ]
+        if "words" in output_dict:
+            output_dict["tags"], output_dict["tag_confidences"] = self._tags_of_spans(output_dict, decoded)
         return output_dict
+
+    def _tags_of_spans(
+        self, output_dict: Dict[str, Any], decoded: List[List[Tuple[ScoredSpan, int]]]
+    ) -> Tuple[List[List[str]], List[List[float]]]:
+        """Per sentence, the BIO tags of its level-1 spans and each tag's confidence (see the class docstring)."""
+        starts, ends, span_mask = output_dict["span_starts"], output_dict["span_ends"], output_dict["span_mask"]
+        lengths = [len(words) for words in output_dict["words"]]
+        positions = torch.arange(max(lengths, default=0), device=starts.device)
+        covers = (starts.unsqueeze(-1) <= positions) & (positions < ends.unsqueeze(-1)) & span_mask.unsqueeze(-1)
+        none_probabilities = output_dict["class_probabilities"][..., 0].detach().unsqueeze(-1)
+        outside = torch.where(covers, none_probabilities, torch.ones_like(none_probabilities)).min(dim=1).values
+        all_tags, all_confidences = [], []
+        for length, spans, row in zip(lengths, decoded, outside.tolist()):
+            tags, confidences = ["O"] * length, row[:length]
+            for span, level in spans:
+                if level == 1:
+                    tags[span.start : span.end] = [f"B-{span.label}"] + [f"I-{span.label}"] * (span.end - span.start - 1)
+                    confidences[span.start : span.end] = [span.score] * (span.end - span.start)
+            all_tags.append(tags)
+            all_confidences.append(confidences)
+        return all_tags, all_confidences
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = {"span_accuracy": self.accuracy.get_metric(reset)}

@@ -208,7 +208,8 @@ class TagDecoder(torch.nn.Module):
         self, output_dict: Dict[str, Any], paths: torch.LongTensor, posteriors: TagPosteriors
     ) -> Dict[str, Any]:
         """
-        Adds `tag_probabilities` `(batch_size, num_tokens, num_tags)`, `tag_confidences` (the
+        Adds `tag_probabilities` `(batch_size, num_tokens, num_tags)` with the labels of its last
+        dimension in `tag_probability_labels` (one list per instance), `tag_confidences` (the
         posterior probability of each predicted tag) and `spans` (per instance: `label`, `start`,
         `end` exclusive, `confidence` = posterior probability of the span's exact tags), and turns
         the tag ids of `output_dict["tags"]` (one list per instance) into labels.  `paths` are the
@@ -218,6 +219,7 @@ class TagDecoder(torch.nn.Module):
         predicted: List[List[int]] = output_dict["tags"]
         confidences = posteriors.path_log_probabilities.exp().tolist()
         output_dict["tag_probabilities"] = posteriors.probabilities
+        output_dict["tag_probability_labels"] = [list(self.labels)] * len(predicted)
         output_dict["tag_confidences"] = [row[: len(path)] for row, path in zip(confidences, predicted)]
         spans: List[List[Dict[str, Any]]] = [[] for _ in predicted]
         if self.tag_scheme is not None:

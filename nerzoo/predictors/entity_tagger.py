@@ -1,7 +1,7 @@
 import functools
 import inspect
 import json
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import spacy
 from allennlp.common.checks import ConfigurationError
@@ -11,6 +11,7 @@ from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
+from nerzoo.predictors.input_lines import InputLine, parse_line, predict_lines
 
 OUTPUT_FORMATS = ("json", "conll")
 PARSE_KEYS = ("pos_tags", "dependency_labels", "head_indices")
@@ -29,8 +30,19 @@ class EntityTaggerPredictor(Predictor):
     tag) and `spans`, each with `label`, `text`, token offsets `start`/`end` (end exclusive),
     character offsets `char_start`/`char_end` and `confidence`.
 
-    Span classifiers (`fofe_ner`) return no tags; their spans have `score` (the span's probability)
-    and `level` (1 = outermost, 2 = nested inside a level-1 span, ...) instead of `confidence`.
+    Every model gives the same keys, read from its `make_output_human_readable`: `tags` and
+    `tag_confidences` (one per token), `spans` and, with `return_tag_probabilities`,
+    `tag_probabilities` (keyed by the labels in `tag_probability_labels`).  Span classifiers
+    (`fofe_ner`) tag their outermost spans in BIO and have no tag probabilities (asking for them is
+    an error); their spans have `score` (the span's probability) and `level` (1 = outermost, 2 =
+    nested inside a level-1 span, ...) instead of `confidence`.
+
+    An input with no tokens (an empty or blank text, an empty token list) gives empty lists, as
+    spaCy gives an empty document for an empty string.  `predict_json` raises `ConfigurationError`
+    on an input it cannot use (not an object, no known key, wrong types); `predict_batch_json`, and
+    `allennlp predict` whatever its batch size, give that input `{"error": ..., "line": N}` instead
+    (`N` counts the non-blank input lines; a warning names it too) and predict every other one.
+    With `output_format` `"conll"` the error is a `# input line N: ...` line.
 
     Whole documents (for `me_crf`, whose memory spans the document) are `{"document": "Raw text.
     More text."}`, split into sentences by the spaCy pipeline (its parser or, for "blank:en", a
@@ -78,6 +90,12 @@ class EntityTaggerPredictor(Predictor):
         self.output_format = output_format
         self.return_tag_probabilities = return_tag_probabilities
         self.return_attention = return_attention
+        if return_tag_probabilities and not getattr(model, "has_tag_probabilities", True):
+            raise ConfigurationError(
+                f"{type(model).__name__} classifies spans and has no tag probabilities; "
+                f"its spans carry their own `score`: drop return_tag_probabilities"
+            )
+        self._lines_read = 0
 
     def tokenize(self, text: str) -> Tuple[List[str], List[Tuple[int, int]]]:
         """spaCy tokens of `text` (whitespace tokens dropped) and their character offsets."""
@@ -101,19 +119,43 @@ class EntityTaggerPredictor(Predictor):
                 sentence_spans.append((start, len(words)))
         return words, offsets, sentence_spans
 
+    def load_line(self, line: str) -> JsonDict:
+        """Numbers the lines it reads, so that an unusable one gets an error naming it."""
+        self._lines_read += 1
+        return parse_line(line, self._lines_read)
+
+    def predict_json(self, inputs: JsonDict) -> JsonDict:
+        """Raises `ConfigurationError` on unusable input, except for lines read by `load_line` (see `predict_lines`)."""
+        if isinstance(inputs, InputLine):
+            return self.predict_batch_json([inputs])[0]
+        built = self._instance_or_result(inputs)
+        return built if isinstance(built, dict) else self.predict_instance(built)
+
+    def predict_batch_json(self, inputs: List[JsonDict]) -> List[JsonDict]:
+        """One result per input; an unusable input gets `{"error": ..., "line": ...}` and costs no other."""
+        return predict_lines(inputs, self._instance_or_result, self.predict_batch_instance)
+
     def _json_to_instance(self, json_dict: JsonDict) -> Instance:
+        built = self._instance_or_result(json_dict)
+        if isinstance(built, dict):
+            raise ConfigurationError(f"input has no tokens: {json.dumps(json_dict)[:200]}")
+        return built
+
+    def _instance_or_result(self, json_dict: JsonDict) -> Union[Instance, JsonDict]:
+        """The instance of one input, or its finished (empty) result when it has no tokens."""
+        if not isinstance(json_dict, dict):
+            raise ConfigurationError(f"an input must be a JSON object, got {json.dumps(json_dict)[:200]}")
         sentence_spans = None
         if "sentences" in json_dict:
             sentences = json_dict["sentences"]
             if (
                 not isinstance(sentences, list)
-                or not sentences
-                or not all(isinstance(sentence, list) and sentence for sentence in sentences)
-                or not all(isinstance(word, str) and word for sentence in sentences for word in sentence)
+                or not all(isinstance(sentence, list) for sentence in sentences)
+                or not all(isinstance(word, str) and word.strip() for sentence in sentences for word in sentence)
             ):
-                raise ConfigurationError(f'"sentences" must be a non-empty list of non-empty token lists, got {str(sentences)[:200]}')
+                raise ConfigurationError(f'"sentences" must be a list of token lists (non-blank strings), got {str(sentences)[:200]}')
             words, sentence_spans = [], []
-            for sentence in sentences:
+            for sentence in filter(None, sentences):
                 sentence_spans.append((len(words), len(words) + len(sentence)))
                 words.extend(sentence)
             offsets, text = _space_joined(words)
@@ -124,8 +166,8 @@ class EntityTaggerPredictor(Predictor):
             words, offsets, sentence_spans = self.split_document(text)
         elif "tokens" in json_dict:
             words = json_dict["tokens"]
-            if not isinstance(words, list) or not all(isinstance(word, str) and word for word in words):
-                raise ConfigurationError(f'"tokens" must be a list of non-empty strings, got {words!r}')
+            if not isinstance(words, list) or not all(isinstance(word, str) and word.strip() for word in words):
+                raise ConfigurationError(f'"tokens" must be a list of non-blank strings, got {str(words)[:200]}')
             offsets, text = _space_joined(words)
         elif "sentence" in json_dict:
             text = json_dict["sentence"]
@@ -137,7 +179,7 @@ class EntityTaggerPredictor(Predictor):
                 f'input needs a "sentence", "tokens", "document" or "sentences" key, got keys {sorted(json_dict)}'
             )
         if not words:
-            raise ConfigurationError(f"input has no tokens: {json.dumps(json_dict)[:200]}")
+            return self._empty_result()
         parse = {key: json_dict[key] for key in PARSE_KEYS if key in json_dict}
         if parse:
             if "tokens" not in json_dict or set(parse) != set(PARSE_KEYS):
@@ -155,6 +197,13 @@ class EntityTaggerPredictor(Predictor):
         instance = self._dataset_reader.text_to_instance(words, metadata=metadata, **parse)
         self._dataset_reader.apply_token_indexers(instance)
         return instance
+
+    def _empty_result(self) -> JsonDict:
+        """The result of an input with no tokens (an empty or blank text, an empty token list)."""
+        result: Dict[str, Any] = {"tokens": [], "tags": [], "tag_confidences": [], "spans": []}
+        if self.return_tag_probabilities:
+            result["tag_probabilities"] = []
+        return result
 
     def predict_instance(self, instance: Instance) -> JsonDict:
         return self.predict_batch_instance([instance])[0]
@@ -183,9 +232,8 @@ class EntityTaggerPredictor(Predictor):
                 entry.update(score=round(float(span["score"]), 6), level=int(span["level"]))
             spans.append(entry)
         result: Dict[str, Any] = {"tokens": words}
-        if "tags" in output:
-            result["tags"] = [str(tag) for tag in output["tags"]]
-            result["tag_confidences"] = [round(float(value), 6) for value in output["tag_confidences"]]
+        result["tags"] = [str(tag) for tag in output["tags"]]
+        result["tag_confidences"] = [round(float(value), 6) for value in output["tag_confidences"]]
         result["spans"] = spans
         if len(metadata.get("sentence_spans") or []) > 1:
             result["sentences"] = [[int(start), int(end)] for start, end in metadata["sentence_spans"]]
@@ -207,7 +255,7 @@ class EntityTaggerPredictor(Predictor):
                     output["memory_attention"], output["memory_key_positions"], length
                 )
         if self.return_tag_probabilities:
-            labels = self._model.vocab.get_index_to_token_vocabulary(self._model.head.label_namespace)
+            labels = output["tag_probability_labels"]
             result["tag_probabilities"] = [
                 {labels[index]: round(float(value), 6) for index, value in enumerate(row)}
                 for row in output["tag_probabilities"][: len(words)]
@@ -216,8 +264,9 @@ class EntityTaggerPredictor(Predictor):
 
     def dump_line(self, outputs: JsonDict) -> str:
         if self.output_format == "conll":
-            if "tags" not in outputs:
-                raise ConfigurationError("output_format conll needs a tagger; this model predicts spans, use json")
+            if "error" in outputs:
+                line = f"input line {outputs['line']}" if "line" in outputs else "input"
+                return f"# {line}: {outputs['error']}\n\n"
             return "".join(f"{token}\t{tag}\n" for token, tag in zip(outputs["tokens"], outputs["tags"])) + "\n"
         return json.dumps(outputs) + "\n"
 

@@ -8,6 +8,7 @@ from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
 from nerzoo.data.dataset_readers.forum_threads import ForumThreadsReader
+from nerzoo.predictors.input_lines import InputLine, parse_line, predict_lines
 
 # Keys of a post that hold labels; the predictor drops them, so labelled threads can be predicted.
 LABEL_KEYS = ("links", "dialogue_acts")
@@ -25,7 +26,9 @@ class ThreadDiscoursePredictor(Predictor):
     Input: one thread per JSON object, in the `forum_threads` reader's format
     (`{"thread_id": ..., "posts": [{"title": ..., "text": ..., "author": ..., "initiator": ...},
     ...]}`); `links` and `dialogue_acts`, if present, are ignored.  The reader's `text_to_instance`
-    builds the instance, so its checks apply; any problem raises `ConfigurationError`.
+    builds the instance, so its checks apply: `predict_json` raises `ConfigurationError` on an
+    unusable thread.  Under `allennlp predict` every input line gives one output line: an unusable
+    line gives `{"error": ..., "line": N}` (and a warning) and costs no other line.
 
     Output: `thread_id` (`null` when the input has none) and `posts`, one entry per post:
 
@@ -58,6 +61,19 @@ class ThreadDiscoursePredictor(Predictor):
                 f"not {type(dataset_reader).__name__}"
             )
         self.return_attention = return_attention
+        self._lines_read = 0
+
+    def load_line(self, line: str) -> JsonDict:
+        self._lines_read += 1
+        return parse_line(line, self._lines_read)
+
+    def predict_json(self, inputs: JsonDict) -> JsonDict:
+        if isinstance(inputs, InputLine):
+            return self.predict_batch_json([inputs])[0]
+        return self.predict_instance(self._json_to_instance(inputs))
+
+    def predict_batch_json(self, inputs: List[JsonDict]) -> List[JsonDict]:
+        return predict_lines(inputs, self._json_to_instance, self.predict_batch_instance)
 
     def _json_to_instance(self, json_dict: JsonDict) -> Instance:
         if not isinstance(json_dict, dict):
@@ -91,7 +107,7 @@ class ThreadDiscoursePredictor(Predictor):
         metadata = instance["metadata"].metadata  # type: ignore
         num_posts = metadata["num_posts"]
         titles = metadata.get("titles") or metadata["words"]
-        labels = self._model.vocab.get_index_to_token_vocabulary(self._model.head.label_namespace)
+        labels = output["tag_probability_labels"]
         posts = []
         for index in range(num_posts):
             post = index + 1

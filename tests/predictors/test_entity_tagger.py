@@ -96,13 +96,47 @@ def test_outputs_are_plain_json(trained_archive, no_network):
 
 
 @pytest.mark.parametrize(
+    "inputs",
+    [{"sentence": ""}, {"sentence": "  \n "}, {"tokens": []}, {"document": ""}, {"sentences": []}, {"sentences": [[]]}],
+)
+def test_input_without_tokens_gives_an_empty_result(predictor, inputs):
+    assert predictor.predict_json(inputs) == {"tokens": [], "tags": [], "tag_confidences": [], "spans": []}
+
+
+@pytest.mark.parametrize(
     "inputs, message",
-    [({"sentence": "   "}, "no tokens"), ({"tokens": []}, "no tokens"), ({"text": "x"}, 'needs a "sentence"'),
-     ({"tokens": ["a", ""]}, "non-empty strings")],
+    [({"text": "x"}, 'needs a "sentence"'), ({"tokens": ["a", ""]}, "non-blank strings"),
+     ({"tokens": ["a", " "]}, "non-blank strings"), ({"tokens": "a b"}, "list of non-blank"),
+     ({"sentence": 3}, "must be a string"), ({"sentences": [["a"], "b"]}, "list of token lists"), (["a"], "JSON object")],
 )
 def test_bad_input_gets_a_clear_error(predictor, inputs, message):
     with pytest.raises(ConfigurationError, match=message):
         predictor.predict_json(inputs)
+
+
+def test_a_bad_input_in_a_batch_costs_no_other(predictor):
+    inputs = [{"sentence": SENTENCE}, {"tokens": 3}, {"sentence": ""}, {"tokens": ["Lena", "Holm", "won", "."]}]
+    results = predictor.predict_batch_json(inputs)
+    assert len(results) == 4
+    for position in (0, 3):
+        alone = predictor.predict_json(inputs[position])
+        assert results[position]["tags"] == alone["tags"]
+        assert results[position]["tag_confidences"] == pytest.approx(alone["tag_confidences"], abs=1e-5)
+    assert set(results[1]) == {"error"} and "list of non-blank" in results[1]["error"]
+    assert results[2]["tokens"] == [] and results[2]["spans"] == []
+
+
+def test_lines_read_by_load_line_are_numbered_in_errors(predictor):
+    lines = ['{"sentence": "Prices fell ."}', "not json", "[1, 2]", '{"tokens": ["a", 2]}', '{"sentence": "Oslo ."}']
+    loaded = [predictor.load_line(line) for line in lines]
+    results = predictor.predict_batch_json(loaded)
+    assert [result.get("line") for result in results] == [None, 2, 3, 4, None]
+    assert "not JSON" in results[1]["error"] and "JSON object" in results[2]["error"]
+    assert results[4]["tokens"] == ["Oslo", "."]
+    # A single line (allennlp predict with --batch-size 1) is not raised either.
+    single = predictor.predict_json(predictor.load_line("{}"))
+    assert single["line"] == 6 and 'needs a "sentence"' in single["error"]
+    assert predictor.dump_line(results[1]).startswith('{"error": "not JSON')
 
 
 def test_missing_spacy_pipeline_names_what_to_install(trained_archive, no_network):

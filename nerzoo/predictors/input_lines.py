@@ -1,0 +1,93 @@
+"""
+Per-line input handling for nerzoo's predictors under `allennlp predict`: every input line gives
+exactly one output line, in order; a line that cannot be used gives an error result naming its
+line number (and a warning on stderr), and never costs the other lines of its batch.
+"""
+import json
+import logging
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.util import JsonDict
+from allennlp.data import Instance
+
+from nerzoo.data.spacy_pipelines import MissingSpacyPipeline
+
+logger = logging.getLogger(__name__)
+
+# Errors that belong to one input (its content), not to the setup: reported on that input's line.
+INPUT_ERRORS = (ConfigurationError, ValueError, TypeError, KeyError, IndexError)
+
+
+class InputLine(dict):
+    """
+    One line read by a predictor's `load_line`: the JSON object, its 1-based line number among the
+    lines `allennlp predict` reads (it skips blank lines, so they are not counted) and, for a line
+    that is not a JSON object, the reason (`error`; the dict is then empty).
+    """
+
+    def __init__(self, data: Dict[str, Any], line_number: int, error: Optional[str] = None) -> None:
+        super().__init__(data)
+        self.line_number = line_number
+        self.error = error
+
+
+def parse_line(line: str, line_number: int) -> InputLine:
+    """`line` as an `InputLine`; text that is not a JSON object gives an `InputLine` with `error` set."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as error:
+        return InputLine({}, line_number, f"not JSON ({error.msg}, column {error.colno}): {line.strip()[:200]}")
+    if not isinstance(data, dict):
+        return InputLine({}, line_number, f"a JSON object is expected, got {line.strip()[:200]}")
+    return InputLine(data, line_number)
+
+
+def error_result(item: Any, message: str) -> JsonDict:
+    """The output of an input that cannot be used: `{"error": message}`, with `line` where it is known."""
+    result: Dict[str, Any] = {"error": message}
+    if isinstance(item, InputLine):
+        result["line"] = item.line_number
+    return result
+
+
+def where(item: Any) -> str:
+    return f"input line {item.line_number}" if isinstance(item, InputLine) else "input"
+
+
+def predict_lines(
+    inputs: Sequence[JsonDict],
+    to_instance: Callable[[JsonDict], Union[Instance, JsonDict]],
+    predict_instances: Callable[[List[Instance]], List[JsonDict]],
+) -> List[JsonDict]:
+    """
+    One result per input, in order.  `to_instance` turns an input into an `Instance`, or into a
+    finished result (a dict) when there is nothing to predict (e.g. an empty text); the instances
+    are predicted together by `predict_instances`.  An input whose `to_instance` raises one of
+    `INPUT_ERRORS` gets `error_result` and a logged warning; a missing spaCy pipeline concerns every
+    input and is raised.
+    """
+    results: List[Optional[JsonDict]] = [None] * len(inputs)
+    instances: List[Instance] = []
+    positions: List[int] = []
+    for position, item in enumerate(inputs):
+        try:
+            if isinstance(item, InputLine) and item.error is not None:
+                raise ConfigurationError(item.error)
+            built = to_instance(item)
+        except MissingSpacyPipeline:
+            raise
+        except INPUT_ERRORS as error:
+            message = str(error.message if isinstance(error, ConfigurationError) else error) or type(error).__name__
+            logger.warning("%s: %s", where(item), message)
+            results[position] = error_result(item, message)
+            continue
+        if isinstance(built, Instance):
+            instances.append(built)
+            positions.append(position)
+        else:
+            results[position] = built
+    if instances:
+        for position, result in zip(positions, predict_instances(instances)):
+            results[position] = result
+    return results  # type: ignore[return-value]
