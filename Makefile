@@ -10,17 +10,24 @@ SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvi
 # the first best epoch, still underfitted: on the fixtures keep the epoch of lowest dev loss instead.
 TRAIN_OVERRIDES ?= {"trainer.validation_metric": "-loss"}
 
-.PHONY: install train test clean
+.PHONY: install install-bench train test clean
 
 install: $(STAMP)
 
 # allennlp 2.10.1 pins torch<1.13 and friends, which do not exist for Python 3.11: uv installs it
-# with the newer versions listed in overrides.txt. Re-runs only when the recipe's inputs change.
-$(STAMP): setup.cfg pyproject.toml overrides.txt
+# with the newer versions listed in overrides.txt. allennlp imports fairscale and torch.jit APIs that
+# torch 2 deprecates; nerzoo/quiet_warnings.pth silences those FutureWarnings in this venv, which
+# every allennlp command would otherwise print. Re-runs only when the recipe's inputs change.
+$(STAMP): setup.cfg pyproject.toml overrides.txt nerzoo/quiet_warnings.pth
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	test -x $(VENV)/bin/uv || $(PYTHON) -m pip install --quiet uv
 	$(VENV)/bin/uv pip install --python $(PYTHON) -e '.[dev]' --override overrides.txt
+	cp nerzoo/quiet_warnings.pth "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/nerzoo-quiet-warnings.pth"
 	touch $(STAMP)
+
+# The benchmarks' extra (allennlp-models, for the reference crf_tagger).
+install-bench: install
+	$(VENV)/bin/uv pip install --python $(PYTHON) -e '.[dev,bench]' --override overrides.txt
 
 train: install
 	$(ALLENNLP) train $(CONFIG) -s $(RUN_DIR) -f --include-package nerzoo -o '$(TRAIN_OVERRIDES)'

@@ -1,10 +1,12 @@
 """Runs the real `allennlp` command in subprocesses, as a user would."""
 import json
+import os
+import re
 import signal
 
 import pytest
 
-from tests import allennlp, evaluate, predict
+from tests import PROJECT_ROOT, allennlp, evaluate, predict
 
 # Tests that share a trained model are in one xdist group (--dist loadgroup): it is trained once.
 pytestmark = pytest.mark.end_to_end
@@ -12,13 +14,56 @@ pytestmark = pytest.mark.end_to_end
 CONFIG = "training_config/bilstm_crf.jsonnet"
 DEV = "fixtures/conll2003/dev.txt"
 TEST = "fixtures/conll2003/test.txt"
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ - (\w+) - ")
+PROGRESS = re.compile(r"(it/s|s/it)\]\s*$")
+
+
+def offline(directory):
+    """Environment for a subprocess whose network attempts are refused and logged (tests/network_guard)."""
+    guard = PROJECT_ROOT / "tests" / "network_guard"
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(guard), os.environ.get("PYTHONPATH")])),
+            "NERZOO_NETWORK_LOG": str(directory / "network.log")}
+
+
+def assert_quiet(result, directory):
+    """
+    No network attempt, and nothing on stderr but allennlp's log records at INFO (with their
+    continuation lines, e.g. the metrics) and progress bars: no warning, error or download message.
+    """
+    assert not (directory / "network.log").exists(), (directory / "network.log").read_text()
+    noise, in_info_record = [], False
+    for line in result.stderr.splitlines():
+        record = LOG_LINE.match(line)
+        if record:
+            in_info_record = record.group(1) == "INFO"
+        if not line.strip() or PROGRESS.search(line) or (in_info_record and not re.search("Warning|nltk|Traceback", line)):
+            continue
+        noise.append(line)
+    assert not noise, "\n".join(noise[:20])
 
 
 @pytest.fixture(scope="module")
 def bilstm_crf_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("bilstm_crf") / "run"
-    allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo")
+    result = allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo", env=offline(run.parent))
+    assert_quiet(result, run.parent)
     return run
+
+
+@pytest.mark.xdist_group("bilstm_crf")
+def test_commands_are_quiet_and_offline(bilstm_crf_run, tmp_path):
+    archive = bilstm_crf_run / "model.tar.gz"
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text(json.dumps({"sentence": "Lena Holm visited Oslo ."}) + "\n")
+    commands = [
+        ("evaluate", archive, TEST, "--output-file", tmp_path / "eval.json"),
+        ("predict", archive, inputs, "--output-file", tmp_path / "out.jsonl", "--silent"),
+        ("tag-text", archive, "Lena Holm visited Oslo ."),
+    ]
+    for command in commands:
+        result = allennlp(*command, "--include-package", "nerzoo", env=offline(tmp_path))
+        assert_quiet(result, tmp_path)
+    assert "Lena Holm" in result.stdout
 
 
 @pytest.mark.xdist_group("bilstm_crf")
