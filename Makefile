@@ -3,6 +3,8 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 ALLENNLP := $(VENV)/bin/allennlp
 STAMP := $(VENV)/.nerzoo-installed
+UV := $(VENV)/bin/uv
+UV_VERSION := 0.13.9
 RUN_DIR ?= runs/deptree_ner
 CONFIG ?= training_config/deptree_ner.jsonnet
 SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvik Bank .
@@ -10,24 +12,35 @@ SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvi
 # the first best epoch, still underfitted: on the fixtures keep the epoch of lowest dev loss instead.
 TRAIN_OVERRIDES ?= {"trainer.validation_metric": "-loss"}
 
-.PHONY: install install-bench train test clean
+.PHONY: install install-bench lock train test clean
 
 install: $(STAMP)
 
-# allennlp 2.10.1 pins torch<1.13 and friends, which do not exist for Python 3.11: uv installs it
-# with the newer versions listed in overrides.txt. allennlp imports fairscale and torch.jit APIs that
-# torch 2 deprecates; nerzoo/quiet_warnings.pth silences those FutureWarnings in this venv, which
-# every allennlp command would otherwise print. Re-runs only when the recipe's inputs change.
-$(STAMP): setup.cfg pyproject.toml overrides.txt nerzoo/quiet_warnings.pth
+# requirements.lock pins every package of the environment (setup.cfg's dependencies and the dev
+# extra, resolved with the overrides in overrides.txt: allennlp 2.10.1 pins torch<1.13 and friends,
+# which do not exist for Python 3.11). It is installed as it is, without resolving again, so every
+# fresh install gets the same versions; `make lock` refreshes it. allennlp imports fairscale and
+# torch.jit APIs that torch 2 deprecates; nerzoo/quiet_warnings.pth silences those FutureWarnings in
+# this venv, which every allennlp command would otherwise print. Re-runs only when its inputs change.
+$(STAMP): requirements.lock setup.cfg pyproject.toml nerzoo/quiet_warnings.pth
 	test -x $(PYTHON) || python3 -m venv $(VENV)
-	test -x $(VENV)/bin/uv || $(PYTHON) -m pip install --quiet uv
-	$(VENV)/bin/uv pip install --python $(PYTHON) -e '.[dev]' --override overrides.txt
+	test -x $(UV) || $(PYTHON) -m pip install --quiet uv==$(UV_VERSION)
+	$(UV) pip install --python $(PYTHON) --no-deps -r requirements.lock
+	$(UV) pip install --python $(PYTHON) --no-deps -e .
 	cp nerzoo/quiet_warnings.pth "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/nerzoo-quiet-warnings.pth"
 	touch $(STAMP)
 
-# The benchmarks' extra (allennlp-models, for the reference crf_tagger).
+# Resolves the newest versions that setup.cfg and overrides.txt allow, for CPython 3.11 on x86-64
+# Linux, into requirements.lock (commit it; `make install` then installs it).
+lock:
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	test -x $(UV) || $(PYTHON) -m pip install --quiet uv==$(UV_VERSION)
+	$(UV) pip compile setup.cfg --extra dev --override overrides.txt --python-version 3.11 \
+		--python-platform x86_64-unknown-linux-gnu --quiet -o requirements.lock
+
+# The benchmarks' extra (allennlp-models, for the reference crf_tagger), with the locked versions kept.
 install-bench: install
-	$(VENV)/bin/uv pip install --python $(PYTHON) -e '.[dev,bench]' --override overrides.txt
+	$(UV) pip install --python $(PYTHON) -e '.[dev,bench]' --override overrides.txt --constraint requirements.lock
 
 train: install
 	$(ALLENNLP) train $(CONFIG) -s $(RUN_DIR) -f --include-package nerzoo -o '$(TRAIN_OVERRIDES)'
