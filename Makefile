@@ -51,7 +51,10 @@ train: install
 # Parallel workers (pytest-xdist, one per core, at most 4); tests sharing a trained model stay on one
 # worker. The suite starts dozens of Python processes that import torch and allennlp: they keep
 # their compiled bytecode even where PYTHONDONTWRITEBYTECODE is set, or each one recompiles it all.
+# Lint and format checks (ruff, configured in pyproject.toml) come first.
 test: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup tests
 
 clean:

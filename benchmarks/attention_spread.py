@@ -12,6 +12,7 @@ model on them, and over the sentences of at least `--min-words` words prints the
 
 An untrained attention (or one whose parameters get no gradient) stays at 1.000 / 1.00.
 """
+
 import argparse
 import itertools
 import math

@@ -28,6 +28,7 @@ Smoke test on the fixtures (a few minutes; rows go to RESULTS.smoke.md in a temp
 
 The engine is suite_benchmark.py in this folder.
 """
+
 import os
 import sys
 from typing import Any, Dict

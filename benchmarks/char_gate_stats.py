@@ -8,6 +8,7 @@ features near 0 or 1, the OOV share and the mean cos(x, m) between word and char
 ARCHIVE is a model trained with `training_config/char_attention_tagger.jsonnet` (the embedder
 under `text_field_embedder` key "tokens", `combination: "gate"`).
 """
+
 import argparse
 import itertools
 
@@ -50,7 +51,9 @@ def main() -> None:
             cosines.append(torch.nn.functional.cosine_similarity(words, characters, dim=-1)[mask])
     gate, is_oov, cosine = torch.cat(gates), torch.cat(oov), torch.cat(cosines)
     print(f"sentences {len(instances)}, tokens {len(gate)}, OOV tokens {int(is_oov.sum())}")
-    print(f"mean z {gate.mean():.3f}; gate features > 0.9: {(gate > 0.9).float().mean():.3f}, < 0.1: {(gate < 0.1).float().mean():.3f}")
+    print(
+        f"mean z {gate.mean():.3f}; gate features > 0.9: {(gate > 0.9).float().mean():.3f}, < 0.1: {(gate < 0.1).float().mean():.3f}"
+    )
     print(f"mean cos(x, m) {cosine.mean():.3f}")
 
 

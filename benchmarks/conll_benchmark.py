@@ -26,6 +26,7 @@ This file is also imported by `allennlp train` (as the module `conll_benchmark`,
 PYTHONPATH) to register the `benchmark_time_budget` trainer callback.  It cannot be imported as
 `benchmarks.conll_benchmark`: fairscale installs a top-level package named `benchmarks`.
 """
+
 import argparse
 import datetime
 import json
@@ -582,11 +583,15 @@ def read_training_metrics(serialization_dir: str) -> Dict[str, Any]:
     """`metrics.json`, or after a kill the last `metrics_epoch_N.json`."""
     path = os.path.join(serialization_dir, "metrics.json")
     if not os.path.exists(path):
-        epochs = sorted(
-            (int(file[len("metrics_epoch_") : -len(".json")]), file)
-            for file in os.listdir(serialization_dir)
-            if file.startswith("metrics_epoch_") and file.endswith(".json")
-        ) if os.path.isdir(serialization_dir) else []
+        epochs = (
+            sorted(
+                (int(file[len("metrics_epoch_") : -len(".json")]), file)
+                for file in os.listdir(serialization_dir)
+                if file.startswith("metrics_epoch_") and file.endswith(".json")
+            )
+            if os.path.isdir(serialization_dir)
+            else []
+        )
         if not epochs:
             return {}
         path = os.path.join(serialization_dir, epochs[-1][1])
@@ -849,11 +854,15 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-reference", action="store_true", help="skip both allennlp-models crf_tagger trainings")
     parser.add_argument(
-        "--no-bucketed-reference", action="store_true", help="skip the crf_tagger with the main config's bucketed batches"
+        "--no-bucketed-reference",
+        action="store_true",
+        help="skip the crf_tagger with the main config's bucketed batches",
     )
     parser.add_argument("--output-dir", default=None, help="default runs/benchmarks/<timestamp>")
     parser.add_argument("--results", default=DEFAULT_RESULTS, help="markdown file the rows are appended to")
-    parser.add_argument("--label", default=None, help="row name of the main nerzoo model (default: nerzoo <config stem>)")
+    parser.add_argument(
+        "--label", default=None, help="row name of the main nerzoo model (default: nerzoo <config stem>)"
+    )
     parser.add_argument("--measure-predict", metavar="ARCHIVE", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--kind", choices=["nerzoo", "reference"], default="nerzoo", help=argparse.SUPPRESS)
     parser.add_argument("--predict-output", default=None, help=argparse.SUPPRESS)
@@ -869,7 +878,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(raw_argv)
     if args.measure_predict:
-        measure_predict(absolute(args.measure_predict), args.kind, absolute(args.test or DEFAULT_TEST), args.predict_output)
+        measure_predict(
+            absolute(args.measure_predict), args.kind, absolute(args.test or DEFAULT_TEST), args.predict_output
+        )
         return 0
 
     # User paths are relative to the current directory, defaults to the repository root.
@@ -881,7 +892,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.dev = resolve(args.dev, DEFAULT_DEV)
     args.test = resolve(args.test, DEFAULT_TEST)
     args.glove = resolve(args.glove, DEFAULT_GLOVE)
-    args.results = absolute(args.results) if args.results != DEFAULT_RESULTS else os.path.join(REPO_ROOT, DEFAULT_RESULTS)
+    args.results = (
+        absolute(args.results) if args.results != DEFAULT_RESULTS else os.path.join(REPO_ROOT, DEFAULT_RESULTS)
+    )
     main_name = config_stem(args.config)
     try:
         extras = {name: absolute(path) for name, path in named_values(args.extra, "--extra").items()}
@@ -906,7 +919,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     started = datetime.datetime.now()
     load_before = os.getloadavg()
     if load_before[0] > 1.0:
-        print(f"warning: 1-minute load average is {load_before[0]:.2f}; other processes will slow the timings", flush=True)
+        print(
+            f"warning: 1-minute load average is {load_before[0]:.2f}; other processes will slow the timings", flush=True
+        )
     run_dir = absolute(args.output_dir) or os.path.join(
         REPO_ROOT, "runs", "benchmarks", started.strftime("%Y%m%d-%H%M%S")
     )
@@ -916,7 +931,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     import torch
     from allennlp.common.params import Params
 
-    counts = {split: count_sentences(path) for split, path in (("train", args.train), ("dev", args.dev), ("test", args.test))}
+    counts = {
+        split: count_sentences(path) for split, path in (("train", args.train), ("dev", args.dev), ("test", args.test))
+    }
     print(f"sentences: {counts}", flush=True)
 
     def epochs_of(name: str) -> Tuple[int, Optional[int]]:
@@ -997,8 +1014,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     by_name = {result["name"]: result for result in results}
     rows = [result_row(result, by_name, main_name, common) for result in results]
 
-    command_line = shlex.join([os.path.relpath(PYTHON, REPO_ROOT) if PYTHON.startswith(REPO_ROOT) else PYTHON,
-                               os.path.relpath(os.path.abspath(__file__), REPO_ROOT), *raw_argv])
+    command_line = shlex.join(
+        [
+            os.path.relpath(PYTHON, REPO_ROOT) if PYTHON.startswith(REPO_ROOT) else PYTHON,
+            os.path.relpath(os.path.abspath(__file__), REPO_ROOT),
+            *raw_argv,
+        ]
+    )
     machine = (
         f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), no GPU used, "
         f"torch {torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}, "

@@ -26,6 +26,7 @@ best dev epoch is kept.  POS taggers are scored by token accuracy (`"metric": "a
 FOFE-NER second pass reads the first pass trained with the same data and seed in the same
 `--output-root` (`fofe_ner:conll2003:SEED` first).
 """
+
 import argparse
 import json
 import os
@@ -141,14 +142,24 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
     os.makedirs(run_dir, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     if model.get("first_pass"):
-        archive = os.path.join(args.output_root, f"{model['first_pass']}-{dataset_name}-{seed}", "model", "model.tar.gz")
+        archive = os.path.join(
+            args.output_root, f"{model['first_pass']}-{dataset_name}-{seed}", "model", "model.tar.gz"
+        )
         if not os.path.exists(archive):
             raise SystemExit(f"{name}: train {model['first_pass']}:{dataset_name}:{seed} first (no {archive})")
         env["FOFE_FIRST_PASS"] = archive
     overrides = overrides_for(model, dataset, args, seed, ext_vars=env)
     command = [
-        conll_benchmark.ALLENNLP, "train", model["config"], "-s", serialization_dir, "-f",
-        "--include-package", "nerzoo", "-o", json.dumps(overrides),
+        conll_benchmark.ALLENNLP,
+        "train",
+        model["config"],
+        "-s",
+        serialization_dir,
+        "-f",
+        "--include-package",
+        "nerzoo",
+        "-o",
+        json.dumps(overrides),
     ]
     with open(os.path.join(run_dir, "command.json"), "w") as handle:
         json.dump(command, handle, indent=1)
@@ -157,10 +168,19 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
         returncode = subprocess.call(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     wall = time.time() - started
     metric = model.get("metric", "f1-measure-overall")
-    result: Dict[str, Any] = {"model": name, "dataset": dataset_name, "seed": seed, "wall_s": round(wall), "metric": metric,
-                              "returncode": returncode, "threads": args.threads, "config": model["config"],
-                              "overrides": {**model["overrides"], **args.overrides}, "patience": args.patience,
-                              "max_epochs": args.max_epochs}
+    result: Dict[str, Any] = {
+        "model": name,
+        "dataset": dataset_name,
+        "seed": seed,
+        "wall_s": round(wall),
+        "metric": metric,
+        "returncode": returncode,
+        "threads": args.threads,
+        "config": model["config"],
+        "overrides": {**model["overrides"], **args.overrides},
+        "patience": args.patience,
+        "max_epochs": args.max_epochs,
+    }
     metrics_path = os.path.join(serialization_dir, "metrics.json")
     if returncode == 0 and os.path.exists(metrics_path):
         with open(metrics_path) as handle:
@@ -186,7 +206,9 @@ def table(results: List[Dict[str, Any]]) -> str:
         dev, test = result.get("dev", result.get("dev_f1")), result.get("test", result.get("test_f1"))
         metric = "accuracy" if result.get("metric") == "accuracy" else "F1"
         if dev is None:
-            lines.append(f"| {result['model']} | {result['dataset']} | {result['seed']} | failed (rc {result['returncode']}) | | | | |")
+            lines.append(
+                f"| {result['model']} | {result['dataset']} | {result['seed']} | failed (rc {result['returncode']}) | | | | |"
+            )
             continue
         lines.append(
             f"| {result['model']} | {result['dataset']} | {result['seed']} | {result['epochs']} ({result['best_epoch']}) "
@@ -203,8 +225,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
     parser.add_argument("--glove", default=suite_benchmark.DEFAULT_GLOVE)
     parser.add_argument("--output-root", default=OUTPUT_ROOT)
-    parser.add_argument("--overrides", type=json.loads, default={},
-                        help="JSON overrides for every run, applied last (use a separate --output-root)")
+    parser.add_argument(
+        "--overrides",
+        type=json.loads,
+        default={},
+        help="JSON overrides for every run, applied last (use a separate --output-root)",
+    )
     parser.add_argument("--table", action="store_true", help="print the table of the finished runs in --output-root")
     args = parser.parse_args()
     if args.table:

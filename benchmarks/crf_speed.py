@@ -16,6 +16,7 @@ constraints and start/end transitions.  Each variant is timed over the same batc
 alternating batch by batch; the medians of three passes are printed with the ratios
 (allennlp / nerzoo: above 1 means nerzoo is faster).  Torch keeps its default number of threads.
 """
+
 import argparse
 import os
 import statistics
@@ -73,7 +74,10 @@ def main() -> int:
         num_steps = max(map(len, batch))
         mask = torch.tensor([[t < len(sentence) for t in range(num_steps)] for sentence in batch])
         tags = torch.tensor(
-            [[vocab.get_token_index(tag, "labels") for tag in sentence] + [0] * (num_steps - len(sentence)) for sentence in batch]
+            [
+                [vocab.get_token_index(tag, "labels") for tag in sentence] + [0] * (num_steps - len(sentence))
+                for sentence in batch
+            ]
         )
         logits = torch.randn(len(batch), num_steps, len(labels)) * 2
         tensors.append((logits.requires_grad_(), mask, tags))
@@ -108,7 +112,7 @@ def main() -> int:
     for name, pair in variants.items():
         timings = {side: [] for side in pair}
         for _ in range(3):
-            totals = {side: 0.0 for side in pair}
+            totals = dict.fromkeys(pair, 0.0)
             for logits, mask, tags in tensors:
                 for side, function in pair.items():
                     start = time.perf_counter()

@@ -30,6 +30,7 @@ subprocess and the small helpers come from `conll_benchmark.py` in this folder (
 top-level module `conll_benchmark`: fairscale owns the name `benchmarks`).  Prediction speed is not
 measured here (conll_benchmark.py does it for the baseline).
 """
+
 # The engine (argument parsing, training, evaluation, the results section) is suite_benchmark.py in
 # this folder, which builds on conll_benchmark.py; this file only defines the deptree suite.
 import os
@@ -71,7 +72,7 @@ UNER_TRAIN_PRERELEASE = os.path.join(UNER_DIR, "prerelease", "en_ewt-ud-train.pr
 UNER_CAVEAT = (
     "UNER caveat: the released `en_ewt-ud-train.iob2` is not available here (see "
     "`../shared/data/uner_english_ewt/PROVENANCE.md`); these models were trained on the pre-release "
-    "`prerelease/en_ewt-ud-train.prerelease-0c7ce0d.iob2` (commit 0c7ce0d, \"not tested, DO NOT USE\"; "
+    '`prerelease/en_ewt-ud-train.prerelease-0c7ce0d.iob2` (commit 0c7ce0d, "not tested, DO NOT USE"; '
     "its `B-OTH`/`I-OTH` and spurious `B-O` tags are read as `O` through `drop_entity_types`), and "
     "evaluated on the released dev and test files. The F1 figures approximate, and must not be "
     "reported as, official UNER English-EWT results."
@@ -80,9 +81,7 @@ UNER_CAVEAT = (
 # Datasets of a full run. "reader" is None when every config keeps its own dataset reader; otherwise
 # it replaces the whole `dataset_reader` of every config (the baseline's model ignores the tree fields).
 DATASETS: Dict[str, Dict[str, Any]] = {
-    "conll2003": suite_benchmark.conll2003_dataset(
-        "CoNLL-2003 English (spaCy trees)"
-    ),
+    "conll2003": suite_benchmark.conll2003_dataset("CoNLL-2003 English (spaCy trees)"),
     "uner_ewt": {
         "title": "UNER English-EWT (gold UD r2.9 trees)",
         "train": UNER_TRAIN_PRERELEASE,

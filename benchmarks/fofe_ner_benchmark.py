@@ -39,6 +39,7 @@ timing, the results section, the "needs"/"env" of a model built on another) is s
 this folder, built on conll_benchmark.py (both imported as top-level modules: fairscale owns the name
 `benchmarks`).
 """
+
 import os
 import sys
 from typing import Any, Dict

@@ -40,6 +40,7 @@ torch's intra-op threads in A wait on each other (on 2 cores at load average 3-4
 with 2 threads took 0.7-3.3 s against 0.25 s with `--threads 1`; idle, 0.13 s with 2 threads), so
 the load average is printed.
 """
+
 import argparse
 import itertools
 import os

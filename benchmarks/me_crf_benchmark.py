@@ -30,6 +30,7 @@ The engine (training subprocess with the `benchmark_time_budget` callback, evalu
 section) is suite_benchmark.py in this folder, built on conll_benchmark.py (both imported as
 top-level modules: fairscale owns the name `benchmarks`).  Prediction speed is not measured here.
 """
+
 import os
 import sys
 from typing import Any, Dict

@@ -30,6 +30,7 @@ Used by suite_benchmark.py for suites with `predict_speed` (one subprocess per a
 in `<model>.predict_speed.log`); a model whose config reads environment variables (the FOFE-NER
 second pass: FOFE_FIRST_PASS) needs them set here too.  Torch keeps its default number of threads.
 """
+
 import argparse
 import json
 import os

@@ -33,6 +33,7 @@ Smoke test on the fixtures (rows go to RESULTS.smoke.md in a temporary folder):
 
 The engine is suite_benchmark.py in this folder.
 """
+
 import os
 import sys
 from typing import Any, Dict

@@ -19,6 +19,7 @@ This file itself is not meant to be run.  The training subprocess, the time budg
 owns the name `benchmarks`).  Prediction speed, for suites that ask for it, is timed by
 `predict_speed.py` in this folder, in a subprocess per archive.
 """
+
 import argparse
 import datetime
 import glob
@@ -456,15 +457,19 @@ def parse_args(argv: Optional[List[str]], suite: Suite) -> argparse.Namespace:
     parser.add_argument(
         "--epochs", type=int, default=DEFAULT_EPOCHS, help="trainer.num_epochs, large so that the budget stops training"
     )
-    parser.add_argument("--glove", default=None, help="pretrained embeddings (default: GloVe 6B 50d, tiny_glove with --smoke)")
+    parser.add_argument(
+        "--glove", default=None, help="pretrained embeddings (default: GloVe 6B 50d, tiny_glove with --smoke)"
+    )
     parser.add_argument(
         "--output-dir",
         default=None,
         help=f"default runs/benchmarks/{suite.name}-<timestamp> (a temporary folder with --smoke)",
     )
     parser.add_argument(
-        "--results", default=None, help=f"markdown file the rows are appended to (default {DEFAULT_RESULTS}; "
-        "with --smoke RESULTS.smoke.md in the output folder)"
+        "--results",
+        default=None,
+        help=f"markdown file the rows are appended to (default {DEFAULT_RESULTS}; "
+        "with --smoke RESULTS.smoke.md in the output folder)",
     )
     parser.add_argument(
         "--smoke", action="store_true", help="run everything on the fixtures with tiny budgets (a few minutes)"
@@ -490,8 +495,10 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
     if unknown or not dataset_names or not model_names:
         print(f"error: unknown or missing dataset/model names {unknown}", file=sys.stderr)
         return 2
-    max_minutes = args.max_minutes if args.max_minutes is not None else (
-        SMOKE_MAX_MINUTES if args.smoke else suite.default_max_minutes
+    max_minutes = (
+        args.max_minutes
+        if args.max_minutes is not None
+        else (SMOKE_MAX_MINUTES if args.smoke else suite.default_max_minutes)
     )
     glove = os.path.abspath(args.glove) if args.glove else (SMOKE_GLOVE if args.smoke else DEFAULT_GLOVE)
     started = datetime.datetime.now()
@@ -504,7 +511,9 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
     if args.results:
         results_path = os.path.abspath(args.results)
     else:
-        results_path = os.path.join(run_dir, "RESULTS.smoke.md") if args.smoke else os.path.join(REPO_ROOT, DEFAULT_RESULTS)
+        results_path = (
+            os.path.join(run_dir, "RESULTS.smoke.md") if args.smoke else os.path.join(REPO_ROOT, DEFAULT_RESULTS)
+        )
     if args.smoke and os.path.abspath(results_path) == os.path.join(REPO_ROOT, DEFAULT_RESULTS):
         print("error: --smoke never writes to docs/RESULTS.md; give another --results", file=sys.stderr)
         return 2
@@ -527,17 +536,25 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
     os.chdir(REPO_ROOT)  # .allennlp_plugins, the nerzoo package and the configs' relative paths
     load_start = os.getloadavg()
     if load_start[0] > 1.0:
-        print(f"warning: 1-minute load average is {load_start[0]:.2f}; other processes will slow the timings", flush=True)
+        print(
+            f"warning: 1-minute load average is {load_start[0]:.2f}; other processes will slow the timings", flush=True
+        )
     python = sys.executable
     command_line = shlex.join(
-        [os.path.relpath(python, REPO_ROOT) if python.startswith(REPO_ROOT) else python,
-         os.path.relpath(suite.script, REPO_ROOT), *raw_argv]
+        [
+            os.path.relpath(python, REPO_ROOT) if python.startswith(REPO_ROOT) else python,
+            os.path.relpath(suite.script, REPO_ROOT),
+            *raw_argv,
+        ]
     )
     machine = machine_description()
     fmt = conll_benchmark.fmt
     format_seconds = conll_benchmark.format_seconds
-    print(f"output: {run_dir}\nresults: {results_path}\nbudget {max_minutes:g} min per model, "
-          f"num_epochs {args.epochs}, GloVe {glove}", flush=True)
+    print(
+        f"output: {run_dir}\nresults: {results_path}\nbudget {max_minutes:g} min per model, "
+        f"num_epochs {args.epochs}, GloVe {glove}",
+        flush=True,
+    )
 
     summary: List[str] = []
     any_error = False

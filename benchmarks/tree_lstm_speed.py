@@ -24,6 +24,7 @@ and backward pass of the level-batched module, on the meta device, where every s
 the schedule's one copy of the mask and heads to the host is answered with the real values and
 counted, and any other read stops the count with its error.
 """
+
 import argparse
 import copy
 import os
@@ -159,7 +160,9 @@ def main() -> None:
         f"max tree height {max(tree_height(heads) for heads in sentences)}"
     )
     print(f"input_dim {args.input_dim}, hidden_dim {args.hidden_dim}, warmup {args.warmup}, repeats {args.repeats}")
-    print(f"level-batched: reads from the device per forward + backward: {device_reads(module, inputs, mask, head_indices)}")
+    print(
+        f"level-batched: reads from the device per forward + backward: {device_reads(module, inputs, mask, head_indices)}"
+    )
 
     batched_times, batched = time_runs(
         lambda: module.encode(inputs, mask, head_indices), module, args.warmup, args.repeats

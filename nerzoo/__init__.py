@@ -4,6 +4,7 @@ nerzoo: AllenNLP components for sequence labelling and named-entity recognition.
 Importing the package registers every component (readers, encoders, metrics, models, predictors,
 subcommands), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
 """
+
 from nerzoo.commands.cross_validate import CrossValidate
 from nerzoo.commands.draw_attention import DrawAttention
 from nerzoo.commands.draw_memory import DrawMemory
@@ -45,6 +46,7 @@ from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 
 __all__ = [
+    "BatchedCharactersIndexer",
     "BiLstmCrfTagger",
     "CharGatedEmbedder",
     "ChildSumTreeLstm",

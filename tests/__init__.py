@@ -29,6 +29,18 @@ def predict(archive, lines, path, *extra, env=None) -> list:
     """`allennlp predict` over one file of `lines` (json objects), batched by 2; `extra` arguments are added."""
     inputs = path.with_suffix(".in.jsonl")
     inputs.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    allennlp("predict", archive, inputs, "--output-file", path, "--batch-size", 2, "--silent",
-             "--include-package", "nerzoo", *extra, env=env)
+    allennlp(
+        "predict",
+        archive,
+        inputs,
+        "--output-file",
+        path,
+        "--batch-size",
+        2,
+        "--silent",
+        "--include-package",
+        "nerzoo",
+        *extra,
+        env=env,
+    )
     return [json.loads(line) for line in path.read_text().splitlines()]

@@ -42,14 +42,17 @@ def pytest_collection_finish(session):
     if getattr(session.config.option, "loadgroup", False):
         split = [item for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
         if split:
-            warnings.warn(pytest.PytestWarning(f"pytest-xdist did not group {len(split)} tests with an xdist_group"))
+            warnings.warn(
+                pytest.PytestWarning(f"pytest-xdist did not group {len(split)} tests with an xdist_group"), stacklevel=1
+            )
 
 
 @pytest.fixture(scope="session")
 def trained_archive(tmp_path_factory):
     """A tiny bilstm_crf trained in-process on the fixtures, shared by the predictor tests."""
-    import nerzoo  # noqa: F401
     from allennlp.commands.train import train_model_from_file
+
+    import nerzoo  # noqa: F401
 
     serialization_dir = tmp_path_factory.mktemp("trained") / "model"
     train_model_from_file(str(FIXTURES_ROOT / "experiments" / "bilstm_crf_tiny.jsonnet"), str(serialization_dir))

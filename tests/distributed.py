@@ -1,4 +1,5 @@
 """Runs a metric in two gloo processes, each on its half of the data, as distributed training does."""
+
 from pathlib import Path
 from typing import Any, Callable, Dict, Sequence
 
@@ -23,7 +24,8 @@ def metric_in_two_processes(make_metric: Callable, inputs: Sequence, init_file: 
     context = mp.get_context("spawn")
     queue = context.Queue()
     processes = [
-        context.Process(target=_metric_worker, args=(rank, 2, init_file, make_metric, inputs, queue)) for rank in range(2)
+        context.Process(target=_metric_worker, args=(rank, 2, init_file, make_metric, inputs, queue))
+        for rank in range(2)
     ]
     for process in processes:
         process.start()

@@ -4,6 +4,7 @@ Test plugin: a trainer callback that SIGKILLs its own training process once, mid
 Used by tests/test_end_to_end.py with `--include-package tests.sigkill_callback`.  The marker file
 makes it fire only once, so `allennlp train --recover` (which reuses the saved config) completes.
 """
+
 import os
 import pathlib
 import signal

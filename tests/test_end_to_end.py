@@ -1,4 +1,5 @@
 """Runs the real `allennlp` command in subprocesses, as a user would."""
+
 import json
 import os
 import re
@@ -21,8 +22,10 @@ PROGRESS = re.compile(r"(it/s|s/it)\]\s*$")
 def offline(directory):
     """Environment for a subprocess whose network attempts are refused and logged (tests/network_guard)."""
     guard = PROJECT_ROOT / "tests" / "network_guard"
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(guard), os.environ.get("PYTHONPATH")])),
-            "NERZOO_NETWORK_LOG": str(directory / "network.log")}
+    return {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(guard), os.environ.get("PYTHONPATH")])),
+        "NERZOO_NETWORK_LOG": str(directory / "network.log"),
+    }
 
 
 def assert_quiet(result, directory):
@@ -36,7 +39,11 @@ def assert_quiet(result, directory):
         record = LOG_LINE.match(line)
         if record:
             in_info_record = record.group(1) == "INFO"
-        if not line.strip() or PROGRESS.search(line) or (in_info_record and not re.search("Warning|nltk|Traceback", line)):
+        if (
+            not line.strip()
+            or PROGRESS.search(line)
+            or (in_info_record and not re.search("Warning|nltk|Traceback", line))
+        ):
             continue
         noise.append(line)
     assert not noise, "\n".join(noise[:20])
@@ -92,20 +99,40 @@ def test_predict_raw_and_pretokenised_sentences(bilstm_crf_run, tmp_path):
 
 @pytest.mark.xdist_group("bilstm_crf")
 def test_predict_keeps_every_good_line_among_bad_ones(bilstm_crf_run, tmp_path):
-    bad = {2: "not json", 7: '{"text": "no known key"}', 8: "[1, 2]", 15: '{"tokens": ["Oslo", null]}',
-           16: '{"sentence": 7}', 31: '{"sentence": "Oslo"'}
+    bad = {
+        2: "not json",
+        7: '{"text": "no known key"}',
+        8: "[1, 2]",
+        15: '{"tokens": ["Oslo", null]}',
+        16: '{"sentence": 7}',
+        31: '{"sentence": "Oslo"',
+    }
     empty = {0: '{"sentence": ""}', 11: '{"sentence": "   "}', 23: '{"tokens": []}'}
-    good = {index: json.dumps({"sentence": f"Lena Holm visited Oslo with {index} colleagues ."})
-            for index in range(40) if index not in bad and index not in empty}
+    good = {
+        index: json.dumps({"sentence": f"Lena Holm visited Oslo with {index} colleagues ."})
+        for index in range(40)
+        if index not in bad and index not in empty
+    }
     lines = {**bad, **empty, **good}
     inputs, output = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     inputs.write_text("".join(lines[index] + "\n" for index in range(40)))
-    result = allennlp("predict", bilstm_crf_run / "model.tar.gz", inputs, "--output-file", output,
-                      "--batch-size", 8, "--silent", "--include-package", "nerzoo")
+    result = allennlp(
+        "predict",
+        bilstm_crf_run / "model.tar.gz",
+        inputs,
+        "--output-file",
+        output,
+        "--batch-size",
+        8,
+        "--silent",
+        "--include-package",
+        "nerzoo",
+    )
     predictions = [json.loads(line) for line in output.read_text().splitlines()]
     assert len(predictions) == 40
-    good_only = predict(bilstm_crf_run / "model.tar.gz", [json.loads(good[index]) for index in sorted(good)],
-                        tmp_path / "good.jsonl")
+    good_only = predict(
+        bilstm_crf_run / "model.tar.gz", [json.loads(good[index]) for index in sorted(good)], tmp_path / "good.jsonl"
+    )
     for index, expected in zip(sorted(good), good_only):
         assert predictions[index]["tokens"] == expected["tokens"] and predictions[index]["tags"] == expected["tags"]
     for index in empty:
@@ -201,20 +228,36 @@ def test_deptree_ner_predicts_raw_text_with_a_spacy_parse_and_attention(deptree_
     inputs = tmp_path / "inputs.jsonl"
     lines = [
         {"sentence": RAW_SENTENCE},
-        {"tokens": words, "pos_tags": ["XX"] * len(words), "dependency_labels": ["dep"] * len(words),
-         "head_indices": [0] + list(range(1, len(words)))},
+        {
+            "tokens": words,
+            "pos_tags": ["XX"] * len(words),
+            "dependency_labels": ["dep"] * len(words),
+            "head_indices": [0] + list(range(1, len(words))),
+        },
     ]
     inputs.write_text("".join(json.dumps(line) + "\n" for line in lines))
     output = tmp_path / "predictions.jsonl"
-    allennlp("predict", deptree_run / "model.tar.gz", inputs, "--output-file", output, "--silent",
-             "--predictor-args", json.dumps({"return_attention": True}), "--include-package", "nerzoo")
+    allennlp(
+        "predict",
+        deptree_run / "model.tar.gz",
+        inputs,
+        "--output-file",
+        output,
+        "--silent",
+        "--predictor-args",
+        json.dumps({"return_attention": True}),
+        "--include-package",
+        "nerzoo",
+    )
     raw, preparsed = [json.loads(line) for line in output.read_text().splitlines()]
 
     assert raw["tokens"] == words
     # The raw sentence was parsed by the real spaCy pipeline, on the same tokens.
     assert raw["parse"]["head_indices"] == gold_heads
     assert raw["parse"]["dependency_labels"] == [token.dep_ for token in parsed]
-    assert {(span["text"], span["label"]) for span in raw["spans"]} & {("Anna Keller", "PER"), ("Porto", "LOC")}, raw["spans"]
+    assert {(span["text"], span["label"]) for span in raw["spans"]} & {("Anna Keller", "PER"), ("Porto", "LOC")}, raw[
+        "spans"
+    ]
     for span in raw["spans"]:
         assert RAW_SENTENCE[span["char_start"] : span["char_end"]] == span["text"]
     # A given parse is used as given.
@@ -229,11 +272,21 @@ def test_deptree_ner_predicts_raw_text_with_a_spacy_parse_and_attention(deptree_
 @pytest.mark.xdist_group("deptree")
 def test_deptree_ner_draw_attention(deptree_run, tmp_path):
     picture = tmp_path / "attention.png"
-    drawn = allennlp("draw-attention", deptree_run / "model.tar.gz", RAW_SENTENCE, "--output", picture,
-                     "--include-package", "nerzoo")
+    drawn = allennlp(
+        "draw-attention", deptree_run / "model.tar.gz", RAW_SENTENCE, "--output", picture, "--include-package", "nerzoo"
+    )
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000, drawn.stdout
-    failed = allennlp("draw-attention", deptree_run / "model.tar.gz", "--input-file", tmp_path / "missing.jsonl",
-                      "--output", tmp_path / "never.png", "--include-package", "nerzoo", check=False)
+    failed = allennlp(
+        "draw-attention",
+        deptree_run / "model.tar.gz",
+        "--input-file",
+        tmp_path / "missing.jsonl",
+        "--output",
+        tmp_path / "never.png",
+        "--include-package",
+        "nerzoo",
+        check=False,
+    )
     assert failed.returncode != 0 and "missing.jsonl" in failed.stderr and not (tmp_path / "never.png").exists()
 
 
@@ -262,9 +315,18 @@ def test_me_crf_predicts_documents_with_memory_attention(me_crf_run, tmp_path):
     inputs = tmp_path / "documents.jsonl"
     inputs.write_text(json.dumps({"document": DOCUMENT}) + "\n" + json.dumps({"sentences": sentences}) + "\n")
     output = tmp_path / "predictions.jsonl"
-    allennlp("predict", me_crf_run / "model.tar.gz", inputs, "--output-file", output, "--silent",
-             "--predictor-args", json.dumps({"return_attention": True, "spacy_model": "blank:en"}),
-             "--include-package", "nerzoo")
+    allennlp(
+        "predict",
+        me_crf_run / "model.tar.gz",
+        inputs,
+        "--output-file",
+        output,
+        "--silent",
+        "--predictor-args",
+        json.dumps({"return_attention": True, "spacy_model": "blank:en"}),
+        "--include-package",
+        "nerzoo",
+    )
     raw, pretokenised = [json.loads(line) for line in output.read_text().splitlines()]
     assert raw["sentences"] == [[0, 7], [7, 16], [16, 19]], raw["tokens"]
     assert pretokenised["sentences"] == [[0, 5], [5, 10]]
@@ -285,9 +347,28 @@ def test_me_crf_predicts_documents_with_memory_attention(me_crf_run, tmp_path):
 @pytest.mark.xdist_group("me_crf")
 def test_me_crf_draw_memory(me_crf_run, tmp_path):
     picture = tmp_path / "memory.png"
-    drawn = allennlp("draw-memory", me_crf_run / "model.tar.gz", "fixtures/conll2003/dev.txt", "--output", picture,
-                     "--index", 1, "--include-package", "nerzoo")
+    drawn = allennlp(
+        "draw-memory",
+        me_crf_run / "model.tar.gz",
+        "fixtures/conll2003/dev.txt",
+        "--output",
+        picture,
+        "--index",
+        1,
+        "--include-package",
+        "nerzoo",
+    )
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000, drawn.stdout
-    failed = allennlp("draw-memory", me_crf_run / "model.tar.gz", "fixtures/conll2003/dev.txt", "--output",
-                      tmp_path / "never.png", "--index", 99, "--include-package", "nerzoo", check=False)
+    failed = allennlp(
+        "draw-memory",
+        me_crf_run / "model.tar.gz",
+        "fixtures/conll2003/dev.txt",
+        "--output",
+        tmp_path / "never.png",
+        "--index",
+        99,
+        "--include-package",
+        "nerzoo",
+        check=False,
+    )
     assert failed.returncode != 0 and "index 99" in failed.stderr and not (tmp_path / "never.png").exists()

@@ -2,6 +2,7 @@
 The char-gated tagger (Rei et al. 2016) and Seq2Biseq (Dinarelli & Grobol 2019) through the real
 `allennlp` command: train the shipped configs on the fixtures, evaluate, predict.
 """
+
 import json
 
 import pytest
@@ -40,8 +41,16 @@ def check_tagged(predictions, chunk_labels=True):
 
 def test_char_attention_tagger_train_evaluate_predict(tmp_path):
     run = tmp_path / "gate"
-    allennlp("train", "training_config/char_attention_tagger.jsonnet", "-s", run, "--include-package", "nerzoo",
-             "-o", json.dumps({"trainer.num_epochs": 6}))
+    allennlp(
+        "train",
+        "training_config/char_attention_tagger.jsonnet",
+        "-s",
+        run,
+        "--include-package",
+        "nerzoo",
+        "-o",
+        json.dumps({"trainer.num_epochs": 6}),
+    )
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_f1-measure-overall"] > 0.7, metrics
     # The cosine loss reached the model's loss (and is reported as a metric), and it fell.
@@ -56,8 +65,16 @@ def test_char_attention_tagger_train_evaluate_predict(tmp_path):
 @pytest.mark.parametrize("variant", ["char_attention_tagger_words", "char_attention_tagger_concat"])
 def test_char_attention_variants_train_without_the_cosine_loss(variant, tmp_path):
     run = tmp_path / variant
-    allennlp("train", f"training_config/{variant}.jsonnet", "-s", run, "--include-package", "nerzoo",
-             "-o", json.dumps({"trainer.num_epochs": 6}))
+    allennlp(
+        "train",
+        f"training_config/{variant}.jsonnet",
+        "-s",
+        run,
+        "--include-package",
+        "nerzoo",
+        "-o",
+        json.dumps({"trainer.num_epochs": 6}),
+    )
     metrics = json.loads((run / "metrics.json").read_text())
     assert "training_char_cosine_loss" not in metrics
     assert metrics["best_validation_f1-measure-overall"] > 0.5, metrics
@@ -67,8 +84,16 @@ def test_seq2biseq_train_evaluate_predict(tmp_path):
     run = tmp_path / "seq2biseq"
     # Batches of 16 on the fixtures' 100-odd sentences (the config's 100 is for real data).
     overrides = {"trainer.num_epochs": 8, "data_loader.batch_sampler.batch_size": 16}
-    allennlp("train", "training_config/seq2biseq.jsonnet", "-s", run, "--include-package", "nerzoo",
-             "-o", json.dumps(overrides))
+    allennlp(
+        "train",
+        "training_config/seq2biseq.jsonnet",
+        "-s",
+        run,
+        "--include-package",
+        "nerzoo",
+        "-o",
+        json.dumps(overrides),
+    )
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_accuracy"] > 0.8, metrics
     for key in ("accuracy", "f1-measure-overall", "concept_error_rate"):
@@ -76,8 +101,13 @@ def test_seq2biseq_train_evaluate_predict(tmp_path):
     evaluated = evaluate(run / "model.tar.gz", TEST, tmp_path / "eval.json")
     for key in ("accuracy", "f1-measure-overall", "concept_error_rate"):
         assert evaluated[key] == pytest.approx(metrics[f"test_{key}"], abs=1e-9)
-    predictions = predict(run / "model.tar.gz", SENTENCES, tmp_path / "predictions.jsonl",
-                          "--predictor-args", json.dumps({"return_tag_probabilities": True}))
+    predictions = predict(
+        run / "model.tar.gz",
+        SENTENCES,
+        tmp_path / "predictions.jsonl",
+        "--predictor-args",
+        json.dumps({"return_tag_probabilities": True}),
+    )
     check_tagged(predictions)
     for prediction in predictions:
         for probabilities, tag, confidence in zip(
@@ -91,12 +121,22 @@ def test_seq2biseq_pos_on_segments_then_whole_sentences(tmp_path):
     # Training reads 6-token overlapping segments; validation and evaluation whole sentences.
     run = tmp_path / "pos"
     overrides = {"trainer.num_epochs": 3, "dataset_reader.segment_length": 6}
-    allennlp("train", "training_config/seq2biseq_pos.jsonnet", "-s", run, "--include-package", "nerzoo",
-             "-o", json.dumps(overrides))
+    allennlp(
+        "train",
+        "training_config/seq2biseq_pos.jsonnet",
+        "-s",
+        run,
+        "--include-package",
+        "nerzoo",
+        "-o",
+        json.dumps(overrides),
+    )
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_accuracy"] > 0.5 and "test_f1-measure-overall" not in metrics, metrics
     config = json.loads((run / "config.json").read_text())
-    assert config["dataset_reader"]["segment_length"] == 6 and "segment_length" not in config["validation_dataset_reader"]
+    assert (
+        config["dataset_reader"]["segment_length"] == 6 and "segment_length" not in config["validation_dataset_reader"]
+    )
     evaluated = evaluate(run / "model.tar.gz", TEST, tmp_path / "eval.json")
     assert evaluated["accuracy"] == pytest.approx(metrics["test_accuracy"], abs=1e-9)
     predictions = predict(run / "model.tar.gz", SENTENCES, tmp_path / "predictions.jsonl")
@@ -114,7 +154,15 @@ def test_seq2biseq_pos_reads_upos_from_conllu(tmp_path):
         "validation_data_path": "fixtures/ud/ner_misc.conllu",
         "test_data_path": "fixtures/ud/ner_column.conllu",
     }
-    allennlp("train", "training_config/seq2biseq_pos.jsonnet", "-s", run, "--include-package", "nerzoo",
-             "-o", json.dumps(overrides))
+    allennlp(
+        "train",
+        "training_config/seq2biseq_pos.jsonnet",
+        "-s",
+        run,
+        "--include-package",
+        "nerzoo",
+        "-o",
+        json.dumps(overrides),
+    )
     vocabulary = (run / "vocabulary" / "labels.txt").read_text().split()
     assert {"NOUN", "VERB", "PROPN"} <= set(vocabulary)

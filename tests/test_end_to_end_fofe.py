@@ -1,4 +1,5 @@
 """FOFE-NER through the real `allennlp` command: train, evaluate, predict, second pass, nested entities."""
+
 import json
 
 import pytest
@@ -49,7 +50,9 @@ def test_train_evaluate_predict_spans_with_scores_and_offsets(first_pass, tmp_pa
             expected_tags[span["start"] : span["end"]] = [f"B-{span['label']}"] + [f"I-{span['label']}"] * (
                 span["end"] - span["start"] - 1
             )
-            assert prediction["tag_confidences"][span["start"] : span["end"]] == [span["score"]] * (span["end"] - span["start"])
+            assert prediction["tag_confidences"][span["start"] : span["end"]] == [span["score"]] * (
+                span["end"] - span["start"]
+            )
         assert prediction["tags"] == expected_tags
         for span in prediction["spans"]:
             assert set(span) == {"label", "start", "end", "text", "char_start", "char_end", "score", "level"}
@@ -62,9 +65,18 @@ def test_train_evaluate_predict_spans_with_scores_and_offsets(first_pass, tmp_pa
 def test_tag_probabilities_are_refused_with_a_reason(first_pass, tmp_path):
     inputs = tmp_path / "in.jsonl"
     inputs.write_text(json.dumps({"sentence": "Lena Holm won ."}) + "\n")
-    result = allennlp("predict", first_pass / "model.tar.gz", inputs, "--output-file", tmp_path / "out.jsonl",
-                      "--include-package", "nerzoo", "--predictor-args", json.dumps({"return_tag_probabilities": True}),
-                      check=False)
+    result = allennlp(
+        "predict",
+        first_pass / "model.tar.gz",
+        inputs,
+        "--output-file",
+        tmp_path / "out.jsonl",
+        "--include-package",
+        "nerzoo",
+        "--predictor-args",
+        json.dumps({"return_tag_probabilities": True}),
+        check=False,
+    )
     assert result.returncode != 0
     assert "classifies spans and has no tag probabilities" in result.stderr
 
@@ -73,22 +85,38 @@ def test_tag_probabilities_are_refused_with_a_reason(first_pass, tmp_path):
 def test_second_pass_trains_on_first_pass_entities_and_predicts(first_pass, tmp_path):
     env = {"FOFE_FIRST_PASS": str(first_pass / "model.tar.gz")}
     run = tmp_path / "second"
-    allennlp("train", SECOND_PASS, "-s", run, "--include-package", "nerzoo", "-o",
-             json.dumps({"trainer.num_epochs": 12}), env=env)
+    allennlp(
+        "train",
+        SECOND_PASS,
+        "-s",
+        run,
+        "--include-package",
+        "nerzoo",
+        "-o",
+        json.dumps({"trainer.num_epochs": 12}),
+        env=env,
+    )
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_f1-measure-overall"] > 0.8, metrics
     config = json.loads((run / "config.json").read_text())
     assert config["model"]["first_pass"]["archive_file"] == env["FOFE_FIRST_PASS"]
-    predictions = predict(run / "model.tar.gz", [{"tokens": ["Lena", "Holm", "visited", "Oslo", "."]}],
-                          tmp_path / "second.jsonl", env=env)
+    predictions = predict(
+        run / "model.tar.gz", [{"tokens": ["Lena", "Holm", "visited", "Oslo", "."]}], tmp_path / "second.jsonl", env=env
+    )
     assert predictions[0]["spans"]
 
 
 def test_nested_entities_are_predicted_inside_outer_ones(tmp_path):
     run = tmp_path / "nested"
-    overrides = {**NESTED, "test_data_path": "fixtures/nested/test.jsonl", "trainer.num_epochs": 30,
-                 "trainer.patience": None, "data_loader.batch_sampler.batch_size": 8,
-                 "model.thresholds": [0.5, 0.5], "model.decoding": ["longest_first", "highest_first"]}
+    overrides = {
+        **NESTED,
+        "test_data_path": "fixtures/nested/test.jsonl",
+        "trainer.num_epochs": 30,
+        "trainer.patience": None,
+        "data_loader.batch_sampler.batch_size": 8,
+        "model.thresholds": [0.5, 0.5],
+        "model.decoding": ["longest_first", "highest_first"],
+    }
     allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo", "-o", json.dumps(overrides))
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_f1-measure-overall"] > 0.5, metrics

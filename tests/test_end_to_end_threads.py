@@ -1,4 +1,5 @@
 """The thread discourse model (ME-CRF+, Liu, Baldwin & Cohn 2017, §4) through the real `allennlp` CLI."""
+
 import json
 
 import pytest
@@ -41,9 +42,22 @@ def test_train_evaluate_predict_threads(tmp_path):
     inputs = tmp_path / "threads.jsonl"
     inputs.write_text("".join(json.dumps(thread) + "\n" for thread in unlabelled))
     output = tmp_path / "predictions.jsonl"
-    allennlp("predict", run / "model.tar.gz", inputs, "--predictor", "thread_discourse", "--output-file", output,
-             "--batch-size", 3, "--silent", "--predictor-args", json.dumps({"return_attention": True}),
-             "--include-package", "nerzoo")
+    allennlp(
+        "predict",
+        run / "model.tar.gz",
+        inputs,
+        "--predictor",
+        "thread_discourse",
+        "--output-file",
+        output,
+        "--batch-size",
+        3,
+        "--silent",
+        "--predictor-args",
+        json.dumps({"return_attention": True}),
+        "--include-package",
+        "nerzoo",
+    )
     predictions = [json.loads(line) for line in output.read_text().splitlines()]
     assert len(predictions) == len(threads)
     vocabulary = set((run / "vocabulary" / "labels.txt").read_text().split("\n")) - {""}
@@ -68,5 +82,7 @@ def test_train_evaluate_predict_threads(tmp_path):
 
     # The memory attention of a thread as a picture: rows are posts, column 0 the virtual head.
     picture = tmp_path / "thread_memory.png"
-    allennlp("draw-memory", run / "model.tar.gz", TEST, "--output", picture, "--index", 2, "--include-package", "nerzoo")
+    allennlp(
+        "draw-memory", run / "model.tar.gz", TEST, "--output", picture, "--index", 2, "--include-package", "nerzoo"
+    )
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000

@@ -2,6 +2,7 @@
 The real-data configs of training_config/real_data/ point at ../shared/data and their readers read it;
 their batch samplers sort by a field of the instances read.
 """
+
 import itertools
 import pathlib
 

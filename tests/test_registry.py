@@ -3,6 +3,7 @@ One table over every component nerzoo registers (as thinc's layer API test does)
 built from a tiny config and checked.  A newly registered component that is missing from the table
 fails `test_every_registered_component_is_in_the_table`.
 """
+
 import argparse
 import inspect
 import json
@@ -100,9 +101,10 @@ def test_names_do_not_clash_with_allennlp_models():
     # allennlp-models is a benchmark extra, not installed with nerzoo: its names come from a snapshot
     # of every registration that importing all of allennlp_models 2.10.1 (the final release) adds.
     snapshot = json.loads((PROJECT_ROOT / "tests" / "data" / "allennlp_models_2.10.1_names.json").read_text())
-    assert "crf_tagger" in snapshot["allennlp.models.model.Model"] and "conll2000" in snapshot[
-        "allennlp.data.dataset_readers.dataset_reader.DatasetReader"
-    ]
+    assert (
+        "crf_tagger" in snapshot["allennlp.models.model.Model"]
+        and "conll2000" in snapshot["allennlp.data.dataset_readers.dataset_reader.DatasetReader"]
+    )
     clashes = [
         (base.__name__, name)
         for base, name in _nerzoo_registrations()
@@ -111,7 +113,9 @@ def test_names_do_not_clash_with_allennlp_models():
     assert not clashes
 
 
-@pytest.mark.parametrize("key", [key for key, params in COMPONENTS.items() if params is not None], ids=lambda key: key[1])
+@pytest.mark.parametrize(
+    "key", [key for key, params in COMPONENTS.items() if params is not None], ids=lambda key: key[1]
+)
 def test_component_builds_from_params(key):
     base, name = key
     component = base.from_params(Params({"type": name, **COMPONENTS[key]}))

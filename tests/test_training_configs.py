@@ -2,19 +2,20 @@
 Builds every shipped config against the fixtures and runs one forward pass; checks that its batches
 hold instances of similar length.
 """
+
 import copy
 import pathlib
 import random
 from typing import Any, Dict, List
 
 import pytest
+import torch
 from allennlp.common import Params
 from allennlp.data import DataLoader, DatasetReader, Vocabulary
 from allennlp.data.batch import Batch
 from allennlp.data.fields import Field, ListField, TextField
 from allennlp.models import Model
 from allennlp.modules.token_embedders import Embedding
-import torch
 
 import nerzoo  # noqa: F401
 from tests import PROJECT_ROOT
@@ -65,7 +66,8 @@ def test_regularizer_leaves_embedding_tables_alone(config: pathlib.Path):
     tables = [
         (name + ".weight", module.weight)
         for name, module in model.named_modules()
-        if isinstance(module, (Embedding, torch.nn.Embedding)) and module.weight.requires_grad
+        if isinstance(module, (Embedding, torch.nn.Embedding))
+        and module.weight.requires_grad
         and not name.startswith("label_embedding")
     ]
     if not tables:
@@ -74,7 +76,9 @@ def test_regularizer_leaves_embedding_tables_alone(config: pathlib.Path):
     if penalty is None or not penalty.requires_grad:
         return
     gradients = torch.autograd.grad(penalty, [weight for _, weight in tables], allow_unused=True)
-    reached = [name for (name, _), gradient in zip(tables, gradients) if gradient is not None and gradient.abs().sum() > 0]
+    reached = [
+        name for (name, _), gradient in zip(tables, gradients) if gradient is not None and gradient.abs().sum() > 0
+    ]
     assert not reached, f"the regularizer reaches {reached}"
 
 
@@ -106,7 +110,10 @@ def test_config_batches_instances_of_similar_length(config: pathlib.Path):
     reader_params = params["dataset_reader"]
     loaders = {
         "data_loader": (reader_params, params["train_data_path"]),
-        "validation_data_loader": (params.get("validation_dataset_reader", reader_params), params["validation_data_path"]),
+        "validation_data_loader": (
+            params.get("validation_dataset_reader", reader_params),
+            params["validation_data_path"],
+        ),
     }
     for name, (reader, data_path) in loaders.items():
         sampler = params[name]["batch_sampler"]
@@ -131,8 +138,12 @@ def test_config_batches_instances_of_similar_length(config: pathlib.Path):
             # batches cut from the exactly sorted instances.
             size = sampler["batch_size"]
             by_length = sorted(range(len(instances)), key=lambda index: lengths[index])
-            least = padded_positions([by_length[start : start + size] for start in range(0, len(instances), size)], lengths)
-            in_file_order = [list(range(start, min(start + size, len(instances)))) for start in range(0, len(instances), size)]
+            least = padded_positions(
+                [by_length[start : start + size] for start in range(0, len(instances), size)], lengths
+            )
+            in_file_order = [
+                list(range(start, min(start + size, len(instances)))) for start in range(0, len(instances), size)
+            ]
             unsorted = padded_positions(in_file_order, lengths)
             assert padded_positions(batches, lengths) - least <= (unsorted - least) / 2, name
 

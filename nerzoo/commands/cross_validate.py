@@ -4,6 +4,7 @@ Liu, Baldwin & Cohn (2017), "Capturing Long-range Contextual Dependencies with M
 Conditional Random Fields", IJCNLP, https://aclanthology.org/I17-1056, §4.3: "All experiments were
 carried out with 10-fold cross validation, stratifying at the thread level."
 """
+
 import argparse
 import json
 import logging
@@ -328,9 +329,7 @@ def format_table(result: Dict[str, Any]) -> str:
         )
     rows.append("-" * len(header))
     mean, std = result["mean"], result["std"]
-    scores = " ".join(
-        f"{mean[name]:>7.4f} ± {std[name]:.4f}".rjust(15) for name in ("link_f1", "da_f1", "joint_f1")
-    )
+    scores = " ".join(f"{mean[name]:>7.4f} ± {std[name]:.4f}".rjust(15) for name in ("link_f1", "da_f1", "joint_f1"))
     rows.append(f"{'mean ± std':>26} {scores}")
     pooled = " ".join(f"{result['pooled'][name]:>15.4f}" for name in ("link_f1", "da_f1", "joint_f1"))
     rows.append(f"{'pooled (micro)':>26} {pooled}")

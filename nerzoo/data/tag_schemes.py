@@ -7,6 +7,7 @@ another type opens a chunk, `B-X` always opens one, `L-`/`E-` and `U-`/`S-` clos
 converts between schemes by decoding spans and re-encoding them, so a conversion never invents or
 drops an entity.
 """
+
 import re
 from typing import List, Optional, Sequence, Tuple
 

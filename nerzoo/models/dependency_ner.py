@@ -190,9 +190,7 @@ class DependencyNerTagger(Model):
             hidden, output["relative_attention"] = self.relative_attention.attend(hidden, mask)
             hidden = self.dropout(hidden)
         if self.global_attention is not None:
-            hidden, output["global_attention"] = self.global_attention.attend(
-                hidden, mask, torch.cat(queries, dim=-1)
-            )
+            hidden, output["global_attention"] = self.global_attention.attend(hidden, mask, torch.cat(queries, dim=-1))
             hidden = self.dropout(hidden)
 
         output.update(self.head(hidden, mask, tags, metadata, pop_auxiliary_losses(self)))

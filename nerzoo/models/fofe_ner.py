@@ -144,11 +144,16 @@ class FofeNer(Model):
             raise ConfigurationError(f"max_span_width must be >= 1, got {max_span_width}")
         if not 0.0 < alpha < 1.0 or not 0.0 < character_alpha < 1.0:
             raise ConfigurationError(f"forgetting factors must lie in (0, 1), got {alpha}, {character_alpha}")
-        for name, rate in (("overlap_sample_rate", overlap_sample_rate), ("disjoint_sample_rate", disjoint_sample_rate)):
+        for name, rate in (
+            ("overlap_sample_rate", overlap_sample_rate),
+            ("disjoint_sample_rate", disjoint_sample_rate),
+        ):
             if not 0.0 <= rate <= 1.0:
                 raise ConfigurationError(f"{name} must lie in [0, 1], got {rate}")
         if len(decoding) != len(thresholds) or not decoding:
-            raise ConfigurationError(f"decoding {list(decoding)} and thresholds {list(thresholds)} need one entry per level")
+            raise ConfigurationError(
+                f"decoding {list(decoding)} and thresholds {list(thresholds)} need one entry per level"
+            )
         unknown = [name for name in decoding if name not in DECODERS]
         if unknown:
             raise ConfigurationError(f"unknown decoding {unknown}; choose from {sorted(DECODERS)}")
@@ -198,7 +203,9 @@ class FofeNer(Model):
             self._feature_sizes.append(self.character_cnn.get_output_dim())
         self.dropout = torch.nn.Dropout(dropout)
         self.feedforward = feedforward.construct(input_dim=feature_dim)
-        check_dimensions_match(feature_dim, self.feedforward.get_input_dim(), "span feature dim", "feedforward input dim")
+        check_dimensions_match(
+            feature_dim, self.feedforward.get_input_dim(), "span feature dim", "feedforward input dim"
+        )
         self.output_layer = torch.nn.Linear(self.feedforward.get_output_dim(), num_classes)
 
         self.type_embeddings = torch.nn.ModuleDict()
@@ -356,9 +363,7 @@ class FofeNer(Model):
         overlapping = ~exact & ~disjoint
         draw = torch.rand(gold.shape, device=gold.device)
         return (
-            exact
-            | (overlapping & (draw < self.overlap_sample_rate))
-            | (disjoint & (draw < self.disjoint_sample_rate))
+            exact | (overlapping & (draw < self.overlap_sample_rate)) | (disjoint & (draw < self.disjoint_sample_rate))
         )
 
     def _run_first_pass(
@@ -676,7 +681,9 @@ class FofeNer(Model):
         the characters of other sentences cancel out; none are spent on padding.
         """
         character_ids = characters["token_characters"]  # (batch, num_tokens, num_characters)
-        flat_ids, token_offsets, token_lengths = _join_words(character_ids, mask, self.character_embedding.num_embeddings - 1)
+        flat_ids, token_offsets, token_lengths = _join_words(
+            character_ids, mask, self.character_embedding.num_embeddings - 1
+        )
         embedded = self.character_embedding(flat_ids).unsqueeze(0)
         return _CharacterCodes(
             flat_ids=flat_ids,
@@ -757,7 +764,9 @@ class FofeNer(Model):
             tags, confidences = ["O"] * length, row[:length]
             for span, level in spans:
                 if level == 1:
-                    tags[span.start : span.end] = [f"B-{span.label}"] + [f"I-{span.label}"] * (span.end - span.start - 1)
+                    tags[span.start : span.end] = [f"B-{span.label}"] + [f"I-{span.label}"] * (
+                        span.end - span.start - 1
+                    )
                     confidences[span.start : span.end] = [span.score] * (span.end - span.start)
             all_tags.append(tags)
             all_confidences.append(confidences)
@@ -849,9 +858,7 @@ def _weighted_row_sums(terms: List[Tuple[torch.Tensor, torch.LongTensor, Optiona
             weight = ones
         weights.append(weight)
     table = torch.cat([table for table, _, _ in terms])
-    return torch.nn.functional.embedding_bag(
-        indices, table, mode="sum", per_sample_weights=torch.stack(weights, dim=1)
-    )
+    return torch.nn.functional.embedding_bag(indices, table, mode="sum", per_sample_weights=torch.stack(weights, dim=1))
 
 
 def _window_sums(values: torch.Tensor, max_width: int) -> torch.Tensor:

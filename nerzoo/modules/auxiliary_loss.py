@@ -8,6 +8,7 @@ submodules (and clears them, so a loss is never counted twice).  An `AuxiliaryLo
 mean as the metric `<name>_loss`.  Modules need no base class for this, so
 it works for any TokenEmbedder or Seq2SeqEncoder used inside any nerzoo model.
 """
+
 from typing import Dict, Optional
 
 import torch

@@ -17,6 +17,7 @@ Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_s
 row's valid steps first (right padding), as everywhere in allennlp.  Half-precision logits (under
 autocast) are scored in float32.
 """
+
 from typing import NamedTuple
 
 import torch

@@ -6,6 +6,7 @@ Fields", 2012, §4.1), under the same transition constraints that its Viterbi de
 Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)` with each
 row's valid steps first (right padding), as everywhere in allennlp.
 """
+
 from typing import NamedTuple, Tuple
 
 import torch
@@ -17,7 +18,9 @@ _FORBIDDEN = -10000.0
 
 class ForwardBackward(NamedTuple):
     log_alpha: torch.Tensor  # (batch_size, num_steps, num_tags): paths ending at (t, tag), emissions up to t included
-    log_beta: torch.Tensor  # (batch_size, num_steps, num_tags): paths leaving (t, tag) to the end, excluding emission at t
+    log_beta: (
+        torch.Tensor
+    )  # (batch_size, num_steps, num_tags): paths leaving (t, tag) to the end, excluding emission at t
     log_partition: torch.Tensor  # (batch_size,)
     transitions: torch.Tensor  # (num_tags, num_tags), constrained
 
@@ -26,9 +29,7 @@ def constrained_scores(crf: ConditionalRandomField) -> Tuple[torch.Tensor, torch
     """`(transitions, start, end)` with forbidden moves scored as in `crf.viterbi_tags`."""
     num_tags = crf.num_tags
     allowed = crf._constraint_mask  # (num_tags + 2, num_tags + 2); rows/cols num_tags, num_tags + 1 = start, end
-    transitions = crf.transitions * allowed[:num_tags, :num_tags] + _FORBIDDEN * (
-        1 - allowed[:num_tags, :num_tags]
-    )
+    transitions = crf.transitions * allowed[:num_tags, :num_tags] + _FORBIDDEN * (1 - allowed[:num_tags, :num_tags])
     start_allowed = allowed[num_tags, :num_tags]
     end_allowed = allowed[:num_tags, num_tags + 1]
     if crf.include_start_end_transitions:
@@ -58,9 +59,7 @@ def _log_matmul_exp_exact(log_values: torch.Tensor, matrix: torch.Tensor, shift:
     return torch.logsumexp(log_values.unsqueeze(2) + matrix.unsqueeze(0), dim=1), None
 
 
-def forward_backward(
-    crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor
-) -> ForwardBackward:
+def forward_backward(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor) -> ForwardBackward:
     """
     Runs both recursions, batched over sentences, one step at a time.  Each step is a rescaled
     matrix product in probability space (see `_log_matmul_exp`); if any valid step underflowed

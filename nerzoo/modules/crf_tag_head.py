@@ -9,8 +9,8 @@ from allennlp.nn import Activation
 
 from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses
-from nerzoo.modules.tag_decoder import TagDecoder
 from nerzoo.modules.sentence_rows import SentenceRows
+from nerzoo.modules.tag_decoder import TagDecoder
 from nerzoo.modules.tag_scorers import CrfScorer, SoftmaxScorer, TagPosteriors
 
 
@@ -115,9 +115,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
         self.hidden: Optional[torch.nn.Module] = None
         projection_input_dim = input_dim
         if hidden_dim is not None:
-            self.hidden = TimeDistributed(
-                FeedForward(input_dim, 1, hidden_dim, Activation.by_name(activation)())
-            )
+            self.hidden = TimeDistributed(FeedForward(input_dim, 1, hidden_dim, Activation.by_name(activation)()))
             projection_input_dim = hidden_dim
         self.tag_projection = TimeDistributed(torch.nn.Linear(projection_input_dim, self.num_tags))
 
@@ -209,7 +207,9 @@ class CrfTagHead(torch.nn.Module, FromParams):
             posteriors = TagPosteriors(*(rows.scatter(values, mask.size(0)) for values in sentence_posteriors))
         return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
 
-    def _sentence_rows(self, sentence_spans: List[List[Tuple[int, int]]], mask: torch.BoolTensor) -> Optional[SentenceRows]:
+    def _sentence_rows(
+        self, sentence_spans: List[List[Tuple[int, int]]], mask: torch.BoolTensor
+    ) -> Optional[SentenceRows]:
         """The sentences as rows when each gets its own chain and some instance has more than one."""
         if not self.crf_per_sentence or self.crf is None or all(len(spans) <= 1 for spans in sentence_spans):
             return None

@@ -26,6 +26,7 @@ over the sentence and a few gathers give every fragment's features: see `prefix_
 Shapes: `inputs` `(batch_size, num_steps, dim)`, `mask` `(batch_size, num_steps)`; positions
 are 0-based here (the thesis counts from 1).
 """
+
 from typing import Optional, Union
 
 import torch
@@ -106,7 +107,7 @@ def _left_to_right(inputs: torch.Tensor, alpha: Alpha, block_size: int) -> torch
     matrix = fofe_matrix(block_size, alpha, dtype=inputs.dtype, device=inputs.device)
     # (batch_size, num_blocks, block_size, dim): codes restarted at every block.
     local = torch.matmul(matrix, blocks)
-    block_alpha = alpha ** block_size
+    block_alpha = alpha**block_size
     # (batch_size, num_blocks, dim): the full code at the end of every block.
     block_ends = _left_to_right(local[:, :, -1], block_alpha, block_size)
     carried = torch.nn.functional.pad(block_ends[:, :-1], (0, 0, 1, 0))  # into block b: end of b - 1

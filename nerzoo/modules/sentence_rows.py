@@ -2,6 +2,7 @@
 The sentences inside document-level instances laid out as rows of their own, so that a CRF can
 score each sentence apart while the encoder below it reads the whole document.
 """
+
 from typing import List, Sequence, Tuple
 
 import torch

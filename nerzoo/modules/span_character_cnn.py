@@ -1,6 +1,7 @@
 """
 A character CNN over every span of a sentence at once (FOFE-NER's "Char CNN of word fragment").
 """
+
 from typing import Sequence
 
 import torch
@@ -87,7 +88,9 @@ class SpanCharacterCnn(torch.nn.Module):
     Output dim: `num_filters * len(kernel_sizes)`.
     """
 
-    def __init__(self, input_dim: int, num_filters: int = 16, kernel_sizes: Sequence[int] = tuple(range(2, 10))) -> None:
+    def __init__(
+        self, input_dim: int, num_filters: int = 16, kernel_sizes: Sequence[int] = tuple(range(2, 10))
+    ) -> None:
         super().__init__()
         if num_filters < 1 or not kernel_sizes or min(kernel_sizes) < 1:
             raise ConfigurationError(f"need num_filters >= 1 and kernel sizes >= 1, got {num_filters}, {kernel_sizes}")

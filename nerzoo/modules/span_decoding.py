@@ -18,6 +18,7 @@ matter between candidates of equal score and length; the last one only between c
 the same boundaries.  `highest_first_mask` uses exactly the same order, with the position along
 the `num_spans` dimension as the input position.
 """
+
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -324,11 +325,7 @@ def highest_first_mask(
 
     words = torch.arange(sequence_length, device=device)
     # (batch_size, num_spans, sequence_length): candidate covers word.
-    covers = (
-        (starts.unsqueeze(-1) <= words)
-        & (words < ends.unsqueeze(-1))
-        & candidate_mask.bool().unsqueeze(-1)
-    )
+    covers = (starts.unsqueeze(-1) <= words) & (words < ends.unsqueeze(-1)) & candidate_mask.bool().unsqueeze(-1)
     best_rank_at_word = ranks.unsqueeze(-1).masked_fill(~covers, -1).amax(dim=1)  # (batch_size, sequence_length)
     best_rank_over_span = best_rank_at_word.unsqueeze(1).masked_fill(~covers, -1).amax(dim=2)
     return best_rank_over_span == ranks

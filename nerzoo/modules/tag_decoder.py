@@ -10,6 +10,7 @@ after a token only on its tag and the next one.  Both rules are tabulated once p
 so a batch is decoded with a few gathers, and its spans are counted against the gold ones without a
 Python loop over tokens.
 """
+
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -84,7 +85,9 @@ class TagDecoder(torch.nn.Module):
             for current, (prefix, label) in enumerate(parts):
                 # starts[previous, current]: a chunk opens at the current tag;
                 # ends[current, next]: the chunk holding the current tag closes after it.
-                starts[previous, current] = prefix != "O" and _chunk_starts(previous_prefix, previous_label, prefix, label)
+                starts[previous, current] = prefix != "O" and _chunk_starts(
+                    previous_prefix, previous_label, prefix, label
+                )
                 ends[previous, current] = previous_prefix != "O" and _chunk_ends(
                     previous_prefix, previous_label, prefix, label
                 )

@@ -11,6 +11,7 @@ Both return the same things, so `TagDecoder` turns either into labels, spans and
 Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)`,
 `paths` `(batch_size, num_steps)` tag ids (any value at padding).
 """
+
 from typing import Dict, NamedTuple, Optional
 
 import torch
@@ -59,7 +60,9 @@ class CrfScorer:
     ) -> ConditionalRandomField:
         """A CRF over `labels` (tag id to tag), with the forbidden transitions of `tag_scheme` (`None`: none)."""
         constraints = allowed_transitions(tag_scheme, labels) if tag_scheme is not None else None
-        return ConditionalRandomField(len(labels), constraints, include_start_end_transitions=include_start_end_transitions)
+        return ConditionalRandomField(
+            len(labels), constraints, include_start_end_transitions=include_start_end_transitions
+        )
 
     def loss(self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor) -> torch.Tensor:
         """Negative log-likelihood summed over the batch, as `-ConditionalRandomField.forward`."""

@@ -153,7 +153,9 @@ class EntityTaggerPredictor(Predictor):
                 or not all(isinstance(sentence, list) for sentence in sentences)
                 or not all(isinstance(word, str) and word.strip() for sentence in sentences for word in sentence)
             ):
-                raise ConfigurationError(f'"sentences" must be a list of token lists (non-blank strings), got {str(sentences)[:200]}')
+                raise ConfigurationError(
+                    f'"sentences" must be a list of token lists (non-blank strings), got {str(sentences)[:200]}'
+                )
             words, sentence_spans = [], []
             for sentence in filter(None, sentences):
                 sentence_spans.append((len(words), len(words) + len(sentence)))
@@ -183,7 +185,7 @@ class EntityTaggerPredictor(Predictor):
         parse = {key: json_dict[key] for key in PARSE_KEYS if key in json_dict}
         if parse:
             if "tokens" not in json_dict or set(parse) != set(PARSE_KEYS):
-                raise ConfigurationError(f"a pre-parsed input needs \"tokens\" and all of {PARSE_KEYS}")
+                raise ConfigurationError(f'a pre-parsed input needs "tokens" and all of {PARSE_KEYS}')
             if "head_indices" not in inspect.signature(self._dataset_reader.text_to_instance).parameters:
                 raise ConfigurationError(
                     f"this model's reader ({type(self._dataset_reader).__name__}) does not take dependency parses"

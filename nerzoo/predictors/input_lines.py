@@ -3,6 +3,7 @@ Per-line input handling for nerzoo's predictors under `allennlp predict`: every 
 exactly one output line, in order; a line that cannot be used gives an error result naming its
 line number (and a warning on stderr), and never costs the other lines of its batch.
 """
+
 import json
 import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union

@@ -108,8 +108,20 @@ def test_subcommand_parses():
 def test_cross_validate_end_to_end(tmp_path):
     output = tmp_path / "cv"
     command = [
-        sys.executable, "-m", "allennlp", "cross-validate", CONFIG, str(TRAIN), "--folds", "2", "-s", str(output),
-        "-o", json.dumps({"trainer.num_epochs": 2}), "--include-package", "nerzoo",
+        sys.executable,
+        "-m",
+        "allennlp",
+        "cross-validate",
+        CONFIG,
+        str(TRAIN),
+        "--folds",
+        "2",
+        "-s",
+        str(output),
+        "-o",
+        json.dumps({"trainer.num_epochs": 2}),
+        "--include-package",
+        "nerzoo",
     ]
     result = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -134,7 +146,7 @@ def test_cross_validate_end_to_end(tmp_path):
     for name in ("link_f1", "da_f1", "joint_f1"):
         values = [fold[name] for fold in summary["per_fold"]]
         assert summary["mean"][name] == pytest.approx(sum(values) / 2)
-        assert summary["std"][name] == pytest.approx(abs(values[0] - values[1]) / 2 ** 0.5)
+        assert summary["std"][name] == pytest.approx(abs(values[0] - values[1]) / 2**0.5)
     # Pooled over all 138 posts (142 gold links), each tested once.
     folds_posts = [fold["test_posts"] for fold in summary["per_fold"]]
     assert sum(folds_posts) == 138

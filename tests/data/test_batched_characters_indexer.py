@@ -1,4 +1,5 @@
 """`batched_characters` against allennlp's `characters` indexer, whose tensors it must equal."""
+
 import random
 
 import pytest
@@ -14,7 +15,10 @@ def _sentences(seed: int):
     generator = random.Random(seed)
     alphabet = "abcdefghijXYZ-'."
     return [
-        ["".join(generator.choice(alphabet) for _ in range(generator.randint(1, 12))) for _ in range(generator.randint(1, 9))]
+        [
+            "".join(generator.choice(alphabet) for _ in range(generator.randint(1, 12)))
+            for _ in range(generator.randint(1, 9))
+        ]
         for _ in range(12)
     ]
 
@@ -26,7 +30,9 @@ def test_batch_tensors_equal_allennlps(min_padding_length, seed):
     tensors = []
     for indexer_class in (TokenCharactersIndexer, BatchedCharactersIndexer):
         indexer = indexer_class(min_padding_length=min_padding_length, start_tokens=["@@S@@"])
-        instances = [Instance({"tokens": TextField([Token(word) for word in words], {"chars": indexer})}) for words in sentences]
+        instances = [
+            Instance({"tokens": TextField([Token(word) for word in words], {"chars": indexer})}) for words in sentences
+        ]
         vocab = Vocabulary.from_instances(instances)
         batch = Batch(instances)
         batch.index_instances(vocab)
@@ -38,9 +44,11 @@ def test_batch_tensors_equal_allennlps(min_padding_length, seed):
 
 @pytest.mark.parametrize(
     "padding_lengths",
-    [{"token_characters": 6, "num_token_characters": 4},  # more tokens, shorter words: pads and truncates
-     {"token_characters": 2, "num_token_characters": 9},  # fewer tokens than the instance has
-     {"token_characters": 3, "num_token_characters": 1}],
+    [
+        {"token_characters": 6, "num_token_characters": 4},  # more tokens, shorter words: pads and truncates
+        {"token_characters": 2, "num_token_characters": 9},  # fewer tokens than the instance has
+        {"token_characters": 3, "num_token_characters": 1},
+    ],
 )
 def test_padding_and_truncation_equal_allennlps(padding_lengths):
     tokens = {"token_characters": [[3, 4, 5, 6, 7], [2], [8, 9, 10]]}

@@ -121,7 +121,11 @@ CONLL2003 = SHARED_DATA / "conll2003"
 @pytest.mark.skipif(not CONLL2003.exists(), reason="../shared/data/conll2003 is not present")
 @pytest.mark.parametrize(
     "name, documents, sentences, tokens, entities",
-    [("eng.train", 946, 14041, 203621, 23499), ("eng.testa", 216, 3250, 51362, 5942), ("eng.testb", 231, 3453, 46435, 5648)],
+    [
+        ("eng.train", 946, 14041, 203621, 23499),
+        ("eng.testa", 216, 3250, 51362, 5942),
+        ("eng.testb", 231, 3453, 46435, 5648),
+    ],
 )
 def test_real_conll2003_counts(name, documents, sentences, tokens, entities):
     reader = ConllColumnsReader(tag_column=3, tag_scheme="BIOUL", document_level=True)

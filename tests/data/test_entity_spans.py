@@ -101,9 +101,10 @@ def test_hand_checked_sentence(train):
     metadata = instance["metadata"]
     assert metadata["id"] == "train-001"
     assert metadata["source"] == f"{TRAIN}:1"
-    assert metadata["words"] == (
-        "John Smith studied at the University of Toronto before joining the Boston Red Sox ."
-    ).split()
+    assert (
+        metadata["words"]
+        == ("John Smith studied at the University of Toronto before joining the Boston Red Sox .").split()
+    )
     assert metadata["entities"] == [(0, 2, "PER"), (5, 8, "ORG"), (7, 8, "LOC"), (11, 14, "ORG"), (11, 12, "LOC")]
 
     vocab = Vocabulary.from_instances(train)
@@ -141,7 +142,8 @@ def test_batch_of_labelled_sentences_with_and_without_entities(train):
     assert entities[1].ne(-1).sum().item() == len(with_entities["metadata"]["entities"])
     assert tensors["tokens"]["tokens"]["tokens"].shape == (2, length)
     assert [metadata["source"] for metadata in tensors["metadata"]] == [
-        without["metadata"]["source"], with_entities["metadata"]["source"]
+        without["metadata"]["source"],
+        with_entities["metadata"]["source"],
     ]
 
 
@@ -246,8 +248,12 @@ def test_bad_options(options, message):
 # --------------------------------------------------------------------------------------------------
 # Validation
 
-GOOD = json.dumps({"tokens": ["Anna", "Chen", "visited", "the", "University", "of", "Oslo"],
-                   "entities": [[0, 2, "PER"], [4, 7, "ORG"], [6, 7, "LOC"]]})
+GOOD = json.dumps(
+    {
+        "tokens": ["Anna", "Chen", "visited", "the", "University", "of", "Oslo"],
+        "entities": [[0, 2, "PER"], [4, 7, "ORG"], [6, 7, "LOC"]],
+    }
+)
 
 
 def _sentence(**changes):
@@ -268,23 +274,33 @@ BAD_LINES = [
     (_sentence(entities={"start": 1, "end": 4, "type": "ORG"}), ": 'entities' must be a list of entities, got dict"),
     (_sentence(entities=[[1, 4]]), ": entities[0] must be [start, end, type]"),
     (_sentence(entities=[[1, 4, "ORG"], "LOC"]), ": entities[1] must be [start, end, type]"),
-    (_sentence(entities=[{"start": 1, "end": 4, "label": "ORG"}]),
-     ": entities[0] {\"start\": 1, \"end\": 4, \"label\": \"ORG\"} must have exactly the keys 'start', 'end' and 'type' "
-     "(missing ['type']; unknown keys ['label'])"),
+    (
+        _sentence(entities=[{"start": 1, "end": 4, "label": "ORG"}]),
+        ': entities[0] {"start": 1, "end": 4, "label": "ORG"} must have exactly the keys \'start\', \'end\' and \'type\' '
+        "(missing ['type']; unknown keys ['label'])",
+    ),
     (_sentence(entities=[[1, "4", "ORG"]]), ": entities[0] [1, '4', 'ORG']: start and end must be integers"),
     (_sentence(entities=[[True, 4, "ORG"]]), ": entities[0] [True, 4, 'ORG']: start and end must be integers"),
     (_sentence(entities=[[1, 4, 5]]), ": entities[0] [1, 4, 5]: the type must be a string, got int"),
     (_sentence(entities=[[1, 4, "ORG"], [3, 4, " "]]), ": entities[1] [3, 4, ' ']: the type is empty"),
-    (_sentence(entities=[{"start": 3, "end": 3, "type": "LOC"}]),
-     ": entities[0] [3, 3, 'LOC']: start must be less than end (offsets are end-exclusive)"),
+    (
+        _sentence(entities=[{"start": 3, "end": 3, "type": "LOC"}]),
+        ": entities[0] [3, 3, 'LOC']: start must be less than end (offsets are end-exclusive)",
+    ),
     (_sentence(entities=[[4, 2, "LOC"]]), ": entities[0] [4, 2, 'LOC']: start must be less than end"),
-    (_sentence(entities=[[1, 4, "ORG"], [3, 6, "LOC"]]),
-     ": entities[1] [3, 6, 'LOC']: out of range for a sentence of 5 tokens (0 <= start < end <= 5)"),
+    (
+        _sentence(entities=[[1, 4, "ORG"], [3, 6, "LOC"]]),
+        ": entities[1] [3, 6, 'LOC']: out of range for a sentence of 5 tokens (0 <= start < end <= 5)",
+    ),
     (_sentence(entities=[[-1, 2, "ORG"]]), ": entities[0] [-1, 2, 'ORG']: out of range for a sentence of 5 tokens"),
-    (_sentence(entities=[[1, 4, "ORG"], [3, 4, "LOC"], [1, 4, "MISC"]]),
-     ": entities[2] [1, 4, 'MISC']: the span (1, 4) is already entities[0]; a span may have only one type"),
-    (_sentence(entities=[[1, 4, "ORG"], {"start": 1, "end": 4, "type": "ORG"}]),
-     ": entities[1] [1, 4, 'ORG']: the span (1, 4) is already entities[0]"),
+    (
+        _sentence(entities=[[1, 4, "ORG"], [3, 4, "LOC"], [1, 4, "MISC"]]),
+        ": entities[2] [1, 4, 'MISC']: the span (1, 4) is already entities[0]; a span may have only one type",
+    ),
+    (
+        _sentence(entities=[[1, 4, "ORG"], {"start": 1, "end": 4, "type": "ORG"}]),
+        ": entities[1] [1, 4, 'ORG']: the span (1, 4) is already entities[0]",
+    ),
 ]
 
 
@@ -340,7 +356,10 @@ def test_byte_order_mark_and_unlabelled_lines(reader, tmp_path):
 
 def test_text_to_instance_without_entities_and_with_extra_metadata(reader):
     words = ["Peter", "Blackburn", "visited", "Brussels", "."]
-    metadata = {"text": "Peter Blackburn visited Brussels .", "offsets": [(0, 5), (6, 15), (16, 23), (24, 32), (33, 34)]}
+    metadata = {
+        "text": "Peter Blackburn visited Brussels .",
+        "offsets": [(0, 5), (6, 15), (16, 23), (24, 32), (33, 34)],
+    }
     instance = reader.text_to_instance(words, metadata=metadata)
     assert set(instance.fields) == {"tokens", "metadata"}
     assert instance["metadata"].metadata == {"words": words, "source": None, **metadata}
@@ -374,12 +393,14 @@ def test_text_to_instance_errors(reader):
 
 def test_from_params_token_indexers_and_label_namespace():
     reader = DatasetReader.from_params(
-        Params({
-            "type": "entity_spans",
-            "file_format": "jsonl",
-            "label_namespace": "entity_labels",
-            "token_indexers": {"chars": {"type": "characters", "min_padding_length": 3}},
-        })
+        Params(
+            {
+                "type": "entity_spans",
+                "file_format": "jsonl",
+                "label_namespace": "entity_labels",
+                "token_indexers": {"chars": {"type": "characters", "min_padding_length": 3}},
+            }
+        )
     )
     assert isinstance(reader, EntitySpansReader)
     instances = list(reader.read(TRAIN))
@@ -399,7 +420,9 @@ def test_max_instances_and_worker_sharding():
     raw = _raw(TRAIN)
     assert len(list(EntitySpansReader(file_format="jsonl", max_instances=7).read(TRAIN))) == 7
     for file_format, path in (("jsonl", TRAIN), ("conll", CONLL_FIXTURE)):
-        everything = [i["metadata"]["source"] for i in EntitySpansReader(file_format=file_format, conll=None).read(path)]
+        everything = [
+            i["metadata"]["source"] for i in EntitySpansReader(file_format=file_format, conll=None).read(path)
+        ]
         shards = []
         for worker in range(2):
             reader = EntitySpansReader(file_format=file_format)

@@ -48,8 +48,9 @@ def _hand_thread():
 
 
 def _unlabelled(thread):
-    posts = [{key: value for key, value in post.items() if key not in ("links", "dialogue_acts")}
-             for post in thread["posts"]]
+    posts = [
+        {key: value for key, value in post.items() if key not in ("links", "dialogue_acts")} for post in thread["posts"]
+    ]
     return {**thread, "posts": posts}
 
 
@@ -78,8 +79,13 @@ def test_fixture_counts(reader, split, num_threads, num_posts):
 
 
 def test_fixtures_use_every_dialogue_act_and_are_small():
-    acts = {act for split in ("train", "dev", "test") for thread in _raw_threads(THREADS / f"{split}.jsonl")
-            for post in thread["posts"] for act in post["dialogue_acts"]}
+    acts = {
+        act
+        for split in ("train", "dev", "test")
+        for thread in _raw_threads(THREADS / f"{split}.jsonl")
+        for post in thread["posts"]
+        for act in post["dialogue_acts"]
+    }
     assert acts == set(CNET_DIALOGUE_ACTS)
     for path in THREADS.glob("*.jsonl"):
         assert path.stat().st_size < 40_000
@@ -96,12 +102,14 @@ def test_hand_checked_thread(train):
     assert torch.allclose(instance["structural_features"].tensor, expected)
     assert instance["structural_features"].tensor.dtype == torch.float32
     # Post 2's "?" is inside its URL; post 4 has "www." and "!"; post 5 "!" and "!!".
-    assert instance["punctuation_features"].tensor.tolist() == [
-        [1, 0, 0], [0, 0, 1], [1, 0, 0], [0, 1, 1], [0, 3, 0]
-    ]
+    assert instance["punctuation_features"].tensor.tolist() == [[1, 0, 0], [0, 0, 1], [1, 0, 0], [0, 1, 1], [0, 3, 0]]
     assert instance["punctuation_features"].tensor.dtype == torch.float32
     assert instance["tags"].labels == [
-        "Question-Question", "Answer-Answer", "Question-Add", "Answer-Answer", "Answer-Objection"
+        "Question-Question",
+        "Answer-Answer",
+        "Question-Add",
+        "Answer-Answer",
+        "Answer-Objection",
     ]
     assert instance["tags"]._label_namespace == "labels"
     assert instance["links"].tensor.tolist() == [0, 1, 1, 3, 4]
@@ -187,9 +195,9 @@ def test_batches_pad_posts_and_words(train):
     assert tensors["structural_features"].dtype == torch.float32
     assert tensors["punctuation_features"].shape == (2, most, 3)
     short = sizes.index(min(sizes))
-    assert tensors["structural_features"][short, min(sizes):].eq(0).all()
+    assert tensors["structural_features"][short, min(sizes) :].eq(0).all()
     assert tensors["links"].dtype == torch.long
-    assert tensors["links"][short, min(sizes):].eq(-1).all()
+    assert tensors["links"][short, min(sizes) :].eq(-1).all()
     assert tensors["links"][0, :5].tolist() == [0, 1, 1, 3, 4]
     assert tensors["tags"].shape == (2, most)
     labels = [vocab.get_token_from_index(i, "labels") for i in tensors["tags"][0, :5].tolist()]
@@ -202,11 +210,16 @@ def test_batches_pad_posts_and_words(train):
 
 
 def _thread(posts=None, **changes):
-    thread = {"thread_id": "bad", "posts": posts if posts is not None else [
-        {"title": "Q", "text": "Why?", "author": "ann", "links": [0], "dialogue_acts": ["Question-Question"]},
-        {"title": "Re: Q", "text": "Because.", "author": "bob", "links": [1], "dialogue_acts": ["Answer-Answer"]},
-        {"title": "", "text": "Thanks!", "author": "ann", "links": [2], "dialogue_acts": ["Resolution"]},
-    ]}
+    thread = {
+        "thread_id": "bad",
+        "posts": posts
+        if posts is not None
+        else [
+            {"title": "Q", "text": "Why?", "author": "ann", "links": [0], "dialogue_acts": ["Question-Question"]},
+            {"title": "Re: Q", "text": "Because.", "author": "bob", "links": [1], "dialogue_acts": ["Answer-Answer"]},
+            {"title": "", "text": "Thanks!", "author": "ann", "links": [2], "dialogue_acts": ["Resolution"]},
+        ],
+    }
     thread.update(changes)
     return thread
 
@@ -231,8 +244,10 @@ BAD_THREADS = [
     (json.dumps(_thread(posts=[])), ": thread bad: 'posts' is empty"),
     (json.dumps(_thread(posts={"title": "Q"})), ": thread bad: 'posts' must be a list"),
     (json.dumps(_thread(thread_id=17)), ": 'thread_id' must be a string, got 17"),
-    (json.dumps(_thread(posts=_thread()["posts"][:1] + ["Re: Q"])),
-     ": thread bad, post 2: a post must be a JSON object"),
+    (
+        json.dumps(_thread(posts=_thread()["posts"][:1] + ["Re: Q"])),
+        ": thread bad, post 2: a post must be a JSON object",
+    ),
     (_post_change(1, title=3), ": thread bad, post 2: 'title' must be a string, got int"),
     (_post_change(0, text=_DROP), ": thread bad, post 1: missing 'text'"),
     (_post_change(1, author=5), ": thread bad, post 2: 'author' must be a string"),
@@ -249,10 +264,14 @@ BAD_THREADS = [
     (_post_change(1, dialogue_acts=[""]), ": thread bad, post 2: 'dialogue_acts' must be a list of non-empty strings"),
     (_post_change(1, dialogue_acts="Answer-Answer"), ": thread bad, post 2: 'dialogue_acts' must be a list"),
     (_post_change(1, dialogue_acts=_DROP), ": thread bad, post 2: has 'links' but no 'dialogue_acts'"),
-    (_post_change(2, links=_DROP, dialogue_acts=_DROP),
-     ": thread bad, post 3: has no 'links'/'dialogue_acts' but post 1 is labelled"),
-    (json.dumps(_unlabelled(_thread()) | {"posts": _unlabelled(_thread())["posts"][:2] + _thread()["posts"][2:]}),
-     ": thread bad, post 3: has 'links'/'dialogue_acts' but post 1 is not labelled"),
+    (
+        _post_change(2, links=_DROP, dialogue_acts=_DROP),
+        ": thread bad, post 3: has no 'links'/'dialogue_acts' but post 1 is labelled",
+    ),
+    (
+        json.dumps(_unlabelled(_thread()) | {"posts": _unlabelled(_thread())["posts"][:2] + _thread()["posts"][2:]}),
+        ": thread bad, post 3: has 'links'/'dialogue_acts' but post 1 is not labelled",
+    ),
     (_post_change(1, author=_DROP), ": thread bad, post 2: no 'initiator' and no 'author'"),
     (_post_change(0, author=_DROP), ": thread bad, post 1: no 'initiator', and post 1 has no 'author'"),
 ]
@@ -309,8 +328,10 @@ def test_unlabelled_threads_have_no_tags_or_links(reader, tmp_path):
     thread = _unlabelled(_hand_thread())
     thread["posts"][3]["links"] = None  # null is the same as absent
     thread["posts"][3]["dialogue_acts"] = None
-    for instance in (list(reader.read(_write_lines(tmp_path, [json.dumps(thread)])))[0],
-                     reader.text_to_instance(thread["posts"], thread["thread_id"])):
+    for instance in (
+        list(reader.read(_write_lines(tmp_path, [json.dumps(thread)])))[0],
+        reader.text_to_instance(thread["posts"], thread["thread_id"]),
+    ):
         assert "tags" not in instance.fields and "links" not in instance.fields
         assert "gold_links" not in instance["metadata"] and "gold_dialogue_acts" not in instance["metadata"]
         assert instance["structural_features"].tensor[:, 0].tolist() == [1.0, 0.0, 1.0, 0.0, 1.0]

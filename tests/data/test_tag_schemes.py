@@ -49,8 +49,16 @@ def test_iob1_to_bioul_and_bio():
 
 @pytest.mark.parametrize(
     "tag, scheme, valid",
-    [("O", "IOB1", True), ("I-PER", "BIO", True), ("L-PER", "BIO", False), ("U-PER", "BIOUL", True),
-     ("E-PER", "BIOUL", True), ("PER", "IOB1", False), ("NNP", "BIO", False), ("B-", "BIO", False)],
+    [
+        ("O", "IOB1", True),
+        ("I-PER", "BIO", True),
+        ("L-PER", "BIO", False),
+        ("U-PER", "BIOUL", True),
+        ("E-PER", "BIOUL", True),
+        ("PER", "IOB1", False),
+        ("NNP", "BIO", False),
+        ("B-", "BIO", False),
+    ],
 )
 def test_invalid_tag_reason(tag, scheme, valid):
     assert (invalid_tag_reason(tag, scheme) is None) == valid

@@ -65,7 +65,9 @@ def test_auxiliary_losses_reach_the_total_and_the_metrics():
     params = Params(
         {
             "type": "bilstm_crf",
-            "text_field_embedder": {"token_embedders": {"tokens": {"type": "test_penalised_embedding", "embedding_dim": 6}}},
+            "text_field_embedder": {
+                "token_embedders": {"tokens": {"type": "test_penalised_embedding", "embedding_dim": 6}}
+            },
             "encoder": {"type": "lstm", "input_size": 6, "hidden_size": 4, "bidirectional": True},
         }
     )

@@ -3,6 +3,7 @@ The shipped training_config/deptree_ner.jsonnet, built on the fixtures: what it 
 paper's model with residuals everywhere, a global attention that learns, the loss of footnote 4 and
 the l2 term of eq. 6 without the LayerNorms.
 """
+
 import pytest
 import torch
 from allennlp.common import Params

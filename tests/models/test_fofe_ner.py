@@ -70,10 +70,12 @@ class TestFofeNer(ModelTestCase):
             separator = model.character_embedding.num_embeddings - 1
             alpha, beta = model.alpha, model.character_alpha
             assert len(span_batch) == int(span_mask.sum()) and len(set(span_batch.tolist())) == mask.size(0)
-            for index, (sentence, start, end) in enumerate(zip(span_batch.tolist(), flat_starts.tolist(), flat_ends.tolist())):
+            for index, (sentence, start, end) in enumerate(
+                zip(span_batch.tolist(), flat_starts.tolist(), flat_ends.tolist())
+            ):
                 length = int(mask[sentence].sum())
                 expected = []
-                for name, embedded in words.items():
+                for embedded in words.values():
                     vectors = list(embedded[sentence, :length])
                     dim = embedded.size(-1)
                     expected += [
@@ -110,7 +112,10 @@ class TestFofeNer(ModelTestCase):
                 torch.manual_seed(trial)
                 with torch.no_grad():
                     for parameter in model.parameters():
-                        parameter.copy_(torch.randint(-2, 3, parameter.shape).double() / 2 + torch.randn(parameter.shape) * (trial - 1))
+                        parameter.copy_(
+                            torch.randint(-2, 3, parameter.shape).double() / 2
+                            + torch.randn(parameter.shape) * (trial - 1)
+                        )
             with torch.no_grad():
                 features = model._span_features(tensors["tokens"], mask, span_batch, flat_starts, flat_ends, None)
                 expected = first_layer(features)
@@ -120,8 +125,12 @@ class TestFofeNer(ModelTestCase):
         # A subset of the spans, in another order.
         order = torch.randperm(len(span_batch))[:40]
         with torch.no_grad():
-            features = model._span_features(tensors["tokens"], mask, span_batch[order], flat_starts[order], flat_ends[order], None)
-            fast = model._first_layer(tensors["tokens"], mask, span_batch[order], flat_starts[order], flat_ends[order], None)
+            features = model._span_features(
+                tensors["tokens"], mask, span_batch[order], flat_starts[order], flat_ends[order], None
+            )
+            fast = model._first_layer(
+                tensors["tokens"], mask, span_batch[order], flat_starts[order], flat_ends[order], None
+            )
         torch.testing.assert_close(fast, first_layer(features), rtol=1e-10, atol=1e-10)
 
     def test_second_pass_contexts_see_first_pass_entities_as_type_tokens(self):
@@ -193,7 +202,9 @@ class TestFofeNer(ModelTestCase):
                 fofe(right_units(end) + fragment[::-1], alpha, dim),
                 fofe(right_units(end), alpha, dim),
             ]
-            torch.testing.assert_close(features[index], torch.cat(expected), rtol=1e-4, atol=1e-5, msg=f"span {start}-{end}")
+            torch.testing.assert_close(
+                features[index], torch.cat(expected), rtol=1e-4, atol=1e-5, msg=f"span {start}-{end}"
+            )
         with torch.no_grad():  # the same features through the first layer, computed without building them
             fast = second._first_layer(tensors["tokens"], mask, span_batch, flat_starts, flat_ends, substitutions)
             torch.testing.assert_close(fast, second.feedforward._linear_layers[0](features.float()))
@@ -204,7 +215,7 @@ class TestFofeNer(ModelTestCase):
         tensors = self._batch(16)
         mask, starts, ends, span_mask = self._spans(tensors)
         gold = model._gold_classes(tensors["entities"], starts, ends, span_mask)
-        entity_sets = [set((s, e) for s, e, _ in m["entities"]) for m in tensors["metadata"]]
+        entity_sets = [{(s, e) for s, e, _ in m["entities"]} for m in tensors["metadata"]]
         exact = torch.zeros_like(span_mask)
         overlapping = torch.zeros_like(span_mask)
         for sentence, spans in enumerate(entity_sets):
@@ -251,7 +262,8 @@ class TestFofeNer(ModelTestCase):
                 single.index_instances(self.vocab)
                 alone = self.model(**single.as_tensor_dict())
                 torch.testing.assert_close(
-                    output["class_probabilities"][sentence][scored], alone["class_probabilities"][0][alone["span_mask"][0]]
+                    output["class_probabilities"][sentence][scored],
+                    alone["class_probabilities"][0][alone["span_mask"][0]],
                 )
 
     def test_decoding_and_readable_output(self):
@@ -294,7 +306,9 @@ def test_second_pass_keeps_the_first_pass_and_interpolates_its_probabilities():
     weights = {name: value.clone() for name, value in first.state_dict().items()}
     second_params = model_params.duplicate()
     # The shipped config's initializer matches the first pass's layers too (first_pass.feedforward...).
-    second_params["initializer"] = {"regexes": [["feedforward.*weight|output_layer.weight", {"type": "xavier_uniform"}]]}
+    second_params["initializer"] = {
+        "regexes": [["feedforward.*weight|output_layer.weight", {"type": "xavier_uniform"}]]
+    }
     second_params["interpolation"] = 1.0
     second = Model.from_params(vocab=vocab, params=second_params, first_pass=first).eval()
     for name, value in second.first_pass.state_dict().items():
@@ -369,7 +383,9 @@ def test_second_pass_runs_the_first_pass_once_per_sentence_with_the_same_results
             with torch.no_grad():
                 a, b = cached(**tensors), uncached(**tensors)
             assert torch.equal(a["span_mask"], b["span_mask"])
-            torch.testing.assert_close(a["class_probabilities"][a["span_mask"]], b["class_probabilities"][b["span_mask"]])
+            torch.testing.assert_close(
+                a["class_probabilities"][a["span_mask"]], b["class_probabilities"][b["span_mask"]]
+            )
     assert sum(rows) == len(instances)
 
 

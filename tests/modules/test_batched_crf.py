@@ -2,6 +2,7 @@
 The batched Viterbi and likelihood against allennlp's `ConditionalRandomField`, which stays the
 reference: `viterbi_tags` (one instance at a time) and `forward` (the summed log-likelihood).
 """
+
 import itertools
 
 import pytest
@@ -11,7 +12,7 @@ from allennlp.modules.conditional_random_field import ConditionalRandomField, al
 from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
 
 TYPES = ["PER", "LOC", "ORG"]
-LABELS = {index: label for index, label in enumerate(["O"] + [f"{p}-{t}" for t in TYPES for p in "BILU"])}
+LABELS = dict(enumerate(["O"] + [f"{p}-{t}" for t in TYPES for p in "BILU"]))
 NUM_TAGS = len(LABELS)
 
 
@@ -98,10 +99,13 @@ def test_viterbi_path_has_the_highest_likelihood_under_constraints():
     paths = [
         path
         for path in itertools.product(range(NUM_TAGS), repeat=3)
-        if allowed[NUM_TAGS, path[0]] and allowed[path[-1], NUM_TAGS + 1]
+        if allowed[NUM_TAGS, path[0]]
+        and allowed[path[-1], NUM_TAGS + 1]
         and all(allowed[a, b] for a, b in zip(path, path[1:]))
     ]
-    scores = crf_log_likelihood(crf, logits.expand(len(paths), -1, -1), torch.tensor(paths), mask.expand(len(paths), -1))
+    scores = crf_log_likelihood(
+        crf, logits.expand(len(paths), -1, -1), torch.tensor(paths), mask.expand(len(paths), -1)
+    )
     best = paths[int(scores.argmax())]
     assert viterbi_decode(crf, logits, mask).tags[0].tolist() == list(best)
 

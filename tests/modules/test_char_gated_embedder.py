@@ -31,9 +31,7 @@ def make_embedder(vocab: Vocabulary, **kwargs) -> CharGatedEmbedder:
     return CharGatedEmbedder(
         vocab=vocab,
         word_embedding=Embedding(embedding_dim=WORD_DIM, num_embeddings=vocab.get_vocab_size("tokens")),
-        character_embedding=Embedding(
-            embedding_dim=CHAR_DIM, num_embeddings=vocab.get_vocab_size("token_characters")
-        ),
+        character_embedding=Embedding(embedding_dim=CHAR_DIM, num_embeddings=vocab.get_vocab_size("token_characters")),
         character_encoder=LstmSeq2VecEncoder(input_size=CHAR_DIM, hidden_size=CHAR_HIDDEN, bidirectional=True),
         **kwargs,
     )
@@ -380,9 +378,7 @@ def test_cosine_loss_is_float32_under_autocast_with_a_cnn_character_encoder():
     embedder = CharGatedEmbedder(
         vocab=vocab,
         word_embedding=Embedding(embedding_dim=WORD_DIM, num_embeddings=vocab.get_vocab_size("tokens")),
-        character_embedding=Embedding(
-            embedding_dim=CHAR_DIM, num_embeddings=vocab.get_vocab_size("token_characters")
-        ),
+        character_embedding=Embedding(embedding_dim=CHAR_DIM, num_embeddings=vocab.get_vocab_size("token_characters")),
         character_encoder=CnnEncoder(embedding_dim=CHAR_DIM, num_filters=2, ngram_filter_sizes=(2,)),
     )
     check_cosine_loss_under_autocast(embedder, vocab)

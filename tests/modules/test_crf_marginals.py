@@ -5,8 +5,8 @@ import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField, allowed_transitions
 
 from nerzoo.modules.crf_marginals import (
-    constrained_scores,
     PathPosteriors,
+    constrained_scores,
     forward_backward,
     tag_marginals,
 )

@@ -2,13 +2,14 @@
 `CrfTagHead` with and without its CRF.  Without it the head is the MEMNET baseline of Liu, Baldwin &
 Cohn (2017), eq. 13 (https://aclanthology.org/I17-1056): a softmax over the tags at each position.
 """
+
 import math
 import random
 
 import pytest
 import torch
-from allennlp.common.checks import ConfigurationError
 from allennlp.common import Params
+from allennlp.common.checks import ConfigurationError
 from allennlp.data import Vocabulary
 from allennlp.data.batch import Batch
 from allennlp.models import Model

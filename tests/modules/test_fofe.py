@@ -2,6 +2,7 @@
 FOFE (Xu, MSc thesis, York University, 2017): nerzoo/modules/fofe.py and the "fofe" Seq2VecEncoder,
 checked against slow references written here (the recursion of eq. 3.1 as a Python loop in float64).
 """
+
 import itertools
 import random
 from fractions import Fraction
@@ -167,7 +168,7 @@ def test_every_span_equals_the_recursion_on_the_span(alpha, reverse):
     ends = torch.tensor([[j for _, j in row_pairs] + [0] * (most - len(row_pairs)) for row_pairs in pairs])
     spans = span_codes(prefix, starts, ends, alpha, reverse=reverse)
     assert spans.shape == (2, most, 4)
-    for row, length in enumerate(lengths):
+    for row in range(len(lengths)):
         for k, (i, j) in enumerate(pairs[row]):
             expected = code_of(inputs[row, i:j], alpha, reverse)
             assert torch.allclose(spans[row, k], expected, atol=1e-12), (row, i, j)
@@ -425,9 +426,7 @@ def test_trainable_alpha_is_learned_through_a_logit():
     assert list(FofeEncoder(3).parameters()) == []
 
 
-@pytest.mark.parametrize(
-    "alpha, trainable", [(0.0, False), (-0.2, False), (1.5, False), (1.0, True), (0.0, True)]
-)
+@pytest.mark.parametrize("alpha, trainable", [(0.0, False), (-0.2, False), (1.5, False), (1.0, True), (0.0, True)])
 def test_encoder_rejects_alphas_outside_the_range(alpha, trainable):
     with pytest.raises(ConfigurationError):
         FofeEncoder(3, alpha=alpha, trainable_alpha=trainable)
@@ -444,8 +443,7 @@ def test_fofe_character_encoder_from_params():
     indexer = TokenCharactersIndexer("token_characters")
     sentences = [["Toronto", "Maple", "Leafs"], ["NHL", "a"]]
     instances = [
-        Instance({"tokens": TextField([Token(word) for word in words], {"characters": indexer})})
-        for words in sentences
+        Instance({"tokens": TextField([Token(word) for word in words], {"characters": indexer})}) for words in sentences
     ]
     vocab = Vocabulary.from_instances(instances)
     embedder = TokenEmbedder.from_params(

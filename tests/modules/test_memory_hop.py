@@ -35,7 +35,8 @@ def _reference(encoder, inputs, mask):
             new_u = u.clone()
             for t in range(length):
                 seen = [
-                    i for i in range(length)
+                    i
+                    for i in range(length)
                     if (not encoder.causal or i <= t)
                     and (encoder.include_self or i != t)
                     and (encoder.window is None or abs(t - i) < encoder.window)

@@ -1,4 +1,5 @@
 """`packed_character_encoding` against allennlp's `character_encoding`, which it must equal on real tokens."""
+
 import pytest
 import torch
 from allennlp.common import Params
@@ -23,7 +24,9 @@ ENCODERS = {
 
 def _pair(encoder):
     def params(name):
-        return Params({"type": name, "embedding": {"embedding_dim": 6, "num_embeddings": 30}, "encoder": dict(ENCODERS[encoder])})
+        return Params(
+            {"type": name, "embedding": {"embedding_dim": 6, "num_embeddings": 30}, "encoder": dict(ENCODERS[encoder])}
+        )
 
     reference = TokenEmbedder.from_params(params("character_encoding"))
     packed = TokenEmbedder.from_params(params("packed_character_encoding"))

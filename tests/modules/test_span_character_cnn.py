@@ -57,7 +57,6 @@ def test_span_cnn_on_a_sequence_shorter_than_a_kernel():
     assert torch.equal(result[0, 0, 2:], torch.zeros(2))
 
 
-
 def test_range_max_is_the_same_with_and_without_autograd():
     generator = torch.Generator().manual_seed(5)
     values = torch.randint(0, 4, (2, 70, 3), generator=generator).float()  # many ties

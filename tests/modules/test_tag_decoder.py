@@ -2,12 +2,12 @@
 `TagDecoder` decodes spans and counts metrics from tag-id tensors; the string-based
 `tags_to_spans`, `ConllSpanF1` and `ConceptErrorRate` are the slow obvious references.
 """
+
 import random
 
 import pytest
 import torch
 from allennlp.data import Vocabulary
-from allennlp.modules.conditional_random_field import ConditionalRandomField
 
 from nerzoo.data.tag_schemes import tags_to_spans
 from nerzoo.modules.crf_marginals import PathPosteriors, forward_backward
@@ -48,7 +48,9 @@ def _reference_spans(tags, lengths, sentence_spans):
     for row, (length, sentences) in enumerate(zip(lengths, sentence_spans)):
         labels = [LABELS[tag] for tag in tags[row, :length].tolist()]
         for start, end in sentences:
-            spans.update((row, label, begin + start, finish + start) for label, begin, finish in tags_to_spans(labels[start:end]))
+            spans.update(
+                (row, label, begin + start, finish + start) for label, begin, finish in tags_to_spans(labels[start:end])
+            )
     return spans
 
 
@@ -60,7 +62,9 @@ def test_spans_equal_tags_to_spans_sentence_by_sentence(seed, with_sentences):
     found = decoder.spans(tags, mask, TagDecoder.sentence_starts(sentence_spans, mask))
     got = {
         (row, decoder.entity_types[label], start, end)
-        for row, start, end, label in zip(found.rows.tolist(), found.starts.tolist(), found.ends.tolist(), found.types.tolist())
+        for row, start, end, label in zip(
+            found.rows.tolist(), found.starts.tolist(), found.ends.tolist(), found.types.tolist()
+        )
     }
     assert len(got) == len(found.rows)
     assert got == _reference_spans(tags, lengths, sentence_spans)
@@ -78,7 +82,9 @@ def test_spans_for_bio_and_iob1_vocabularies(scheme_labels):
     found = decoder.spans(tags, mask)
     got = {
         (row, decoder.entity_types[label], start, end)
-        for row, start, end, label in zip(found.rows.tolist(), found.starts.tolist(), found.ends.tolist(), found.types.tolist())
+        for row, start, end, label in zip(
+            found.rows.tolist(), found.starts.tolist(), found.ends.tolist(), found.types.tolist()
+        )
     }
     expected = {
         (row, label, start, end)
@@ -102,7 +108,7 @@ def test_metrics_equal_the_string_metrics(seed):
         decoder.update_metrics(predicted, gold, mask, TagDecoder.sentence_starts(sentence_spans, mask))
 
         # The references, sentence by sentence on strings; non-chunk labels read as O.
-        def sentences(tags):
+        def sentences(tags, sentence_spans=sentence_spans):
             rows = []
             for row, spans in enumerate(sentence_spans):
                 labels = [LABELS[tag] if LABELS[tag] != "NOT_A_CHUNK" else "O" for tag in tags[row].tolist()]

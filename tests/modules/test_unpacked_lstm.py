@@ -1,4 +1,5 @@
 """`unpacked_lstm` against allennlp's `lstm` (packed sequences), which it must equal on real tokens."""
+
 import pytest
 import torch
 from allennlp.common import Params

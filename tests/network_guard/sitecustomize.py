@@ -3,6 +3,7 @@ On `PYTHONPATH` for a subprocess under test: every attempt to resolve a host nam
 connection is written to the file `NERZOO_NETWORK_LOG` names and refused, so a test sees attempts
 whether or not they would have succeeded.
 """
+
 import os
 import socket
 

@@ -88,8 +88,12 @@ def test_outputs_are_plain_json(trained_archive, no_network):
     predictor = Predictor.from_archive(
         load_archive(str(trained_archive)), "entity_tagger", extra_args={"return_tag_probabilities": True}
     )
-    inputs = [{"sentence": SENTENCE}, {"document": "Lena Holm won . Prices fell in Oslo ."},
-              {"sentences": [["Lena", "Holm", "won", "."], ["Oslo", "."]]}, {"tokens": ["Prices", "fell", "."]}]
+    inputs = [
+        {"sentence": SENTENCE},
+        {"document": "Lena Holm won . Prices fell in Oslo ."},
+        {"sentences": [["Lena", "Holm", "won", "."], ["Oslo", "."]]},
+        {"tokens": ["Prices", "fell", "."]},
+    ]
     results = predictor.predict_batch_json(inputs)
     assert _plain_json(results), results
     assert results[1]["sentences"] == [[0, 4], [4, 9]]
@@ -105,9 +109,15 @@ def test_input_without_tokens_gives_an_empty_result(predictor, inputs):
 
 @pytest.mark.parametrize(
     "inputs, message",
-    [({"text": "x"}, 'needs a "sentence"'), ({"tokens": ["a", ""]}, "non-blank strings"),
-     ({"tokens": ["a", " "]}, "non-blank strings"), ({"tokens": "a b"}, "list of non-blank"),
-     ({"sentence": 3}, "must be a string"), ({"sentences": [["a"], "b"]}, "list of token lists"), (["a"], "JSON object")],
+    [
+        ({"text": "x"}, 'needs a "sentence"'),
+        ({"tokens": ["a", ""]}, "non-blank strings"),
+        ({"tokens": ["a", " "]}, "non-blank strings"),
+        ({"tokens": "a b"}, "list of non-blank"),
+        ({"sentence": 3}, "must be a string"),
+        ({"sentences": [["a"], "b"]}, "list of token lists"),
+        (["a"], "JSON object"),
+    ],
 )
 def test_bad_input_gets_a_clear_error(predictor, inputs, message):
     with pytest.raises(ConfigurationError, match=message):

@@ -3,6 +3,7 @@ The ME-CRF+ curriculum (Liu, Baldwin & Cohn, 2017, §4.2, https://aclanthology.o
 transitions held at 0 for the first epochs, trained afterwards.  The main test trains a tiny
 bilstm_crf for real with allennlp's GradientDescentTrainer and then resumes it from its checkpoint.
 """
+
 import logging
 from types import SimpleNamespace
 from typing import Dict, List

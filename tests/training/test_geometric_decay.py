@@ -19,7 +19,7 @@ def epoch_rates(scheduler_params: dict, num_epochs: int, lr: float = 0.128):
     rates = []
     for _ in range(num_epochs):
         rates.append(optimizer.param_groups[0]["lr"])
-        for step in range(3):
+        for _step in range(3):
             optimizer.step()
             scheduler.step_batch()
         scheduler.step(0.0)

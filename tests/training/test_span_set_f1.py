@@ -116,7 +116,9 @@ def test_agrees_with_conll_span_f1_on_flat_entities():
     rng = random.Random(5)
     gold_tags = [_random_bio(rng, rng.randint(1, 20)) for _ in range(500)]
     predicted_tags = [_corrupt(tags, rng) for tags in gold_tags]
-    as_spans = lambda tags: [(start, end, label) for label, start, end in tags_to_spans(tags)]
+
+    def as_spans(tags):
+        return [(start, end, label) for label, start, end in tags_to_spans(tags)]
 
     conll = ConllSpanF1(TYPES)
     conll(predicted_tags, gold_tags)

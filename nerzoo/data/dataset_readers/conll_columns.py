@@ -170,9 +170,7 @@ class ConllColumnsReader(DatasetReader):
         segment_length: Optional[int] = None,
         **kwargs,
     ) -> None:
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
+        super().__init__(manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs)
         self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
         self.tag_column = tag_column
         self.feature_columns = dict(feature_columns or {})
@@ -205,9 +203,7 @@ class ConllColumnsReader(DatasetReader):
             for document_id, sentences in self.shard_iterable(documents):
                 yield self._to_instance(document_id, sentences)
             return
-        units: Iterable = (
-            (document_id, sentence) for document_id, sentences in documents for sentence in sentences
-        )
+        units: Iterable = ((document_id, sentence) for document_id, sentences in documents for sentence in sentences)
         if selection is not None:
             units = select_held_out(units, *selection)
         for document_id, sentence in self.shard_iterable(units):
@@ -249,11 +245,7 @@ class ConllColumnsReader(DatasetReader):
                 if not stripped.strip():
                     close_sentence()
                     continue
-                columns = (
-                    stripped.split(self.delimiter)
-                    if self.delimiter is not None
-                    else stripped.split()
-                )
+                columns = stripped.split(self.delimiter) if self.delimiter is not None else stripped.split()
                 if columns[0] == DOCSTART:
                     close_sentence()
                     if sentences:

@@ -277,9 +277,7 @@ class ConlluNerReader(DatasetReader):
         if rows:
             yield _Block(first_line, sentence_id, document_id, rows)
 
-    def _conllu_sentences(
-        self, path: str, name: str, read_tags: bool
-    ) -> Iterator[Tuple[_Sentence, Dict[str, Any]]]:
+    def _conllu_sentences(self, path: str, name: str, read_tags: bool) -> Iterator[Tuple[_Sentence, Dict[str, Any]]]:
         """
         Reads a CoNLL-U file; `read_tags` takes the tags of `tag_source`: NER tags from MISC or
         `ner_column`, or a POS column.
@@ -372,17 +370,20 @@ class ConlluNerReader(DatasetReader):
                 )
             any_token = True
             sentence_id = block.sentence_id or f"{os.path.basename(name)}:s{number}"
-            yield _Sentence(
-                name,
-                block.first_line,
-                sentence_id,
-                block.document_id,
-                words,
-                pos_tags,
-                labels,
-                heads,
-                tags if annotated else None,
-            ), {}
+            yield (
+                _Sentence(
+                    name,
+                    block.first_line,
+                    sentence_id,
+                    block.document_id,
+                    words,
+                    pos_tags,
+                    labels,
+                    heads,
+                    tags if annotated else None,
+                ),
+                {},
+            )
         if not any_token:
             raise ColumnFormatError(name, None, "the file holds no token lines")
 
@@ -451,13 +452,16 @@ class ConlluNerReader(DatasetReader):
                     f"({tree.name}:{tree.first_line}): {len(words)} vs {len(tree.words)} words, first difference at "
                     f"word {position + 1}: {ours!r} vs {theirs!r}"
                 )
-            yield tree._replace(
-                name=name,
-                first_line=block.first_line,
-                document_id=tree.document_id or block.document_id,
-                tags=tags,
-                tree_where=tree.where,
-            ), {"tree_source": f"{os.path.basename(tree.name)}:{tree.first_line}"}
+            yield (
+                tree._replace(
+                    name=name,
+                    first_line=block.first_line,
+                    document_id=tree.document_id or block.document_id,
+                    tags=tags,
+                    tree_where=tree.where,
+                ),
+                {"tree_source": f"{os.path.basename(tree.name)}:{tree.first_line}"},
+            )
         if not any_token:
             raise ColumnFormatError(name, None, "the file holds no token lines")
 

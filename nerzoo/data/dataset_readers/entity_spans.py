@@ -82,16 +82,13 @@ def _entity_parts(entity: Any, where: str, position: int) -> Tuple[Any, Any, Any
     raise EntitySpansFormatError(
         where,
         None,
-        f"entities[{position}] must be [start, end, type] or {{\"start\": .., \"end\": .., \"type\": ..}}, "
-        f"got {entity!r}",
+        f'entities[{position}] must be [start, end, type] or {{"start": .., "end": .., "type": ..}}, got {entity!r}',
     )
 
 
 def _check_entities(entities: Any, num_tokens: int, where: str) -> List[EntitySpan]:
     if isinstance(entities, (str, dict)) or not isinstance(entities, (list, tuple)):
-        raise EntitySpansFormatError(
-            where, None, f"'entities' must be a list of entities, got {_type_name(entities)}"
-        )
+        raise EntitySpansFormatError(where, None, f"'entities' must be a list of entities, got {_type_name(entities)}")
     checked: List[EntitySpan] = []
     first_seen: Dict[Tuple[int, int], int] = {}
     for position, entity in enumerate(entities):
@@ -100,9 +97,7 @@ def _check_entities(entities: Any, num_tokens: int, where: str) -> List[EntitySp
         if not _is_int(start) or not _is_int(end):
             raise EntitySpansFormatError(where, None, f"{shown}: start and end must be integers")
         if not isinstance(label, str):
-            raise EntitySpansFormatError(
-                where, None, f"{shown}: the type must be a string, got {_type_name(label)}"
-            )
+            raise EntitySpansFormatError(where, None, f"{shown}: the type must be a string, got {_type_name(label)}")
         if not label.strip():
             raise EntitySpansFormatError(where, None, f"{shown}: the type is empty")
         if start >= end:
@@ -113,8 +108,7 @@ def _check_entities(entities: Any, num_tokens: int, where: str) -> List[EntitySp
             raise EntitySpansFormatError(
                 where,
                 None,
-                f"{shown}: out of range for a sentence of {num_tokens} tokens "
-                f"(0 <= start < end <= {num_tokens})",
+                f"{shown}: out of range for a sentence of {num_tokens} tokens (0 <= start < end <= {num_tokens})",
             )
         if (start, end) in first_seen:
             raise EntitySpansFormatError(
@@ -216,9 +210,7 @@ class EntitySpansReader(DatasetReader):
         label_namespace: str = "labels",
         **kwargs,
     ) -> None:
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
+        super().__init__(manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs)
         if file_format not in FILE_FORMATS:
             raise ConfigurationError(
                 f"file_format must be one of {', '.join(map(repr, FILE_FORMATS))}, not {file_format!r}"
@@ -241,9 +233,7 @@ class EntitySpansReader(DatasetReader):
                 "(token_indexers and label_namespace are options of entity_spans itself)"
             )
         if "file_tag_scheme" in options and options["file_tag_scheme"] is None:
-            raise ConfigurationError(
-                "'conll': file_tag_scheme may not be None: entity spans are read from chunk tags"
-            )
+            raise ConfigurationError("'conll': file_tag_scheme may not be None: entity spans are read from chunk tags")
         try:
             return ConllColumnsReader(**options)
         except (TypeError, ValueError) as error:
@@ -281,18 +271,14 @@ class EntitySpansReader(DatasetReader):
             # The file's tags were checked against `file_tag_scheme` by `read_documents`; the
             # conlleval decoding gives the same spans for every scheme (and for `convert_tags`).
             entities = [(start, end, label) for label, start, end in tags_to_spans(tags)]
-            yield self.text_to_instance(
-                words, entities, {"source": f"{name}:{first_line}", "id": sentence_id}
-            )
+            yield self.text_to_instance(words, entities, {"source": f"{name}:{first_line}", "id": sentence_id})
 
     @staticmethod
     def _parse_line(line: str, where: str) -> Tuple[List[str], Optional[List[EntitySpan]], Optional[str]]:
         try:
             sentence = json.loads(line)
         except json.JSONDecodeError as error:
-            raise EntitySpansFormatError(
-                where, None, f"invalid JSON ({error.msg} at column {error.colno})"
-            ) from None
+            raise EntitySpansFormatError(where, None, f"invalid JSON ({error.msg} at column {error.colno})") from None
         if not isinstance(sentence, dict):
             raise EntitySpansFormatError(
                 where, None, f"expected a JSON object with 'tokens', got {_type_name(sentence)}"

@@ -14,7 +14,6 @@ from allennlp.data.tokenizers import SpacyTokenizer, Token, Tokenizer
 
 from nerzoo.data.json_lines import numbered_lines
 
-
 # The one token of an empty (or all-whitespace) title or text, so that every post has a non-empty
 # TextField and the title/text encoders always see at least one word.
 EMPTY_POST_TOKEN = "@@EMPTY@@"
@@ -52,9 +51,7 @@ class ThreadFormatError(ConfigurationError):
     thread and post parts appear when known.
     """
 
-    def __init__(
-        self, where: str, message: str, thread_id: Optional[str] = None, post: Optional[int] = None
-    ) -> None:
+    def __init__(self, where: str, message: str, thread_id: Optional[str] = None, post: Optional[int] = None) -> None:
         subject = []
         if thread_id is not None:
             subject.append(f"thread {thread_id}")
@@ -132,8 +129,7 @@ def validate_thread_posts(posts: Any, where: str, thread_id: Optional[str] = Non
             state = "is labelled" if labelled else "is not labelled"
             own = "has" if has_labels else "has no"
             fail(
-                f"{own} 'links'/'dialogue_acts' but post 1 {state}; a thread is labelled in every "
-                "post or in none",
+                f"{own} 'links'/'dialogue_acts' but post 1 {state}; a thread is labelled in every post or in none",
                 t,
             )
         if has_labels:
@@ -149,9 +145,7 @@ def validate_thread_posts(posts: Any, where: str, thread_id: Optional[str] = Non
             if not isinstance(acts, list) or not all(isinstance(act, str) and act for act in acts):
                 fail(f"'dialogue_acts' must be a list of non-empty strings, got {acts!r}", t)
             if len(acts) != len(links):
-                fail(
-                    f"{len(links)} links but {len(acts)} dialogue acts (one dialogue act per link)", t
-                )
+                fail(f"{len(links)} links but {len(acts)} dialogue acts (one dialogue act per link)", t)
         checked.append(post)
 
     first_author = checked[0].get("author")
@@ -279,9 +273,7 @@ class ForumThreadsReader(DatasetReader):
         label_namespace: str = "labels",
         **kwargs,
     ) -> None:
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
+        super().__init__(manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs)
         if max_title_tokens < 1 or max_text_tokens < 1:
             raise ConfigurationError("max_title_tokens and max_text_tokens must be at least 1")
         self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
@@ -314,9 +306,7 @@ class ForumThreadsReader(DatasetReader):
         except json.JSONDecodeError as error:
             raise ThreadFormatError(where, f"invalid JSON ({error.msg} at column {error.colno})") from None
         if not isinstance(thread, dict):
-            raise ThreadFormatError(
-                where, f"expected a JSON object with 'posts', got {_type_name(thread)}"
-            )
+            raise ThreadFormatError(where, f"expected a JSON object with 'posts', got {_type_name(thread)}")
         thread_id = thread.get("thread_id")
         if thread_id is None:
             thread_id = default_id

@@ -4,6 +4,7 @@ The child-sum Tree-LSTM over dependency trees, computed one tree level at a time
 Shapes: `inputs` `(batch_size, num_tokens, input_dim)`, `mask` and `head_indices`
 `(batch_size, num_tokens)`, outputs `(batch_size, num_tokens, hidden_dim)`.
 """
+
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
@@ -157,9 +158,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     def is_bidirectional(self) -> bool:
         return False
 
-    def forward(
-        self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor
-    ) -> torch.Tensor:
+    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor) -> torch.Tensor:
         """
         # Parameters
 
@@ -180,9 +179,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         """
         return self.encode(inputs, mask, head_indices).states
 
-    def encode(
-        self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor
-    ) -> TreeLstmOutput:
+    def encode(self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor) -> TreeLstmOutput:
         """As `forward`, and also returns `root`, `(batch_size, hidden_dim)`: per sentence the mean of
         the last layer's outputs at its roots (zero for a row without tokens)."""
         batch_size, num_tokens, input_dim = inputs.shape
@@ -220,9 +217,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         root = root_sum / roots.sum(dim=1).clamp(min=1).to(states.dtype)
         return TreeLstmOutput(states, root)
 
-    def _run_layer(
-        self, layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, schedule: _LevelSchedule
-    ) -> torch.Tensor:
+    def _run_layer(self, layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, schedule: _LevelSchedule) -> torch.Tensor:
         """One Tree-LSTM layer over the scheduled forest: `(batch, tokens, in)` -> `(batch, tokens, hidden)`."""
         batch_size, num_tokens, _ = inputs.shape
         hidden = self._hidden_dim

@@ -70,9 +70,7 @@ class _BiGruMemory(torch.nn.Module):
 
     def __init__(self, input_dim: int, hidden_dim: int, memory_dim: int, dropout: float) -> None:
         super().__init__()
-        self.gru = PytorchSeq2SeqWrapper(
-            torch.nn.GRU(input_dim, hidden_dim, batch_first=True, bidirectional=True)
-        )
+        self.gru = PytorchSeq2SeqWrapper(torch.nn.GRU(input_dim, hidden_dim, batch_first=True, bidirectional=True))
         self.dropout = torch.nn.Dropout(dropout)
         # [W_fwd; W_bwd] as one map of the concatenated directions, with the bias b.
         self.projection = torch.nn.Linear(2 * hidden_dim, memory_dim)
@@ -154,7 +152,12 @@ class MemoryHopEncoder(Seq2SeqEncoder):
     ) -> None:
         super().__init__()
         memory_dim = memory_dim or hidden_dim
-        for name, value in [("input_dim", input_dim), ("hidden_dim", hidden_dim), ("memory_dim", memory_dim), ("num_hops", num_hops)]:
+        for name, value in [
+            ("input_dim", input_dim),
+            ("hidden_dim", hidden_dim),
+            ("memory_dim", memory_dim),
+            ("num_hops", num_hops),
+        ]:
             if value <= 0:
                 raise ConfigurationError(f"MemoryHopEncoder needs {name} > 0, got {value}.")
         if window is not None and window <= 0:

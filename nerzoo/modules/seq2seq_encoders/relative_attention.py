@@ -115,7 +115,7 @@ class RelativeAttention(Seq2SeqEncoder):
 
         # Eq. 1, scores scaled by d_a^-0.5.
         # Shape: (batch_size, sequence_length, sequence_length)
-        scores = torch.einsum("bid,bjd->bij", queries, keys) * (self._input_dim ** -0.5)
+        scores = torch.einsum("bid,bjd->bij", queries, keys) * (self._input_dim**-0.5)
 
         # Word i attends to word j when both are real and i != j.
         # Shape: (batch_size, sequence_length, sequence_length)

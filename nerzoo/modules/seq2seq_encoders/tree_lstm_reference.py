@@ -3,6 +3,7 @@ The obvious node-by-node child-sum Tree-LSTM, for checking `ChildSumTreeLstm` (t
 (`benchmarks/tree_lstm_speed.py`).  Not registered, not for training: it recurses over each sentence's
 tree in Python, one token at a time, with the parameters of a given `ChildSumTreeLstm`.
 """
+
 from typing import Dict, List, Tuple
 
 import torch
@@ -56,9 +57,7 @@ def reference_tree_lstm(
     roots = []
     for row in range(batch_size):
         root_states = [
-            layer_input[row, t]
-            for t in range(num_tokens)
-            if bool(mask[row, t]) and int(head_indices[row, t]) == 0
+            layer_input[row, t] for t in range(num_tokens) if bool(mask[row, t]) and int(head_indices[row, t]) == 0
         ]
         if root_states:
             roots.append(torch.stack(root_states).mean(dim=0))

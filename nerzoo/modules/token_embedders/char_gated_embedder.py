@@ -130,7 +130,9 @@ class CharGatedEmbedder(TokenEmbedder):
     ) -> None:
         super().__init__()
         if combination not in COMBINATIONS:
-            raise ConfigurationError(f"CharGatedEmbedder combination must be one of {COMBINATIONS}, got {combination!r}.")
+            raise ConfigurationError(
+                f"CharGatedEmbedder combination must be one of {COMBINATIONS}, got {combination!r}."
+            )
         if cosine_loss_weight < 0:
             raise ConfigurationError(f"CharGatedEmbedder needs cosine_loss_weight >= 0, got {cosine_loss_weight}.")
         if not 0.0 <= dropout < 1.0:
@@ -146,7 +148,7 @@ class CharGatedEmbedder(TokenEmbedder):
         except KeyError:
             raise ConfigurationError(
                 f"CharGatedEmbedder needs an OOV token in the namespace {vocab_namespace!r} (a padded namespace)."
-            )
+            ) from None
         self._padding_index = 0
         self._combination = combination
         self._cosine_loss_weight = cosine_loss_weight

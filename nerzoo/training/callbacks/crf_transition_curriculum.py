@@ -5,6 +5,7 @@ with Memory-enhanced Conditional Random Fields", IJCNLP, https://aclanthology.or
 parameters for the remainder of the run", so that the model first learns its labels as independent
 "maxent" classifiers and only then the sequence dynamics.
 """
+
 import logging
 from typing import Any, Dict, List
 

@@ -2,6 +2,7 @@
 A dropout rate that changes linearly over training, as FOFE-NER's: "initially set to 0.4, slowly
 decreased during training until it reaches 0.1 at the end" (Xu, 2017, §5.5.1).
 """
+
 import logging
 import re
 from typing import Any, Dict, List, Optional
@@ -85,7 +86,9 @@ class DropoutSchedule(TrainerCallback):
         rate = self.rate(self.epochs_completed)
         for module in self._dropouts:
             module.p = rate
-        logger.info("dropout_schedule: epoch %d dropout %.3f on %d modules", self.epochs_completed, rate, len(self._dropouts))
+        logger.info(
+            "dropout_schedule: epoch %d dropout %.3f on %d modules", self.epochs_completed, rate, len(self._dropouts)
+        )
 
     def state_dict(self) -> Dict[str, Any]:
         return {"epochs_completed": self.epochs_completed}

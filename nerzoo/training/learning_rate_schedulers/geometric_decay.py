@@ -3,6 +3,7 @@ A learning rate multiplied by one factor every epoch so that the last epoch runs
 of the first: FOFE-NER's "initially set to 0.128 and is multiplied by a decay factor each epoch so
 that it reaches 1/16 of the initial value at the end of the training" (Xu, 2017, §5.5.1).
 """
+
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.training.learning_rate_schedulers import ExponentialLearningRateScheduler, LearningRateScheduler

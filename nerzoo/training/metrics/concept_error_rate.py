@@ -69,9 +69,7 @@ class ConceptErrorRate(Metric):
             raise ValueError(f"{len(predicted_tags)} predicted but {len(gold_tags)} gold sequences")
         for index, (predicted, gold) in enumerate(zip(predicted_tags, gold_tags)):
             if len(predicted) != len(gold):
-                raise ValueError(
-                    f"sequence {index}: lengths differ: {len(predicted)} predicted vs {len(gold)} gold"
-                )
+                raise ValueError(f"sequence {index}: lengths differ: {len(predicted)} predicted vs {len(gold)} gold")
         self.count_concepts(
             [self._concepts(gold, index, "gold") for index, gold in enumerate(gold_tags)],
             [self._concepts(predicted, index, "predicted") for index, predicted in enumerate(predicted_tags)],

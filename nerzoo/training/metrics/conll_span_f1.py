@@ -1,7 +1,6 @@
 from typing import Dict, List, Sequence
 
 import torch
-
 from allennlp.data.vocabulary import Vocabulary
 from allennlp.training.metrics.metric import Metric
 
@@ -46,7 +45,7 @@ class ConllSpanF1(Metric):
     def from_vocab(cls, vocabulary: Vocabulary, tag_namespace: str = "labels") -> "ConllSpanF1":
         """The entity types are the tag types (the part after `X-`) of a label namespace."""
         tags = vocabulary.get_token_to_index_vocabulary(tag_namespace)
-        return cls(sorted({label for label in map(lambda tag: split_tag(tag)[1], tags) if label}))
+        return cls(sorted({split_tag(tag)[1] for tag in tags} - {None, ""}))
 
     def __call__(  # type: ignore
         self, predicted_tags: Sequence[Sequence[str]], gold_tags: Sequence[Sequence[str]]

@@ -87,9 +87,7 @@ class SpanSetF1(Metric):
         try:
             return self._type_index[label]
         except KeyError:
-            raise ValueError(
-                f"entity type {label!r} is not among the metric's types {self.entity_types}"
-            ) from None
+            raise ValueError(f"entity type {label!r} is not among the metric's types {self.entity_types}") from None
 
     @property
     def counts(self) -> Dict[str, Dict[str, int]]:

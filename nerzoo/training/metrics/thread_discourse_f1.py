@@ -111,8 +111,7 @@ class ThreadDiscourseF1(Metric):
     def counts(self) -> Dict[str, Dict[str, int]]:
         """This worker's raw counts: `{task: {"tp": .., "predicted": .., "gold": ..}}`."""
         return {
-            task: dict(zip(("tp", "predicted", "gold"), self._counts[row].tolist()))
-            for row, task in enumerate(TASKS)
+            task: dict(zip(("tp", "predicted", "gold"), self._counts[row].tolist())) for row, task in enumerate(TASKS)
         }
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
