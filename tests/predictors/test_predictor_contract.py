@@ -1,0 +1,122 @@
+"""
+One table over every shipped tagger config: each is trained for one epoch on its fixtures, and its
+archive goes through `entity_tagger` with every predictor option, on good, empty and bad inputs.
+Every model must give the same output keys (the contract the predictor reads).
+"""
+
+import json
+import os
+
+import pytest
+from allennlp.commands.train import train_model_from_file
+from allennlp.common.checks import ConfigurationError
+from allennlp.models.archival import load_archive
+from allennlp.predictors import Predictor
+
+import nerzoo  # noqa: F401
+from tests import PROJECT_ROOT
+
+# Every config under training_config/ but the thread model, which has its own predictor.
+CONFIGS = sorted(
+    path.stem for path in (PROJECT_ROOT / "training_config").glob("*.jsonnet") if path.stem != "me_crf_threads"
+)
+OPTIONS = [
+    {},
+    {"output_format": "conll"},
+    {"return_tag_probabilities": True},
+    {"return_attention": True},
+    {"spacy_model": "blank:en"},
+]
+SENTENCE = "Anna Keller of Norvik Bank visited Oslo on Monday ."
+GOOD = [{"sentence": SENTENCE}, {"tokens": ["Lena", "Holm", "won", "."]}]
+EMPTY = [{"sentence": " "}, {"tokens": []}]
+BAD = [{"tokens": 3}, {"text": "no known key"}]
+# The attention each model returns with `return_attention`.
+ATTENTION = {
+    "deptree_ner": {"relative_attention", "global_attention"},
+    "me_crf_conll2003": {"memory_attention"},
+}
+ATTENTION_KEYS = {"relative_attention", "global_attention", "memory_attention"}
+
+
+def test_the_table_covers_every_shipped_config():
+    assert {"bilstm_crf", "deptree_ner", "fofe_ner", "fofe_ner_second_pass", "me_crf_conll2003", "seq2biseq"} <= set(
+        CONFIGS
+    )
+
+
+def _train(config, directory, env=None):
+    os.environ.update(env or {})
+    try:
+        train_model_from_file(
+            str(PROJECT_ROOT / "training_config" / f"{config}.jsonnet"),
+            str(directory),
+            overrides=json.dumps({"trainer.num_epochs": 1, "evaluate_on_test": False}),
+        )
+    finally:
+        for key in env or {}:
+            os.environ.pop(key)
+    return directory / "model.tar.gz"
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory):
+    """Each config's archive, trained when first asked for (the second pass needs the first)."""
+    root = tmp_path_factory.mktemp("contract")
+    trained = {}
+
+    def archive(config):
+        if config not in trained:
+            env = None
+            if config == "fofe_ner_second_pass":
+                env = {"FOFE_FIRST_PASS": str(archive("fofe_ner"))}
+            trained[config] = _train(config, root / config, env)
+        return trained[config]
+
+    return archive
+
+
+def _check_result(result, inputs, options, config):
+    assert {"tokens", "tags", "tag_confidences", "spans"} <= set(result)
+    expected_attention = ATTENTION.get(config, set()) if options.get("return_attention") else set()
+    assert set(result) & ATTENTION_KEYS == expected_attention
+    if "tokens" in inputs:
+        assert result["tokens"] == inputs["tokens"]
+    assert len(result["tags"]) == len(result["tokens"]) == len(result["tag_confidences"]) > 0
+    assert all(0.0 <= value <= 1.0 for value in result["tag_confidences"])
+    for span in result["spans"]:
+        assert 0 <= span["start"] < span["end"] <= len(result["tokens"])
+    if options.get("return_tag_probabilities"):
+        assert len(result["tag_probabilities"]) == len(result["tokens"])
+        for probabilities, tag, confidence in zip(
+            result["tag_probabilities"], result["tags"], result["tag_confidences"]
+        ):
+            assert sum(probabilities.values()) == pytest.approx(1.0, abs=1e-4)
+            assert probabilities[tag] == pytest.approx(confidence, abs=1e-5)
+    else:
+        assert "tag_probabilities" not in result
+
+
+@pytest.mark.xdist_group("predictor_contract")
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_option_gives_the_contract(archives, config):
+    archive = load_archive(str(archives(config)))
+    for options in OPTIONS:
+        if options.get("return_tag_probabilities") and config.startswith("fofe_ner"):
+            with pytest.raises(ConfigurationError, match="no tag probabilities"):
+                Predictor.from_archive(archive, "entity_tagger", extra_args=options)
+            continue
+        predictor = Predictor.from_archive(archive, "entity_tagger", extra_args=options)
+        results = predictor.predict_batch_json(GOOD + EMPTY + BAD)
+        assert len(results) == len(GOOD + EMPTY + BAD)
+        for inputs, result in zip(GOOD, results):
+            _check_result(result, inputs, options, config)
+            if options.get("output_format") == "conll":
+                lines = predictor.dump_line(result).split("\n")
+                assert lines[: len(result["tokens"])] == [
+                    f"{token}\t{tag}" for token, tag in zip(result["tokens"], result["tags"])
+                ]
+        for result in results[len(GOOD) : len(GOOD) + len(EMPTY)]:
+            assert result["tokens"] == result["tags"] == result["tag_confidences"] == result["spans"] == []
+        for result in results[len(GOOD) + len(EMPTY) :]:
+            assert set(result) == {"error"}
