@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """
-How far a trained dependency_ner archive's global-attention weights are from uniform.
+How far a trained deptree_ner archive's global-attention weights are from uniform.
 
     .venv/bin/python benchmarks/attention_spread.py ARCHIVE DATA_FILE [--sentences 400] [--min-words 5]
 

@@ -5,7 +5,7 @@ features near 0 or 1, the OOV share and the mean cos(x, m) between word and char
 
     .venv/bin/python benchmarks/char_gate_stats.py ARCHIVE "../shared/data/conll2000/train.txt?held_out=9"
 
-ARCHIVE is a model trained with `training_config/char_attention_tagger.jsonnet` (the embedder
+ARCHIVE is a model trained with `training_config/char_gated_tagger.jsonnet` (the embedder
 under `text_field_embedder` key "tokens", `combination: "gate"`).
 """
 

@@ -111,7 +111,7 @@ ref"); then the `--extra` nerzoo configs. Columns:
 - **dev F1 / test F1**: span F1 x 100 (`f1-measure-overall` from `allennlp evaluate` on the archive).
 - **predict sent/s**: in-process batched prediction (batch size 64, file order) of all test sentences,
   timed after loading the archive and reading the file (fastest of three passes): nerzoo models
-  through their `entity_tagger` predictor (`predict_batch_instance`, with posteriors and confidences),
+  through their `sequence_tagger` predictor (`predict_batch_instance`, with posteriors and confidences),
   the reference through `Model.forward_on_instances` (which applies `make_output_human_readable`).
 - **predict vs ref / predict vs main**: predict sent/s divided by the reference's (random batches) or
   by the main nerzoo model's.
@@ -619,7 +619,7 @@ def measure_predict(archive_path: str, kind: str, test_path: str, output_path: s
     if kind == "nerzoo":
         from allennlp.predictors import Predictor
 
-        predictor = Predictor.from_archive(archive, "entity_tagger")
+        predictor = Predictor.from_archive(archive, "sequence_tagger")
         if "head_indices" in read[0].fields:
             # Dependency readers: the tree read with the file (parsed once, cached), not parsed again.
             instances = [

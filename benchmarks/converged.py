@@ -39,7 +39,7 @@ BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
 if BENCHMARK_DIR not in sys.path:
     sys.path.insert(0, BENCHMARK_DIR)
 
-import char_attention_benchmark  # noqa: E402
+import char_gated_benchmark  # noqa: E402
 import conll_benchmark  # noqa: E402
 import deptree_benchmark  # noqa: E402
 import seq2biseq_benchmark  # noqa: E402
@@ -89,9 +89,9 @@ MODELS: Dict[str, Dict[str, Any]] = {
         "first_pass": "fofe_ner",
     },
     # Rei et al. (2016): words, concatenation and gate, on chunking.
-    "char_attention_tagger": {"config": "training_config/char_attention_tagger.jsonnet", "overrides": {}},
-    "char_attention_tagger_concat": {"config": "training_config/char_attention_tagger_concat.jsonnet", "overrides": {}},
-    "char_attention_tagger_words": {"config": "training_config/char_attention_tagger_words.jsonnet", "overrides": {}},
+    "char_gated_tagger": {"config": "training_config/char_gated_tagger.jsonnet", "overrides": {}},
+    "char_gated_tagger_concat": {"config": "training_config/char_gated_tagger_concat.jsonnet", "overrides": {}},
+    "char_gated_tagger_words": {"config": "training_config/char_gated_tagger_words.jsonnet", "overrides": {}},
     # Seq2Biseq (Dinarelli & Grobol 2019) and its 2-opt variant with the same Adam, and the baseline, on POS.
     "seq2biseq_pos": {"config": SEQ2BISEQ_POS, "overrides": {}, "schedule": True, "metric": "accuracy"},
     "seq2biseq_pos_2opt": {
@@ -104,7 +104,7 @@ MODELS: Dict[str, Dict[str, Any]] = {
 }
 DATASETS = {
     **deptree_benchmark.DATASETS,
-    "conll2000_chunking": char_attention_benchmark.DATASETS["conll2000"],
+    "conll2000_chunking": char_gated_benchmark.DATASETS["conll2000"],
     "conll2000_pos": seq2biseq_benchmark.DATASETS["conll2000"],
     "ewt_upos": seq2biseq_benchmark.DATASETS["ewt"],
 }

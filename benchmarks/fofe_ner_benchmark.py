@@ -17,7 +17,7 @@ It trains, one after the other and with the same time budget each,
 on ../shared/data/conll2003/eng.train (dev eng.testa, test eng.testb), each config with its own
 reader (`entity_spans` for both FOFE passes, `conll_columns` for the baseline), evaluates each
 archive on dev and test with `allennlp evaluate`, times the prediction of the test sentences
-(benchmarks/predict_speed.py: the archive's `entity_tagger` predictor, batch size 64, CPU) and
+(benchmarks/predict_speed.py: the archive's `sequence_tagger` predictor, batch size 64, CPU) and
 appends one row per model to the section "FOFE-NER (Xu 2017) ..." of docs/RESULTS.md: span F1, wall
 time, train sentences/s and predict sentences/s, both also as a ratio to the baseline trained in the
 same run.  The second pass's budget comes on top of the first pass's: the second pass is only usable
@@ -110,7 +110,7 @@ table above, and:
   pass's rate is its own training's (the first pass only runs forward inside it).
 - **vs baseline**: this row's train sent/s divided by the baseline's of the same run.
 - **predict sent/s**: the test sentences predicted after training through the archive's
-  `entity_tagger` predictor (pre-tokenised `{"tokens": [...]}` inputs, `predict_batch_json`), batch
+  `sequence_tagger` predictor (pre-tokenised `{"tokens": [...]}` inputs, `predict_batch_json`), batch
   size 64, on the CPU, in a fresh process (`benchmarks/predict_speed.py`): three warm-up batches are not
   timed, then one timed pass over all sentences. The second pass's rate includes its first pass.
 - **predict vs baseline**: this row's predict sent/s divided by the baseline's of the same run.

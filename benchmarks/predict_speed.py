@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """
 Prediction speed of a model archive on the sentences of a CoNLL column file, through the archive's
-`entity_tagger` predictor on the CPU.
+`sequence_tagger` predictor on the CPU.
 
     .venv/bin/python benchmarks/predict_speed.py ARCHIVE DATA_FILE [--batch-size 64] [--threads N]
         [--versus OTHER_ARCHIVE [--passes P]] [--include-package nerzoo]
@@ -9,7 +9,7 @@ Prediction speed of a model archive on the sentences of a CoNLL column file, thr
 The sentences are the maximal runs of non-blank lines of DATA_FILE (`-DOCSTART-` lines skipped, as
 `conll_benchmark.count_sentences` counts them); the first column of each line is the word, the gold
 tags are not read.  Each sentence becomes a pre-tokenised input `{"tokens": [...]}`.  After loading
-the archive (`Predictor.from_path(ARCHIVE, "entity_tagger")`, CPU) and three untimed warm-up batches,
+the archive (`Predictor.from_path(ARCHIVE, "sequence_tagger")`, CPU) and three untimed warm-up batches,
 `predict_batch_json` is timed over all sentences, in batches of `--batch-size`, once; the time
 covers building the instances, the model and the formatting of the predictor's output.  The last
 line of the output is one JSON object:
@@ -54,7 +54,7 @@ def read_sentences(path: str) -> List[List[str]]:
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Time batched prediction of the sentences of a CoNLL file with a model archive's "
-        "entity_tagger predictor (CPU); print one JSON line."
+        "sequence_tagger predictor (CPU); print one JSON line."
     )
     parser.add_argument("archive", help="model.tar.gz")
     parser.add_argument("data_file", help="CoNLL column file (first column: the words)")
@@ -99,9 +99,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     for package in args.include_package or ["nerzoo"]:
         import_module_and_submodules(package)
-    predictors = [Predictor.from_path(os.path.abspath(args.archive), "entity_tagger", cuda_device=-1)]
+    predictors = [Predictor.from_path(os.path.abspath(args.archive), "sequence_tagger", cuda_device=-1)]
     if args.versus:
-        predictors.append(Predictor.from_path(os.path.abspath(args.versus), "entity_tagger", cuda_device=-1))
+        predictors.append(Predictor.from_path(os.path.abspath(args.versus), "sequence_tagger", cuda_device=-1))
 
     inputs = [{"tokens": words} for words in sentences]
     batches = [inputs[start : start + args.batch_size] for start in range(0, len(inputs), args.batch_size)]

@@ -102,7 +102,7 @@ class Suite:
     - `metric`, `metric_label`: the `allennlp evaluate` metric of the dev and test columns (x 100) and
       its name in the table header (span F1 by default; "accuracy" for POS tagging).
     - `predict_speed`: when true, after its evaluation each archive predicts the sentences of the
-      dataset's test file (`{"tokens": [...]}` inputs through the `entity_tagger` predictor, batch
+      dataset's test file (`{"tokens": [...]}` inputs through the `sequence_tagger` predictor, batch
       size 64, CPU), timed by `predict_speed.py` in a subprocess (log `<model>.predict_speed.log`);
       the table then has the columns "predict sent/s" and "predict vs baseline" after "vs
       baseline" (`table_header`). Only for `conll` datasets.
@@ -650,7 +650,7 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
         if suite.predict_speed:
             note += (
                 f" Prediction speed: `benchmarks/predict_speed.py`, the {counts['test']} test sentences through "
-                f"the archive's `entity_tagger` predictor, batch size {PREDICT_BATCH_SIZE}, CPU, three warm-up batches "
+                f"the archive's `sequence_tagger` predictor, batch size {PREDICT_BATCH_SIZE}, CPU, three warm-up batches "
                 "not timed, one timed pass."
             )
         if baseline is None:

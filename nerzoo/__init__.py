@@ -5,7 +5,7 @@ Importing the package registers every component (readers, encoders, metrics, mod
 subcommands), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
 """
 
-from nerzoo.commands.cross_validate import CrossValidate
+from nerzoo.commands.cross_validate_threads import CrossValidateThreads
 from nerzoo.commands.draw_attention import DrawAttention
 from nerzoo.commands.draw_memory import DrawMemory
 from nerzoo.commands.tag_text import TagText
@@ -18,7 +18,7 @@ from nerzoo.data.token_indexers.batched_characters_indexer import BatchedCharact
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 from nerzoo.models.bilstm_crf import BiLstmCrfTagger
-from nerzoo.models.dependency_ner import DependencyNerTagger
+from nerzoo.models.deptree_ner import DeptreeNerTagger
 from nerzoo.models.fofe_ner import FofeNer
 from nerzoo.models.me_crf import MeCrfTagger
 from nerzoo.models.me_crf_threads import MeCrfThreadTagger
@@ -35,7 +35,7 @@ from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
 from nerzoo.modules.token_embedders.char_gated_embedder import CharGatedEmbedder
 from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeaturesEmbedder
 from nerzoo.modules.token_embedders.packed_character_encoder import PackedCharacterEncoder
-from nerzoo.predictors.entity_tagger import EntityTaggerPredictor
+from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
@@ -56,13 +56,13 @@ __all__ = [
     "ConlluNerReader",
     "CrfTagHead",
     "CrfTransitionCurriculum",
-    "CrossValidate",
-    "DependencyNerTagger",
+    "CrossValidateThreads",
+    "DeptreeNerTagger",
     "DrawAttention",
     "DrawMemory",
     "DropoutSchedule",
     "EntitySpansReader",
-    "EntityTaggerPredictor",
+    "SequenceTaggerPredictor",
     "FofeEncoder",
     "FofeNer",
     "ForumThreadsReader",

@@ -39,11 +39,11 @@ def check_tagged(predictions, chunk_labels=True):
         assert "NP" in labels, labels
 
 
-def test_char_attention_tagger_train_evaluate_predict(tmp_path):
+def test_char_gated_tagger_train_evaluate_predict(tmp_path):
     run = tmp_path / "gate"
     allennlp(
         "train",
-        "training_config/char_attention_tagger.jsonnet",
+        "training_config/char_gated_tagger.jsonnet",
         "-s",
         run,
         "--include-package",
@@ -62,8 +62,8 @@ def test_char_attention_tagger_train_evaluate_predict(tmp_path):
     check_tagged(predict(run / "model.tar.gz", SENTENCES, tmp_path / "predictions.jsonl"))
 
 
-@pytest.mark.parametrize("variant", ["char_attention_tagger_words", "char_attention_tagger_concat"])
-def test_char_attention_variants_train_without_the_cosine_loss(variant, tmp_path):
+@pytest.mark.parametrize("variant", ["char_gated_tagger_words", "char_gated_tagger_concat"])
+def test_char_gated_variants_train_without_the_cosine_loss(variant, tmp_path):
     run = tmp_path / variant
     allennlp(
         "train",

@@ -43,15 +43,15 @@ COMPONENTS = {
         ]
     },
     (Seq2SeqEncoder, "unpacked_lstm"): {"input_size": 6, "hidden_size": 3, "num_layers": 2, "bidirectional": True},
-    (Model, "dependency_ner"): None,  # built and trained in tests/models/test_dependency_ner.py
+    (Model, "deptree_ner"): None,  # built and trained in tests/models/test_deptree_ner.py
     (TrainerCallback, "crf_transition_curriculum"): {"serialization_dir": "unused", "frozen_epochs": 3},
     (Metric, "conll_span_f1"): {"entity_types": ["LOC", "PER"]},
     (Metric, "thread_discourse_f1"): None,  # hand-worked counts in tests/training/test_thread_discourse_f1.py
     (Model, "me_crf_threads"): None,  # built and trained in tests/models/test_me_crf_threads.py
     (Predictor, "thread_discourse"): None,  # needs a model: tests/models/test_me_crf_threads.py
-    (Subcommand, "cross-validate"): None,  # parsed and run in tests/commands/test_cross_validate.py
+    (Subcommand, "cross-validate-threads"): None,  # parsed and run in tests/commands/test_cross_validate_threads.py
     (Model, "bilstm_crf"): None,  # built and trained in tests/models/test_bilstm_crf.py
-    (Predictor, "entity_tagger"): None,  # needs a model: tests/predictors/
+    (Predictor, "sequence_tagger"): None,  # needs a model: tests/predictors/
     (Subcommand, "tag-text"): None,  # see test_tag_text_subcommand_parses
     (Subcommand, "draw-attention"): None,  # run end to end in tests/test_end_to_end.py
     (Subcommand, "draw-memory"): None,  # run end to end in tests/test_end_to_end.py

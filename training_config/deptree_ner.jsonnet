@@ -67,7 +67,7 @@ local tree_dim = 100;
     min_pretrained_embeddings: { tokens: 60000 },
   },
   model: {
-    type: "dependency_ner",
+    type: "deptree_ner",
     text_field_embedder: {
       token_embedders: {
         tokens: { type: "embedding", embedding_dim: glove_dim, pretrained_file: glove, trainable: true },

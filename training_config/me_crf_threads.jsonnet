@@ -17,12 +17,12 @@
 // Trains on the synthetic fixtures by default (fixtures/threads, see its README: the CNET data is
 // not distributed).  Other data: -o '{"train_data_path": "...", "validation_data_path": "...",
 // "test_data_path": "..."}'.  The paper's evaluation is 10-fold cross-validation over threads:
-//   allennlp cross-validate training_config/me_crf_threads.jsonnet threads.jsonl --folds 10 -s OUT \
+//   allennlp cross-validate-threads training_config/me_crf_threads.jsonnet threads.jsonl --folds 10 -s OUT \
 //     --include-package nerzoo
 // Not given in the paper, chosen here: words are lower-cased; the learning rate is 0.01 (Adam's
 // default 0.001 moves 50 one-batch epochs of the 24 fixture threads too little: dev joint F1 0.50
 // instead of 0.64); the link loss is supervised on the one hop's attention (model.link_hop); the
-// archived model is the epoch with the best dev joint F1 (cross-validate trains without
+// archived model is the epoch with the best dev joint F1 (cross-validate-threads trains without
 // validation data and keeps the last epoch).
 //
 // Batches hold threads of similar length in posts (the `bucket` batch sampler sorted by the number

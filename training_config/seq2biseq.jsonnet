@@ -31,7 +31,7 @@
 //     (validation keeps whole sentences: `validation_dataset_reader` below);
 //   no lexical input to the decoders (Seq2Biseq vs Seq2Biseq_le):  -o '{"model.lexical_decoders": false}'.
 // POS tagging: seq2biseq_pos.jsonnet. Trains on the CoNLL-2003 fixtures' chunk column by default; for
-// CoNLL-2000 see char_attention_tagger.libsonnet (same data overrides).
+// CoNLL-2000 see char_gated_tagger.libsonnet (same data overrides).
 // Character ids: `batched_characters`, allennlp's `characters` padded faster (see bilstm_crf.jsonnet).
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;

@@ -18,7 +18,7 @@ from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 class DrawAttention(Subcommand):
     """
     `allennlp draw-attention ARCHIVE "Some raw sentence ." --output attention.png` runs a trained
-    `dependency_ner` model on one sentence (parsed by its reader's spaCy pipeline) and draws its
+    `deptree_ner` model on one sentence (parsed by its reader's spaCy pipeline) and draws its
     relative attention matrix (eq. 1; rows are the attending words, like Figure 4 of Aguilar &
     Solorio 2019) above its global attention (eq. 3; each word shaded by its weight, the predicted
     tag beneath, like Figure 5).  `--tokens` takes the sentence as whitespace-separated tokens, and
@@ -32,7 +32,7 @@ class DrawAttention(Subcommand):
         subparser = parser.add_parser(
             self.name, description=self.__doc__, help="Draw a sentence's relative and global attention as a PNG."
         )
-        subparser.add_argument("archive_file", help="a model.tar.gz of a dependency_ner model")
+        subparser.add_argument("archive_file", help="a model.tar.gz of a deptree_ner model")
         subparser.add_argument("sentence", nargs="?", help="raw sentence (or use --input-file)")
         subparser.add_argument("--output", "-o", required=True, help="PNG file to write")
         subparser.add_argument("--input-file", help="JSON lines input; the first line is drawn")
@@ -59,7 +59,7 @@ def _input(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def draw(prediction: Dict[str, Any], output_path: str) -> None:
-    """Writes the figure for one `entity_tagger` prediction made with `return_attention`."""
+    """Writes the figure for one `sequence_tagger` prediction made with `return_attention`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,7 +121,7 @@ def _draw_attention(args: argparse.Namespace) -> None:
         json_input = _input(args)
         archive = load_archive(args.archive_file, cuda_device=args.cuda_device)
         predictor = Predictor.from_archive(
-            archive, "entity_tagger", extra_args={"spacy_model": args.spacy_model, "return_attention": True}
+            archive, "sequence_tagger", extra_args={"spacy_model": args.spacy_model, "return_attention": True}
         )
         prediction = predictor.predict_json(json_input)
         draw(prediction, args.output)

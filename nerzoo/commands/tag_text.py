@@ -26,7 +26,7 @@ class TagText(Subcommand):
         subparser.add_argument("archive_file", help="a model.tar.gz from `allennlp train`")
         subparser.add_argument("text", nargs="+", help="raw text (several arguments are several sentences)")
         subparser.add_argument("--spacy-model", default=DEFAULT_SPACY_PIPELINE, help="installed spaCy pipeline")
-        subparser.add_argument("--predictor", default="entity_tagger", help="registered predictor name")
+        subparser.add_argument("--predictor", default="sequence_tagger", help="registered predictor name")
         subparser.add_argument("--cuda-device", type=int, default=-1)
         subparser.add_argument("--json", action="store_true", help="print the predictor's JSON instead")
         subparser.set_defaults(func=_tag_text)

@@ -37,7 +37,7 @@ class BiLstmCrfTagger(Model):
     initializer : `InitializerApplicator`, optional
     """
 
-    default_predictor = "entity_tagger"
+    default_predictor = "sequence_tagger"
 
     def __init__(
         self,

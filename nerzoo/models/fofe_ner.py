@@ -106,7 +106,7 @@ class FofeNer(Model):
     initializer : `InitializerApplicator`, optional
     """
 
-    default_predictor = "entity_tagger"
+    default_predictor = "sequence_tagger"
 
     # Read by the predictors: a span classifier has no per-tag probabilities.
     has_tag_probabilities = False

@@ -48,7 +48,7 @@ class MeCrfTagger(Model):
     initializer : `InitializerApplicator`, optional
     """
 
-    default_predictor = "entity_tagger"
+    default_predictor = "sequence_tagger"
 
     def __init__(
         self,

@@ -110,7 +110,7 @@ class Seq2Biseq(Model):
         The L2 term of eq. 8.
     """
 
-    default_predictor = "entity_tagger"
+    default_predictor = "sequence_tagger"
 
     def __init__(
         self,

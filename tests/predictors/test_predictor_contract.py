@@ -1,6 +1,6 @@
 """
 One table over every shipped tagger config: each is trained for one epoch on its fixtures, and its
-archive goes through `entity_tagger` with every predictor option, on good, empty and bad inputs.
+archive goes through `sequence_tagger` with every predictor option, on good, empty and bad inputs.
 Every model must give the same output keys (the contract the predictor reads).
 """
 
@@ -104,9 +104,9 @@ def test_every_option_gives_the_contract(archives, config):
     for options in OPTIONS:
         if options.get("return_tag_probabilities") and config.startswith("fofe_ner"):
             with pytest.raises(ConfigurationError, match="no tag probabilities"):
-                Predictor.from_archive(archive, "entity_tagger", extra_args=options)
+                Predictor.from_archive(archive, "sequence_tagger", extra_args=options)
             continue
-        predictor = Predictor.from_archive(archive, "entity_tagger", extra_args=options)
+        predictor = Predictor.from_archive(archive, "sequence_tagger", extra_args=options)
         results = predictor.predict_batch_json(GOOD + EMPTY + BAD)
         assert len(results) == len(GOOD + EMPTY + BAD)
         for inputs, result in zip(GOOD, results):

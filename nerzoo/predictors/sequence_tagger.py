@@ -17,12 +17,13 @@ OUTPUT_FORMATS = ("json", "conll")
 PARSE_KEYS = ("pos_tags", "dependency_labels", "head_indices")
 
 
-@Predictor.register("entity_tagger")
-class EntityTaggerPredictor(Predictor):
+@Predictor.register("sequence_tagger")
+class SequenceTaggerPredictor(Predictor):
     """
-    Tags raw text or pre-tokenised input with any nerzoo tagger and returns the entities.
+    Tags raw text or pre-tokenised input with any nerzoo tagger (entities, chunks, POS) and returns
+    its tags and spans.
 
-    Registered as a `Predictor` with name "entity_tagger".
+    Registered as a `Predictor` with name "sequence_tagger".
 
     Input lines are `{"sentence": "Peter Blackburn visited Brussels ."}` (tokenised by spaCy, offline)
     or `{"tokens": ["Peter", "Blackburn", ...]}` (character offsets then refer to the tokens joined
@@ -51,7 +52,7 @@ class EntityTaggerPredictor(Predictor):
     model sees one instance; spans never cross a sentence boundary; the output adds `sentences`,
     the `[start, end)` token offsets of each sentence.
 
-    Models over dependency trees (`dependency_ner`) read through a dependency reader, which parses
+    Models over dependency trees (`deptree_ner`) read through a dependency reader, which parses
     the tokens with its spaCy pipeline; pre-parsed input adds `pos_tags`, `dependency_labels` and
     `head_indices` (1-based, 0 = root) to `tokens`.  Their output also has `parse` (the tree used).
 

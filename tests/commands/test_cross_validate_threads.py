@@ -9,7 +9,7 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 
 import nerzoo  # noqa: F401
-from nerzoo.commands.cross_validate import cross_validate, read_thread_lines, stratified_thread_folds
+from nerzoo.commands.cross_validate_threads import cross_validate_threads, read_thread_lines, stratified_thread_folds
 from tests import FIXTURES_ROOT, PROJECT_ROOT
 
 CONFIG = "training_config/me_crf_threads.jsonnet"
@@ -84,22 +84,24 @@ def test_bad_fold_counts_are_configuration_errors(lengths, num_folds, message):
 def test_errors_before_any_training(tmp_path):
     output = tmp_path / "out"
     with pytest.raises(ConfigurationError, match="data file not found: .*missing.jsonl"):
-        cross_validate(CONFIG, str(tmp_path / "missing.jsonl"), str(output), num_folds=2)
+        cross_validate_threads(CONFIG, str(tmp_path / "missing.jsonl"), str(output), num_folds=2)
     with pytest.raises(ConfigurationError, match="25 folds but only 24 threads"):
-        cross_validate(CONFIG, str(TRAIN), str(output), num_folds=25)
+        cross_validate_threads(CONFIG, str(TRAIN), str(output), num_folds=25)
     unlabelled = tmp_path / "unlabelled.jsonl"
     unlabelled.write_text(json.dumps({"posts": [{"title": "t", "text": "x", "author": "a"}]}) + "\n")
     with pytest.raises(ConfigurationError, match="needs labelled threads"):
-        cross_validate(CONFIG, str(unlabelled), str(output), num_folds=2)
+        cross_validate_threads(CONFIG, str(unlabelled), str(output), num_folds=2)
     (output / "fold-1").mkdir(parents=True)
     with pytest.raises(ConfigurationError, match="not empty"):
-        cross_validate(CONFIG, str(TRAIN), str(output), num_folds=2)
+        cross_validate_threads(CONFIG, str(TRAIN), str(output), num_folds=2)
 
 
 def test_subcommand_parses():
     parser = argparse.ArgumentParser()
-    Subcommand.by_name("cross-validate")().add_subparser(parser.add_subparsers())
-    args = parser.parse_args(["cross-validate", CONFIG, "threads.jsonl", "-s", "out", "--folds", "3", "-o", "{}"])
+    Subcommand.by_name("cross-validate-threads")().add_subparser(parser.add_subparsers())
+    args = parser.parse_args(
+        ["cross-validate-threads", CONFIG, "threads.jsonl", "-s", "out", "--folds", "3", "-o", "{}"]
+    )
     assert (args.param_path, args.data_file, args.serialization_dir) == (CONFIG, "threads.jsonl", "out")
     assert args.folds == 3 and args.seed == 13 and args.overrides == "{}" and callable(args.func)
 
@@ -111,7 +113,7 @@ def test_cross_validate_end_to_end(tmp_path):
         sys.executable,
         "-m",
         "allennlp",
-        "cross-validate",
+        "cross-validate-threads",
         CONFIG,
         str(TRAIN),
         "--folds",

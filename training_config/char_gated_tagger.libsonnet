@@ -28,7 +28,7 @@
 //        "validation_data_path": "../shared/data/conll2000/train.txt?held_out=9",
 //        "test_data_path": "../shared/data/conll2000/test.txt",
 //        "vocabulary.pretrained_files.tokens": "<glove.6B.50d>", and the embedder's pretrained_file}'
-// as benchmarks/char_attention_benchmark.py does.
+// as benchmarks/char_gated_benchmark.py does.
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local char_dim = 50;

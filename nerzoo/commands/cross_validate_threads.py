@@ -1,5 +1,5 @@
 """
-`allennlp cross-validate`: k-fold cross-validation over forum threads, the evaluation protocol of
+`allennlp cross-validate-threads`: k-fold cross-validation over forum threads, the evaluation protocol of
 Liu, Baldwin & Cohn (2017), "Capturing Long-range Contextual Dependencies with Memory-enhanced
 Conditional Random Fields", IJCNLP, https://aclanthology.org/I17-1056, §4.3: "All experiments were
 carried out with 10-fold cross validation, stratifying at the thread level."
@@ -169,10 +169,10 @@ def pooled_scores(per_fold: List[Dict[str, Any]], gold_items: List[Dict[str, int
     return scores
 
 
-@Subcommand.register("cross-validate")
-class CrossValidate(Subcommand):
+@Subcommand.register("cross-validate-threads")
+class CrossValidateThreads(Subcommand):
     """
-    `allennlp cross-validate CONFIG DATA.jsonl --folds 10 -s OUT [--seed 13] [-o OVERRIDES]` runs
+    `allennlp cross-validate-threads CONFIG DATA.jsonl --folds 10 -s OUT [--seed 13] [-o OVERRIDES]` runs
     k-fold cross-validation of a thread discourse model (`me_crf_threads`) over a `forum_threads`
     file, the protocol of Liu, Baldwin & Cohn (2017, §4.3): 10 folds, "stratifying at the thread
     level".
@@ -196,7 +196,7 @@ class CrossValidate(Subcommand):
     DA that its training threads lack: it is then scored like any other gold DA the model misses.
     Words are taken from the training folds only.
 
-    Registered as a `Subcommand` with name "cross-validate".
+    Registered as a `Subcommand` with name "cross-validate-threads".
     """
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -213,13 +213,13 @@ class CrossValidate(Subcommand):
         subparser.add_argument(
             "--cuda-device", type=int, default=None, help="device to train and evaluate on (default: the config's)"
         )
-        subparser.set_defaults(func=_cross_validate)
+        subparser.set_defaults(func=_cross_validate_threads)
         return subparser
 
 
-def _cross_validate(args: argparse.Namespace) -> None:
+def _cross_validate_threads(args: argparse.Namespace) -> None:
     try:
-        cross_validate(
+        cross_validate_threads(
             args.param_path,
             args.data_file,
             args.serialization_dir,
@@ -234,7 +234,7 @@ def _cross_validate(args: argparse.Namespace) -> None:
         sys.exit(f"error: {error}")
 
 
-def cross_validate(
+def cross_validate_threads(
     config_file: str,
     data_file: str,
     output_dir: str,
@@ -245,7 +245,7 @@ def cross_validate(
     cuda_device: Optional[int] = None,
     include_package: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
-    """Runs the cross-validation described in `CrossValidate`; returns what it writes to `cross_validation.json`."""
+    """Runs the cross-validation described in `CrossValidateThreads`; returns what it writes to `cross_validation.json`."""
     from allennlp.commands.evaluate import evaluate_from_archive
     from allennlp.commands.train import train_model
 
@@ -274,7 +274,7 @@ def cross_validate(
         with open(test_path, "w", encoding="utf-8") as handle:
             handle.writelines(threads[index].line for index in test_threads)
 
-        logger.info("cross-validate: fold %d of %d, %d test threads", fold_number, num_folds, len(test_threads))
+        logger.info("cross-validate-threads: fold %d of %d, %d test threads", fold_number, num_folds, len(test_threads))
         params = fold_params(config_file, overrides, train_path, acts, cuda_device)
         model_dir = os.path.join(fold_dir, "model")
         evaluation_device = params.get("trainer", {}).get("cuda_device", -1) if cuda_device is None else cuda_device
@@ -288,7 +288,7 @@ def cross_validate(
         missing = [name for name in SCORES if name not in metrics]
         if missing:
             raise ConfigurationError(
-                f"the model reports no {', '.join(missing)}: cross-validate needs a thread discourse "
+                f"the model reports no {', '.join(missing)}: cross-validate-threads needs a thread discourse "
                 "model (me_crf_threads)"
             )
         per_fold.append(

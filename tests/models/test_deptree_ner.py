@@ -30,7 +30,7 @@ ABLATIONS = {
 }
 
 
-class TestDependencyNer(ModelTestCase):
+class TestDeptreeNer(ModelTestCase):
     def setup_method(self):
         super().setup_method()
         self.set_up_model(CONFIG, DATA)

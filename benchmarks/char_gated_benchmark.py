@@ -6,9 +6,9 @@ chunking, at one CPU budget each.
 
 It trains, one after the other and with the same time budget each,
 
-    words        training_config/char_attention_tagger_words.jsonnet   (word embeddings only)
-    concatenate  training_config/char_attention_tagger_concat.jsonnet  ([x; m])
-    gate         training_config/char_attention_tagger.jsonnet         (char_gated: gate + cosine loss)
+    words        training_config/char_gated_tagger_words.jsonnet   (word embeddings only)
+    concatenate  training_config/char_gated_tagger_concat.jsonnet  ([x; m])
+    gate         training_config/char_gated_tagger.jsonnet         (char_gated: gate + cosine loss)
 
 on ../shared/data/conll2000/train.txt without every 9th sentence (7,944 sentences), with every 9th
 training sentence as dev (992; CoNLL-2000 has no dev set: `conll_columns`' `?held_out=9` paths) and
@@ -20,11 +20,11 @@ blog reports 91.23 < 92.35 < 92.67 (words < concatenate < gate); this run tests 
 Run it from the repository root on an otherwise idle machine (about 3 x budget + evaluation; the
 default budget here is 6 minutes per model):
 
-    .venv/bin/python benchmarks/char_attention_benchmark.py
+    .venv/bin/python benchmarks/char_gated_benchmark.py
 
 Smoke test on the fixtures (a few minutes; rows go to RESULTS.smoke.md in a temporary folder):
 
-    .venv/bin/python benchmarks/char_attention_benchmark.py --smoke
+    .venv/bin/python benchmarks/char_gated_benchmark.py --smoke
 
 The engine is suite_benchmark.py in this folder.
 """
@@ -44,17 +44,17 @@ SHARED_DATA = suite_benchmark.SHARED_DATA
 
 MODELS: Dict[str, Dict[str, Any]] = {
     "words": {
-        "config": "training_config/char_attention_tagger_words.jsonnet",
+        "config": "training_config/char_gated_tagger_words.jsonnet",
         "overrides": {},
         "label": "word-based (baseline)",
     },
     "concatenate": {
-        "config": "training_config/char_attention_tagger_concat.jsonnet",
+        "config": "training_config/char_gated_tagger_concat.jsonnet",
         "overrides": {},
         "label": "char concat [x; m]",
     },
     "gate": {
-        "config": "training_config/char_attention_tagger.jsonnet",
+        "config": "training_config/char_gated_tagger.jsonnet",
         "overrides": {},
         "label": "char attn (char_gated: gate + cosine loss)",
     },
@@ -99,13 +99,13 @@ def smoke_datasets() -> Dict[str, Dict[str, Any]]:
 
 
 SECTION_HEADING = "## Char-gated embeddings (Rei et al. 2016): CoNLL-2000 chunking"
-SECTION_INTRO = """Written by `benchmarks/char_attention_benchmark.py` (see `benchmarks/README.md`): the BiLSTM-CRF of
+SECTION_INTRO = """Written by `benchmarks/char_gated_benchmark.py` (see `benchmarks/README.md`): the BiLSTM-CRF of
 Rei, Crichton & Pyysalo (2016) (BiLSTM 200 per direction, a 50-d tanh layer, CRF) with its three word
 representations, trained one after the other with the same time budget each (`--max-minutes`;
 `trainer.num_epochs` is large and patience is off, so the budget stops training): word embeddings
-only (`char_attention_tagger_words.jsonnet`), word and character representations concatenated
-(`char_attention_tagger_concat.jsonnet`), and mixed by the learned gate with the cosine loss
-(`char_attention_tagger.jsonnet`, the `char_gated` embedder). The blog reports chunking F1 91.23 <
+only (`char_gated_tagger_words.jsonnet`), word and character representations concatenated
+(`char_gated_tagger_concat.jsonnet`), and mixed by the learned gate with the cosine loss
+(`char_gated_tagger.jsonnet`, the `char_gated` embedder). The blog reports chunking F1 91.23 <
 92.35 < 92.67 for the three (300-d embeddings, trained to convergence). Columns as in the tables above;
 **dev/test F1** is the chunk span F1 x 100 (conlleval); dev is every 9th sentence of CoNLL-2000's
 train.txt (`train.txt?held_out=9`), and the models train on the others (`?without_held_out=9`). The
@@ -113,8 +113,8 @@ label vocabulary declares all eleven chunk types (`vocabulary.tokens_to_add`): t
 multi-word LST chunk, which the test file has, and UCP occurs only in the dev sentences.
 """
 
-CHAR_ATTENTION = suite_benchmark.Suite(
-    name="char_attention",
+CHAR_GATED = suite_benchmark.Suite(
+    name="char_gated",
     script=os.path.abspath(__file__),
     description="Train the word-only, char-concat and char-gated taggers with one CPU budget each on CoNLL-2000 "
     "chunking; append the rows to docs/RESULTS.md.",
@@ -131,4 +131,4 @@ CHAR_ATTENTION = suite_benchmark.Suite(
 
 
 if __name__ == "__main__":
-    sys.exit(suite_benchmark.main(suite=CHAR_ATTENTION))
+    sys.exit(suite_benchmark.main(suite=CHAR_GATED))
