@@ -20,6 +20,11 @@ def allennlp(*args, check=True, env=None) -> subprocess.CompletedProcess:
     return result
 
 
+def train(config, run, overrides, env=None) -> subprocess.CompletedProcess:
+    """`allennlp train CONFIG -s RUN --include-package nerzoo -o OVERRIDES` (a JSON string)."""
+    return allennlp("train", config, "-s", run, "--include-package", "nerzoo", "-o", overrides, env=env)
+
+
 def evaluate(archive, data, output) -> dict:
     allennlp("evaluate", archive, data, "--output-file", output, "--include-package", "nerzoo")
     return json.loads(output.read_text())

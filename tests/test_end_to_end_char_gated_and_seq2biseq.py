@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests import allennlp, evaluate, predict
+from tests import evaluate, predict, train
 
 pytestmark = pytest.mark.end_to_end
 
@@ -41,16 +41,7 @@ def check_tagged(predictions, chunk_labels=True):
 
 def test_char_gated_tagger_train_evaluate_predict(tmp_path):
     run = tmp_path / "gate"
-    allennlp(
-        "train",
-        "training_config/char_gated_tagger.jsonnet",
-        "-s",
-        run,
-        "--include-package",
-        "nerzoo",
-        "-o",
-        json.dumps({"trainer.num_epochs": 6}),
-    )
+    train("training_config/char_gated_tagger.jsonnet", run, json.dumps({"trainer.num_epochs": 6}))
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_f1-measure-overall"] > 0.7, metrics
     # The cosine loss reached the model's loss (and is reported as a metric), and it fell.
@@ -65,16 +56,7 @@ def test_char_gated_tagger_train_evaluate_predict(tmp_path):
 @pytest.mark.parametrize("variant", ["char_gated_tagger_words", "char_gated_tagger_concat"])
 def test_char_gated_variants_train_without_the_cosine_loss(variant, tmp_path):
     run = tmp_path / variant
-    allennlp(
-        "train",
-        f"training_config/{variant}.jsonnet",
-        "-s",
-        run,
-        "--include-package",
-        "nerzoo",
-        "-o",
-        json.dumps({"trainer.num_epochs": 6}),
-    )
+    train(f"training_config/{variant}.jsonnet", run, json.dumps({"trainer.num_epochs": 6}))
     metrics = json.loads((run / "metrics.json").read_text())
     assert "training_char_cosine_loss" not in metrics
     assert metrics["best_validation_f1-measure-overall"] > 0.5, metrics
@@ -84,16 +66,7 @@ def test_seq2biseq_train_evaluate_predict(tmp_path):
     run = tmp_path / "seq2biseq"
     # Batches of 16 on the fixtures' 100-odd sentences (the config's 100 is for real data).
     overrides = {"trainer.num_epochs": 8, "data_loader.batch_sampler.batch_size": 16}
-    allennlp(
-        "train",
-        "training_config/seq2biseq.jsonnet",
-        "-s",
-        run,
-        "--include-package",
-        "nerzoo",
-        "-o",
-        json.dumps(overrides),
-    )
+    train("training_config/seq2biseq.jsonnet", run, json.dumps(overrides))
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_accuracy"] > 0.8, metrics
     for key in ("accuracy", "f1-measure-overall", "concept_error_rate"):
@@ -121,16 +94,7 @@ def test_seq2biseq_pos_on_segments_then_whole_sentences(tmp_path):
     # Training reads 6-token overlapping segments; validation and evaluation whole sentences.
     run = tmp_path / "pos"
     overrides = {"trainer.num_epochs": 3, "dataset_reader.segment_length": 6}
-    allennlp(
-        "train",
-        "training_config/seq2biseq_pos.jsonnet",
-        "-s",
-        run,
-        "--include-package",
-        "nerzoo",
-        "-o",
-        json.dumps(overrides),
-    )
+    train("training_config/seq2biseq_pos.jsonnet", run, json.dumps(overrides))
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_accuracy"] > 0.5 and "test_f1-measure-overall" not in metrics, metrics
     config = json.loads((run / "config.json").read_text())
@@ -154,15 +118,6 @@ def test_seq2biseq_pos_reads_upos_from_conllu(tmp_path):
         "validation_data_path": "fixtures/ud/ner_misc.conllu",
         "test_data_path": "fixtures/ud/ner_column.conllu",
     }
-    allennlp(
-        "train",
-        "training_config/seq2biseq_pos.jsonnet",
-        "-s",
-        run,
-        "--include-package",
-        "nerzoo",
-        "-o",
-        json.dumps(overrides),
-    )
+    train("training_config/seq2biseq_pos.jsonnet", run, json.dumps(overrides))
     vocabulary = (run / "vocabulary" / "labels.txt").read_text().split()
     assert {"NOUN", "VERB", "PROPN"} <= set(vocabulary)

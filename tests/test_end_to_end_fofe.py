@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests import PROJECT_ROOT, allennlp, evaluate, predict
+from tests import PROJECT_ROOT, allennlp, evaluate, predict, train
 
 pytestmark = pytest.mark.end_to_end
 
@@ -85,17 +85,7 @@ def test_tag_probabilities_are_refused_with_a_reason(first_pass, tmp_path):
 def test_second_pass_trains_on_first_pass_entities_and_predicts(first_pass, tmp_path):
     env = {"FOFE_FIRST_PASS": str(first_pass / "model.tar.gz")}
     run = tmp_path / "second"
-    allennlp(
-        "train",
-        SECOND_PASS,
-        "-s",
-        run,
-        "--include-package",
-        "nerzoo",
-        "-o",
-        json.dumps({"trainer.num_epochs": 12}),
-        env=env,
-    )
+    train(SECOND_PASS, run, json.dumps({"trainer.num_epochs": 12}), env=env)
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_f1-measure-overall"] > 0.8, metrics
     config = json.loads((run / "config.json").read_text())
