@@ -82,6 +82,16 @@ def test_tag_probabilities_are_refused_with_a_reason(first_pass, tmp_path):
 
 
 @pytest.mark.xdist_group("fofe_first_pass")
+def test_tag_text_prints_spans_and_takes_an_empty_text(first_pass):
+    result = allennlp(
+        "tag-text", first_pass / "model.tar.gz", "Lena Holm visited Oslo .", "", "--include-package", "nerzoo"
+    )
+    lines = result.stdout.splitlines()
+    assert lines.count("entities:") == 2 and lines[0].startswith("Lena")
+    assert "confidence" in result.stdout
+
+
+@pytest.mark.xdist_group("fofe_first_pass")
 def test_second_pass_trains_on_first_pass_entities_and_predicts(first_pass, tmp_path):
     env = {"FOFE_FIRST_PASS": str(first_pass / "model.tar.gz")}
     run = tmp_path / "second"

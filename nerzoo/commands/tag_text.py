@@ -45,7 +45,10 @@ def _tag_text(args: argparse.Namespace) -> None:
         if args.json:
             print(json.dumps(result))
             continue
-        width = max(len(token) for token in result["tokens"])
+        if "error" in result:
+            print(f"error: {result['error']}", file=sys.stderr)
+            continue
+        width = max((len(token) for token in result["tokens"]), default=0)
         parse = result.get("parse")
         for index, (token, tag, confidence) in enumerate(
             zip(result["tokens"], result["tags"], result["tag_confidences"])
@@ -61,7 +64,7 @@ def _tag_text(args: argparse.Namespace) -> None:
         for span in result["spans"]:
             print(
                 f"  {span['label']:<6} {span['text']!r:<30} chars {span['char_start']}-{span['char_end']}"
-                f"  confidence {span['confidence']:.3f}"
+                f"  confidence {span.get('confidence', span.get('score')):.3f}"
             )
         if not result["spans"]:
             print("  (none)")
