@@ -29,6 +29,7 @@ PYTHONPATH) to register the `benchmark_time_budget` trainer callback.  It cannot
 
 import argparse
 import datetime
+import importlib.util
 import json
 import logging
 import os
@@ -964,6 +965,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     main_model = nerzoo_model(main_name, args.config, args.label or f"nerzoo {main_name}")
     models = [main_model]
     references = [] if args.no_reference else [(REFERENCE, REFERENCE_LABEL, False)]
+    if references and importlib.util.find_spec("allennlp_models") is None:
+        print(
+            "error: the reference crf_tagger needs allennlp-models: run `make install-bench` (or pass --no-reference)",
+            file=sys.stderr,
+        )
+        return 2
     bucketing = "batch_sampler" in main_model["resolved"]["data_loader"]
     if not args.no_reference and not args.no_bucketed_reference:
         if bucketing:
