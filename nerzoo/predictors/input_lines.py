@@ -44,16 +44,13 @@ def parse_line(line: str, line_number: int) -> InputLine:
     return InputLine(data, line_number)
 
 
-def error_result(item: Any, message: str) -> JsonDict:
-    """The output of an input that cannot be used: `{"error": message}`, with `line` where it is known."""
+def _error_result(item: Any, message: str) -> JsonDict:
+    """`{"error": message}`, with `line` where it is known; the same line as a logged warning."""
     result: Dict[str, Any] = {"error": message}
     if isinstance(item, InputLine):
         result["line"] = item.line_number
+    logger.warning("%s: %s", f"input line {item.line_number}" if isinstance(item, InputLine) else "input", message)
     return result
-
-
-def where(item: Any) -> str:
-    return f"input line {item.line_number}" if isinstance(item, InputLine) else "input"
 
 
 def predict_lines(
@@ -65,7 +62,7 @@ def predict_lines(
     One result per input, in order.  `to_instance` turns an input into an `Instance`, or into a
     finished result (a dict) when there is nothing to predict (e.g. an empty text); the instances
     are predicted together by `predict_instances`.  An input whose `to_instance` raises one of
-    `INPUT_ERRORS` gets `error_result` and a logged warning; a missing spaCy pipeline concerns every
+    `INPUT_ERRORS` gets `_error_result` and a logged warning; a missing spaCy pipeline concerns every
     input and is raised.
     """
     results: List[Optional[JsonDict]] = [None] * len(inputs)
@@ -80,8 +77,7 @@ def predict_lines(
             raise
         except INPUT_ERRORS as error:
             message = str(error.message if isinstance(error, ConfigurationError) else error) or type(error).__name__
-            logger.warning("%s: %s", where(item), message)
-            results[position] = error_result(item, message)
+            results[position] = _error_result(item, message)
             continue
         if isinstance(built, Instance):
             instances.append(built)
