@@ -12,8 +12,8 @@ It trains, one after the other and with the same time budget each,
 
 on ../shared/data/conll2000/train.txt without every 9th sentence (7,944 sentences), with every 9th
 training sentence as dev (992; CoNLL-2000 has no dev set: `conll_columns`' `?held_out=9` paths) and
-test.txt as test, evaluates each archive on dev and test with `allennlp evaluate` and appends one row
-per model to the section "Char-gated embeddings (Rei et al. 2016) ..." of docs/RESULTS.md: chunk span
+test.txt as test, evaluates each archive on dev and test with `allennlp evaluate` and adds one row
+per model to the table of the section "Char-gated embeddings (Rei et al. 2016) ..." of docs/RESULTS.md: chunk span
 F1, wall time, train sentences/s and its ratio to the word-only model trained in the same run. The
 blog reports 91.23 < 92.35 < 92.67 (words < concatenate < gate); this run tests that ordering.
 
@@ -22,7 +22,7 @@ default budget here is 6 minutes per model):
 
     .venv/bin/python benchmarks/char_gated_benchmark.py
 
-Smoke test on the fixtures (a few minutes; rows go to RESULTS.smoke.md in a temporary folder):
+Smoke test on the fixtures (a few minutes; rows go to RESULTS.smoke.md and results/ in a temporary folder):
 
     .venv/bin/python benchmarks/char_gated_benchmark.py --smoke
 
@@ -33,11 +33,7 @@ import os
 import sys
 from typing import Any, Dict
 
-BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARK_DIR not in sys.path:
-    sys.path.insert(0, BENCHMARK_DIR)
-
-import suite_benchmark  # noqa: E402  (needs BENCHMARK_DIR on sys.path)
+import suite_benchmark
 
 REPO_ROOT = suite_benchmark.REPO_ROOT
 SHARED_DATA = suite_benchmark.SHARED_DATA
@@ -117,7 +113,7 @@ CHAR_GATED = suite_benchmark.Suite(
     name="char_gated",
     script=os.path.abspath(__file__),
     description="Train the word-only, char-concat and char-gated taggers with one CPU budget each on CoNLL-2000 "
-    "chunking; append the rows to docs/RESULTS.md.",
+    "chunking; add the rows to docs/results/ and docs/RESULTS.md.",
     models=MODELS,
     datasets=DATASETS,
     smoke_datasets=smoke_datasets,

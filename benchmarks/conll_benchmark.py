@@ -5,7 +5,7 @@ model, `--config`, bilstm_crf by default), the reference allennlp-models `crf_ta
 same embedder, encoder, dropout, token indexers, vocabulary and trainer, twice (with random batches,
 as a `crf_tagger` config batches, and with the main config's bucketed batches, so that the gain of
 nerzoo's code and the gain of bucketing can be told apart), and any `--extra` nerzoo configs; times
-prediction of the test set for each, and appends one row per model to docs/RESULTS.md with its
+prediction of the test set for each, and adds one row per model to the CoNLL-2003 table of docs/RESULTS.md with its
 ratios to the references and to the main model.
 
 Run from anywhere (it works in the repository root):
@@ -22,9 +22,9 @@ Helper mode, used by the script itself in a subprocess (one per archive):
     .venv/bin/python benchmarks/conll_benchmark.py --measure-predict ARCHIVE --kind nerzoo \
         --test FILE --predict-output OUT.json
 
-This file is also imported by `allennlp train` (as the module `conll_benchmark`, with this folder on
-PYTHONPATH) to register the `benchmark_time_budget` trainer callback.  It cannot be imported as
-`benchmarks.conll_benchmark`: fairscale installs a top-level package named `benchmarks`.
+The training, evaluation and timing engine is `harness.py`; the rows go to
+docs/results/conll2003_benchmark.jsonl and the table of docs/RESULTS.md is rendered from them
+(`results.py`).
 """
 
 import argparse
@@ -33,22 +33,15 @@ import importlib.util
 import json
 import logging
 import os
-import platform
-import resource
-import shlex
-import subprocess
 import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from allennlp.training.callbacks import TrainerCallback
+import harness
+import results
+from harness import PYTHON, REPO_ROOT, absolute, display_path, fmt, format_seconds, ratio, run_logged
 
-logger = logging.getLogger("conll_benchmark")
-
-BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.dirname(BENCHMARK_DIR)
-PYTHON = sys.executable
-ALLENNLP = os.path.join(os.path.dirname(sys.executable), "allennlp")
+TABLE = "conll2003_benchmark"
 
 DEFAULT_CONFIG = "training_config/bilstm_crf.jsonnet"
 DEFAULT_TRAIN = "../shared/data/conll2003/eng.train"
@@ -81,11 +74,6 @@ TABLE_HEADER = [
     "predict vs ref",
     "predict vs main",
 ]
-RESULTS_PREAMBLE = """# Results
-
-Benchmarks of nerzoo models, appended by the scripts in `benchmarks/` (one row per trained model;
-rows are never overwritten). All runs are on CPU unless the notes under a table say otherwise.
-"""
 SECTION_INTRO = """Written by `benchmarks/conll_benchmark.py` (see `benchmarks/README.md`). One run trains, one after
 the other: the main nerzoo model (`--config`, `training_config/bilstm_crf.jsonnet` by default); the
 allennlp-models reference `crf_tagger` with the same embedder, encoder, dropout, token indexers,
@@ -117,219 +105,6 @@ ref"); then the `--extra` nerzoo configs. Columns:
 - **predict vs ref / predict vs main**: predict sent/s divided by the reference's (random batches) or
   by the main nerzoo model's.
 """
-
-
-# --------------------------------------------------------------------------------------------------
-# Trainer callback: the time budget
-
-
-@TrainerCallback.register("benchmark_time_budget")
-class TimeBudgetCallback(TrainerCallback):
-    """
-    Stops training after the current epoch when the next epoch (estimated as the mean epoch time so
-    far, validation included) would end past `max_minutes` after training started.  The stop goes
-    through the trainer's early-stopping check, so the best weights are restored and archived as
-    usual.  Writes `time_budget.json` in the serialization directory when it stops training.
-    """
-
-    def __init__(self, serialization_dir: str, max_minutes: float) -> None:
-        super().__init__(serialization_dir)
-        self.max_seconds = max_minutes * 60.0
-        self.start_time: Optional[float] = None
-        self.epochs_seen = 0
-
-    def on_start(self, trainer, is_primary: bool = True, **kwargs) -> None:
-        super().on_start(trainer, is_primary=is_primary, **kwargs)
-        self.start_time = time.time()
-
-    def on_epoch(self, trainer, metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs) -> None:
-        if self.start_time is None or epoch < 0:
-            return
-        self.epochs_seen += 1
-        elapsed = time.time() - self.start_time
-        mean_epoch = elapsed / self.epochs_seen
-        if elapsed + mean_epoch <= self.max_seconds:
-            return
-        # GradientDescentTrainer has no public stop hook; its loop asks the metric tracker after
-        # saving the epoch's weights, so answering "stop" there ends training cleanly.
-        trainer._metric_tracker.should_stop_early = lambda: True
-        note = {
-            "stopped_after_epoch": epoch,
-            "elapsed_seconds": round(elapsed, 1),
-            "mean_epoch_seconds": round(mean_epoch, 1),
-            "max_minutes": self.max_seconds / 60.0,
-        }
-        logger.warning("Time budget: stopping after epoch %d (%s)", epoch, note)
-        if is_primary and self.serialization_dir:
-            with open(os.path.join(self.serialization_dir, "time_budget.json"), "w") as handle:
-                json.dump(note, handle, indent=2)
-
-
-# --------------------------------------------------------------------------------------------------
-# Small helpers
-
-
-def count_sentences(path: str) -> int:
-    """Sentences of a CoNLL column file: maximal runs of non-blank lines, `-DOCSTART-` lines skipped."""
-    count, inside = 0, False
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            stripped = line.strip()
-            if not stripped or stripped.split()[0] == "-DOCSTART-":
-                inside = False
-                continue
-            if not inside:
-                count += 1
-                inside = True
-    return count
-
-
-def parse_duration(value: Any) -> Optional[float]:
-    """allennlp writes `training_duration` as `str(timedelta)`: `H:MM:SS.ffffff` or `N day(s), H:MM:SS`."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value)
-    days = 0
-    if "day" in text:
-        day_part, text = text.split(",", 1)
-        days = int(day_part.split()[0])
-    hours, minutes, seconds = text.strip().split(":")
-    return days * 86400 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
-
-
-def format_seconds(seconds: Optional[float]) -> str:
-    if seconds is None:
-        return "n/a"
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    return f"{minutes}m{secs:02d}s"
-
-
-def ratio(value: Optional[float], reference: Optional[float]) -> str:
-    if value is None or not reference:
-        return "n/a"
-    return f"{value / reference:.2f}x"
-
-
-def fmt(value: Optional[float], digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def absolute(path: Optional[str]) -> Optional[str]:
-    return None if path is None else os.path.abspath(path)
-
-
-def display_path(path: str) -> str:
-    """Path relative to the repository root when that is shorter, for the results file."""
-    relative = os.path.relpath(path, REPO_ROOT)
-    return relative if len(relative) < len(path) else path
-
-
-def get_nested(params: Dict[str, Any], dotted: str) -> Any:
-    node: Any = params
-    for key in dotted.split("."):
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
-def run_logged(command: List[str], log_path: str, timeout: Optional[float], env=None) -> Dict[str, Any]:
-    """
-    Runs `command` with stdout and stderr to `log_path`; kills it after `timeout` seconds.  Returns
-    the exit status, the wall time, the CPU time (user + system) of the process and the mean
-    1-minute load average sampled every 10 s while it ran (other processes inflate wall times).
-    """
-    print(f"$ {shlex.join(command)}\n  (log: {log_path})", flush=True)
-    start = time.time()
-    usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    killed = False
-    loads: List[float] = []
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env)
-        while True:
-            remaining = None if timeout is None else timeout - (time.time() - start)
-            if remaining is not None and remaining <= 0:
-                killed = True
-                process.terminate()
-                try:
-                    process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-                break
-            try:
-                process.wait(timeout=10 if remaining is None else min(10, remaining))
-                break
-            except subprocess.TimeoutExpired:
-                loads.append(os.getloadavg()[0])
-        returncode = process.returncode
-    wall = time.time() - start
-    usage_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (usage_after.ru_utime - usage_before.ru_utime) + (usage_after.ru_stime - usage_before.ru_stime)
-    if returncode != 0 and not killed:
-        with open(log_path) as log:
-            tail = log.read()[-3000:]
-        print(f"  command failed with exit status {returncode}; end of its log:\n{tail}", flush=True)
-    return {
-        "returncode": returncode,
-        "killed": killed,
-        "wall_seconds": wall,
-        "cpu_seconds": cpu,
-        "mean_load": sum(loads) / len(loads) if loads else None,
-    }
-
-
-# --------------------------------------------------------------------------------------------------
-# Configs
-
-
-def pretrained_file_keys(params: Dict[str, Any], prefix: str) -> List[str]:
-    """The dotted keys of every `pretrained_file` inside `params` (nested objects included)."""
-    keys = []
-    for name, value in params.items():
-        if name == "pretrained_file":
-            keys.append(f"{prefix}.{name}")
-        elif isinstance(value, dict):
-            keys += pretrained_file_keys(value, f"{prefix}.{name}")
-    return keys
-
-
-def embedding_overrides(config_params: Dict[str, Any], glove: str) -> Dict[str, Any]:
-    """Dotted overrides pointing every pretrained file of the config (embedders, vocabulary) at `glove`."""
-    overrides: Dict[str, Any] = {}
-    # Embedders of a text field embedder, and those a model takes directly (fofe_ner's word_embedders),
-    # with the embeddings nested in them (char_gated's word_embedding).
-    for embedders_key in ("model.text_field_embedder.token_embedders", "model.word_embedders"):
-        for dotted in pretrained_file_keys(get_nested(config_params, embedders_key) or {}, embedders_key):
-            overrides[dotted] = glove
-    for namespace in get_nested(config_params, "vocabulary.pretrained_files") or {}:
-        overrides[f"vocabulary.pretrained_files.{namespace}"] = glove
-    return overrides
-
-
-def nerzoo_overrides(config_params: Dict[str, Any], args) -> Dict[str, Any]:
-    """Dotted overrides for the nerzoo config: real data, GloVe, epochs, no test, the time budget."""
-    overrides: Dict[str, Any] = {
-        "train_data_path": args.train,
-        "validation_data_path": args.dev,
-        "test_data_path": None,
-        "evaluate_on_test": False,
-        "trainer.num_epochs": args.epochs,
-    }
-    glove = embedding_overrides(config_params, args.glove)
-    if not glove:
-        print("  note: the config names no pretrained_file; --glove is not used for it", flush=True)
-    overrides.update(glove)
-    callbacks = list(get_nested(config_params, "trainer.callbacks") or [])
-    callbacks.append({"type": "benchmark_time_budget", "max_minutes": args.max_minutes})
-    overrides["trainer.callbacks"] = callbacks
-    return overrides
 
 
 def random_batches(loader: Dict[str, Any], shuffle: bool) -> Dict[str, Any]:
@@ -365,21 +140,6 @@ def batches_cell(resolved: Dict[str, Any]) -> str:
     else:
         kind = f"{sampler.get('type')} sampler"
     return f"{kind}, {size(train)}/{size(validation_loader(resolved))}"
-
-
-def reader_description(resolved: Dict[str, Any]) -> str:
-    """`reader <type>` and what sets it apart (tag source, trees, whole documents)."""
-    reader = resolved.get("dataset_reader") or {}
-    text = f"reader {reader.get('type', '?')}"
-    if reader.get("type") == "conllu_ner" and reader.get("tag_source", "ner") != "ner":
-        text += f" ({reader['tag_source'].upper()} tags)"
-    elif reader.get("type") == "conllu_ner":
-        text += " (gold trees)"
-    elif reader.get("spacy_model"):
-        text += f" ({reader['spacy_model']} trees)"
-    if reader.get("document_level"):
-        text += " (whole documents)"
-    return text
 
 
 def allennlp_embedder(embedder: Dict[str, Any]) -> Dict[str, Any]:
@@ -463,90 +223,6 @@ def reference_config(
     }
 
 
-# --------------------------------------------------------------------------------------------------
-# Training, evaluation, prediction timing
-
-
-def train_and_evaluate(
-    name: str,
-    config_path: str,
-    overrides: Optional[Dict[str, Any]],
-    include_package: str,
-    run_dir: str,
-    max_minutes: float,
-    evaluation_files: Dict[str, str],
-    extra_env: Optional[Dict[str, str]] = None,
-    metric: str = "f1-measure-overall",
-) -> Dict[str, Any]:
-    """
-    `allennlp train` in a subprocess with the time budget callback loadable, a hard kill at 1.25 x
-    budget + 5 min (the best weights so far are then archived), then `allennlp evaluate` on each of
-    `evaluation_files` (split name -> file), whose `metric` x 100 (span F1 by default) lands in
-    `<split>_f1`.  `extra_env`:
-    environment variables added to those of this process for both subprocesses (e.g. a Jsonnet
-    `std.extVar` of the config); this process's own environment is left as it is.
-    """
-    serialization_dir = os.path.join(run_dir, name)
-    result: Dict[str, Any] = {"name": name, "serialization_dir": serialization_dir}
-    command = [ALLENNLP, "train", config_path, "-s", serialization_dir, "--include-package", include_package]
-    command += ["--include-package", "conll_benchmark"]
-    if overrides:
-        command += ["-o", json.dumps(overrides)]
-    env = dict(os.environ)
-    env.update(extra_env or {})
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [BENCHMARK_DIR, env.get("PYTHONPATH")]))
-    # The callback stops gracefully between epochs; this hard limit only catches an epoch that alone
-    # overruns the budget (or a hang), with a margin for start-up and archiving.
-    hard_limit = max_minutes * 60 * 1.25 + 300
-    print(f"\n=== {name}: training (budget {max_minutes:g} min, hard kill after {hard_limit / 60:.0f} min)", flush=True)
-    train_run = run_logged(command, os.path.join(run_dir, f"{name}.train.log"), hard_limit, env)
-    result["train_wall_seconds"] = train_run["wall_seconds"]
-    result["train_cpu_seconds"] = train_run["cpu_seconds"]
-    result["train_mean_load"] = train_run["mean_load"]
-    result["killed"] = train_run["killed"]
-    result["stopped_by_budget"] = os.path.exists(os.path.join(serialization_dir, "time_budget.json"))
-    archive = os.path.join(serialization_dir, "model.tar.gz")
-
-    if train_run["killed"]:
-        print(f"  {name}: training killed after {format_seconds(train_run['wall_seconds'])}", flush=True)
-        if os.path.exists(os.path.join(serialization_dir, "best.th")):
-            from allennlp.models.archival import archive_model
-
-            archive_model(serialization_dir, weights="best.th")
-            print(f"  archived the best weights so far: {archive}", flush=True)
-    elif train_run["returncode"] != 0:
-        result["error"] = f"allennlp train exited with {train_run['returncode']}"
-        return result
-
-    metrics = read_training_metrics(serialization_dir)
-    result["training_duration"] = parse_duration(metrics.get("training_duration"))
-    if "epoch" in metrics:
-        result["epochs_run"] = int(metrics["epoch"]) + 1
-    if metrics.get("best_epoch") is not None:
-        result["best_epoch"] = int(metrics["best_epoch"]) + 1
-    result["best_validation_f1"] = metrics.get(f"best_validation_{metric}")
-
-    if not os.path.exists(archive):
-        result["error"] = "no model archive"
-        return result
-    result["archive"] = archive
-
-    for split, path in evaluation_files.items():
-        output_file = os.path.join(run_dir, f"{name}.evaluate.{split}.json")
-        command = [ALLENNLP, "evaluate", archive, path, "--output-file", output_file]
-        command += ["--include-package", include_package]
-        print(f"=== {name}: evaluating on {split}", flush=True)
-        evaluate_env = dict(os.environ, **extra_env) if extra_env else None
-        run = run_logged(command, os.path.join(run_dir, f"{name}.evaluate.{split}.log"), 3600, evaluate_env)
-        result[f"{split}_evaluate_seconds"] = run["wall_seconds"]
-        if run["returncode"] == 0 and os.path.exists(output_file):
-            with open(output_file) as handle:
-                result[f"{split}_f1"] = 100.0 * json.load(handle)[metric]
-        else:
-            result.setdefault("error", f"evaluate on {split} failed")
-    return result
-
-
 def train_and_measure(
     name: str,
     kind: str,
@@ -557,7 +233,7 @@ def train_and_measure(
     args,
 ) -> Dict[str, Any]:
     """`train_and_evaluate` on dev and test, then the in-process prediction timing."""
-    result = train_and_evaluate(
+    result = harness.train_and_evaluate(
         name, config_path, overrides, include_package, run_dir, args.max_minutes, {"dev": args.dev, "test": args.test}
     )
     result["kind"] = kind
@@ -578,26 +254,6 @@ def train_and_measure(
     else:
         result.setdefault("error", "prediction timing failed")
     return result
-
-
-def read_training_metrics(serialization_dir: str) -> Dict[str, Any]:
-    """`metrics.json`, or after a kill the last `metrics_epoch_N.json`."""
-    path = os.path.join(serialization_dir, "metrics.json")
-    if not os.path.exists(path):
-        epochs = (
-            sorted(
-                (int(file[len("metrics_epoch_") : -len(".json")]), file)
-                for file in os.listdir(serialization_dir)
-                if file.startswith("metrics_epoch_") and file.endswith(".json")
-            )
-            if os.path.isdir(serialization_dir)
-            else []
-        )
-        if not epochs:
-            return {}
-        path = os.path.join(serialization_dir, epochs[-1][1])
-    with open(path) as handle:
-        return json.load(handle)
 
 
 def measure_predict(archive_path: str, kind: str, test_path: str, output_path: str) -> None:
@@ -675,95 +331,6 @@ def measure_predict(archive_path: str, kind: str, test_path: str, output_path: s
     print(json.dumps(result, indent=2))
 
 
-# --------------------------------------------------------------------------------------------------
-# Results file
-
-
-def table_row(cells: List[str]) -> str:
-    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
-
-
-def update_results(results_path: str, rows: List[List[str]], note: str) -> None:
-    """Appends `rows` to this script's section of the results file and `note` at its end."""
-    append_to_section(results_path, SECTION_HEADING, SECTION_INTRO, TABLE_HEADER, rows, note, RESULTS_PREAMBLE)
-
-
-def append_to_section(
-    results_path: str,
-    heading: str,
-    intro: str,
-    table_header: List[str],
-    rows: List[List[str]],
-    note: str,
-    preamble: str = "# Results",
-) -> None:
-    """
-    Appends `rows` to the table of section `heading` of the results file and `note` at the end of
-    the section; creates the section (heading, `intro`, table header, "Runs:") at the end of the
-    file, and the file (starting with `preamble`), when missing.  Other sections are left as they are.
-    """
-    header = [table_row(table_header), "|" + "---|" * len(table_header)]
-    if os.path.exists(results_path):
-        with open(results_path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    else:
-        lines = preamble.rstrip("\n").splitlines()
-    if heading not in lines:
-        while lines and not lines[-1].strip():
-            lines.pop()
-        intro_lines = [*intro.rstrip("\n").splitlines(), ""] if intro.strip() else []
-        lines += ["", heading, "", *intro_lines, *header, "", "Runs:", ""]
-    section_start = lines.index(heading)
-    section_end = next(
-        (index for index in range(section_start + 1, len(lines)) if lines[index].startswith("## ")),
-        len(lines),
-    )
-    table_end = None
-    for index in range(section_start + 1, section_end):
-        if lines[index].startswith("|"):
-            table_end = index + 1
-        elif table_end is not None:
-            break
-    if table_end is None:  # heading without a table: put one right under it
-        lines[section_start + 1 : section_start + 1] = ["", *header]
-        table_end = section_start + 1 + len(header) + 1
-        section_end += len(header) + 1
-    new_rows = [table_row(row) for row in rows]
-    lines[table_end:table_end] = new_rows
-    section_end += len(new_rows)
-    # The run note goes at the end of the section, before any trailing blank lines.
-    insert_at = section_end
-    while insert_at > table_end and not lines[insert_at - 1].strip():
-        insert_at -= 1
-    lines[insert_at:insert_at] = ["", *note.splitlines()]
-    text = "\n".join(lines).rstrip("\n") + "\n"
-    os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
-    with open(results_path, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def train_sentences_per_second(result: Dict[str, Any], train_sentences: int) -> Optional[float]:
-    """Train sentences x epochs run / trainer duration (validation included)."""
-    if result.get("epochs_run") and result.get("training_duration"):
-        return train_sentences * result["epochs_run"] / result["training_duration"]
-    return None
-
-
-def epochs_and_wall_cells(result: Dict[str, Any]) -> List[str]:
-    """The "epochs run (best)" and "train wall time (trainer)" cells of a training result."""
-    epochs = str(result.get("epochs_run", "n/a"))
-    if result.get("best_epoch") is not None:
-        epochs += f" ({result['best_epoch']})"
-    if result.get("epochs_cap") is not None:
-        epochs += f", num_epochs capped at {result['epochs_cap']}"
-    if result.get("stopped_by_budget"):
-        epochs += ", stopped by time budget"
-    if result.get("killed"):
-        epochs += ", killed at hard limit"
-    wall = f"{format_seconds(result.get('train_wall_seconds'))} ({format_seconds(result.get('training_duration'))})"
-    return [epochs, wall]
-
-
 def result_row(
     result: Dict[str, Any], by_name: Dict[str, Dict[str, Any]], main_name: str, common: Dict[str, Any]
 ) -> List[str]:
@@ -789,7 +356,7 @@ def result_row(
         result["config_display"],
         result.get("batches", "n/a"),
         common["data"],
-        *epochs_and_wall_cells(result),
+        *harness.epochs_and_wall_cells(result),
         fmt(result.get(train), 1),
         versus(train, REFERENCE, "ref"),
         versus(train, BUCKETED_REFERENCE, "bucketed ref"),
@@ -821,7 +388,7 @@ def named_values(values: List[str], option: str) -> Dict[str, str]:
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Train and evaluate nerzoo configs and the allennlp-models crf_tagger reference (random and "
-        "bucketed batches) on CoNLL-2003 in one run; append the rows to docs/RESULTS.md."
+        "bucketed batches) on CoNLL-2003 in one run; add the rows to docs/results/ and docs/RESULTS.md."
     )
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="the main nerzoo training config (jsonnet)")
     parser.add_argument("--train", default=None, help=f"train file (default {DEFAULT_TRAIN})")
@@ -860,7 +427,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         help="skip the crf_tagger with the main config's bucketed batches",
     )
     parser.add_argument("--output-dir", default=None, help="default runs/benchmarks/<timestamp>")
-    parser.add_argument("--results", default=DEFAULT_RESULTS, help="markdown file the rows are appended to")
+    parser.add_argument(
+        "--results",
+        default=DEFAULT_RESULTS,
+        help="results file whose table is rendered (the rows go to results/ beside it)",
+    )
     parser.add_argument(
         "--label", default=None, help="row name of the main nerzoo model (default: nerzoo <config stem>)"
     )
@@ -929,11 +500,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs(run_dir, exist_ok=True)
     os.chdir(REPO_ROOT)  # .allennlp_plugins and the nerzoo package are found from here
 
-    import torch
     from allennlp.common.params import Params
 
     counts = {
-        split: count_sentences(path) for split, path in (("train", args.train), ("dev", args.dev), ("test", args.test))
+        split: harness.count_sentences(path)
+        for split, path in (("train", args.train), ("dev", args.dev), ("test", args.test))
     }
     print(f"sentences: {counts}", flush=True)
 
@@ -946,7 +517,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         """A nerzoo model of the run: its overrides (written to the run folder) and resolved config."""
         num_epochs, cap = epochs_of(name)
         config_params = Params.from_file(config).as_dict(quiet=True)
-        overrides = nerzoo_overrides(config_params, argparse.Namespace(**dict(vars(args), epochs=num_epochs)))
+        overrides = harness.benchmark_overrides(
+            config_params, argparse.Namespace(**dict(vars(args), epochs=num_epochs))
+        )
         with open(os.path.join(run_dir, f"{name}.overrides.json"), "w") as handle:
             json.dump(overrides, handle, indent=2)
         resolved = Params.from_file(config, json.dumps(overrides)).as_dict(quiet=True)
@@ -959,7 +532,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             "cap": cap,
             "package": "nerzoo",
             "resolved": resolved,
-            "config_display": f"{display_path(config)}; {reader_description(resolved)}",
+            "config_display": f"{display_path(config)}; {harness.reader_description(resolved)}",
         }
 
     main_model = nerzoo_model(main_name, args.config, args.label or f"nerzoo {main_name}")
@@ -999,7 +572,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for name, config in extras.items():
         models.append(nerzoo_model(name, config, f"nerzoo {name}"))
 
-    results: List[Dict[str, Any]] = []
+    measured: List[Dict[str, Any]] = []
     for model in models:
         result = train_and_measure(
             model["name"], model["kind"], model["config"], model["overrides"], model["package"], run_dir, args
@@ -1010,55 +583,50 @@ def main(argv: Optional[List[str]] = None) -> int:
             batches=batches_cell(model["resolved"]),
             epochs_cap=model["cap"],
         )
-        result["train_sentences_per_second"] = train_sentences_per_second(result, counts["train"])
-        results.append(result)
+        result["train_sentences_per_second"] = harness.train_sentences_per_second(result, counts["train"])
+        measured.append(result)
 
     common = {
         "date": started.strftime("%Y-%m-%d %H:%M"),
         "data": f"{os.path.basename(args.train)}/{os.path.basename(args.dev)}/{os.path.basename(args.test)} "
         f"({counts['train']}/{counts['dev']}/{counts['test']})",
     }
-    by_name = {result["name"]: result for result in results}
-    rows = [result_row(result, by_name, main_name, common) for result in results]
+    by_name = {result["name"]: result for result in measured}
+    rows = [result_row(result, by_name, main_name, common) for result in measured]
 
-    command_line = shlex.join(
-        [
-            os.path.relpath(PYTHON, REPO_ROOT) if PYTHON.startswith(REPO_ROOT) else PYTHON,
-            os.path.relpath(os.path.abspath(__file__), REPO_ROOT),
-            *raw_argv,
-        ]
-    )
-    machine = (
-        f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), no GPU used, "
-        f"torch {torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()}"
-    )
     capped = ", ".join(f"{model['name']} {model['cap']}" for model in models if model["cap"] is not None)
+    command = harness.command_line(__file__, raw_argv)
     note = (
-        f"- {common['date']}: `{command_line}` (run from the repository root; output in "
-        f"`{display_path(run_dir)}`). Machine: {machine}. Budget {args.max_minutes:g} min per model, "
-        f"`trainer.num_epochs` {args.epochs}{f' (capped: {capped})' if capped else ''}. Load average "
-        f"(1/5/15 min) at start "
-        f"{'/'.join(f'{value:.2f}' for value in load_before)}, at end "
-        f"{'/'.join(f'{value:.2f}' for value in os.getloadavg())}."
+        f"- {common['date']}: `{command}` (run from the repository root; output in "
+        f"`{display_path(run_dir)}`). Machine: {harness.machine_description()}. Budget {args.max_minutes:g} min "
+        f"per model, `trainer.num_epochs` {args.epochs}{f' (capped: {capped})' if capped else ''}. Load average "
+        f"(1/5/15 min) at start {harness.loads_text(load_before)}, at end {harness.loads_text(os.getloadavg())}."
     )
-    for result in results:
+    for result in measured:
         note += (
             f" {result['label']}: training process CPU time {format_seconds(result.get('train_cpu_seconds'))}, "
             f"mean 1-min load during training {fmt(result.get('train_mean_load'))}."
         )
-    update_results(args.results, rows, note)
+    record = {
+        "started": common["date"],
+        "command": command,
+        "columns": TABLE_HEADER,
+        "rows": [dict(zip(TABLE_HEADER, row)) for row in rows],
+        "results": measured,
+        "note": note,
+    }
+    results.append_run(args.results, TABLE, record, SECTION_HEADING, SECTION_INTRO)
 
     print("\n=== Summary")
-    for result, row in zip(results, rows):
+    for result, row in zip(measured, rows):
         print(f"{result['label']}:")
         for name, cell in zip(TABLE_HEADER, row):
             print(f"  {name:32s} {cell}")
         print(f"  {'train CPU time':32s} {format_seconds(result.get('train_cpu_seconds'))}")
         print(f"  {'mean load during training':32s} {fmt(result.get('train_mean_load'))}")
         print(f"  {'model archive':32s} {result.get('archive', 'n/a')}")
-    print(f"\nrows appended to {args.results}\nrun folder: {run_dir}")
-    return 1 if any(result.get("error") for result in results) else 0
+    print(f"\nrows added to {results.rows_dir(args.results)}/{TABLE}.jsonl and {args.results}\nrun folder: {run_dir}")
+    return 1 if any(result.get("error") for result in measured) else 0
 
 
 if __name__ == "__main__":

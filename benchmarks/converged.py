@@ -33,17 +33,14 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
-BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARK_DIR not in sys.path:
-    sys.path.insert(0, BENCHMARK_DIR)
-
-import char_gated_benchmark  # noqa: E402
-import conll_benchmark  # noqa: E402
-import deptree_benchmark  # noqa: E402
-import seq2biseq_benchmark  # noqa: E402
-import suite_benchmark  # noqa: E402
+import char_gated_benchmark
+import deptree_benchmark
+import harness
+import results
+import seq2biseq_benchmark
+import suite_benchmark
 
 REPO_ROOT = suite_benchmark.REPO_ROOT
 OUTPUT_ROOT = os.path.join(REPO_ROOT, "runs", "converged")
@@ -127,7 +124,7 @@ def overrides_for(
     }
     if not model.get("schedule"):
         overrides.update({"trainer.num_epochs": args.max_epochs, "trainer.patience": args.patience})
-    overrides.update(conll_benchmark.embedding_overrides(config_params, args.glove))
+    overrides.update(harness.embedding_overrides(config_params, args.glove))
     overrides.update(suite_benchmark.reader_overrides(config_params, dataset))
     overrides.update(dataset.get("overrides") or {})
     overrides.update(model["overrides"])
@@ -150,7 +147,7 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
         env["FOFE_FIRST_PASS"] = archive
     overrides = overrides_for(model, dataset, args, seed, ext_vars=env)
     command = [
-        conll_benchmark.ALLENNLP,
+        harness.ALLENNLP,
         "train",
         model["config"],
         "-s",
@@ -197,24 +194,39 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
     return result
 
 
-def table(results: List[Dict[str, Any]]) -> str:
-    lines = [
-        "| model | data | seed | epochs (best) | wall time | metric | dev | test |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for result in results:
-        dev, test = result.get("dev", result.get("dev_f1")), result.get("test", result.get("test_f1"))
-        metric = "accuracy" if result.get("metric") == "accuracy" else "F1"
+def table_rows(runs: List[Dict[str, Any]]) -> Tuple[List[str], List[Dict[str, str]]]:
+    """The columns and rows of a table of finished runs (their `result.json`)."""
+    label = "accuracy" if runs and all(run.get("metric") == "accuracy" for run in runs) else "F1"
+    columns = ["model", "data", "seed", "epochs (best)", "wall time", f"dev {label}", f"test {label}"]
+    rows = []
+    for run in runs:
+        dev, test = run.get("dev", run.get("dev_f1")), run.get("test", run.get("test_f1"))
+        cells = [run["model"], run["dataset"], str(run["seed"])]
         if dev is None:
-            lines.append(
-                f"| {result['model']} | {result['dataset']} | {result['seed']} | failed (rc {result['returncode']}) | | | | |"
-            )
-            continue
-        lines.append(
-            f"| {result['model']} | {result['dataset']} | {result['seed']} | {result['epochs']} ({result['best_epoch']}) "
-            f"| {result['wall_s'] / 60:.1f} min | {metric} | {dev:.2f} | {test:.2f} |"
-        )
-    return "\n".join(lines)
+            cells += [f"failed (rc {run['returncode']})", "", "", ""]
+        else:
+            cells += [
+                f"{run['epochs']} ({run['best_epoch']})",
+                f"{run['wall_s'] / 60:.1f} min",
+                f"{dev:.2f}",
+                f"{test:.2f}",
+            ]
+        rows.append(dict(zip(columns, cells)))
+    return columns, rows
+
+
+def table(runs: List[Dict[str, Any]]) -> str:
+    columns, rows = table_rows(runs)
+    lines = [results.markdown_row(columns), "|" + "---|" * len(columns)]
+    return "\n".join(lines + [results.markdown_row([row[column] for column in columns]) for row in rows])
+
+
+def record(table_name: str, runs: List[Dict[str, Any]], argv: List[str]) -> None:
+    """Adds the runs as one record of docs/results/TABLE.jsonl and re-renders docs/RESULTS.md."""
+    columns, rows = table_rows(runs)
+    entry = {"command": harness.command_line(__file__, argv), "columns": columns, "rows": rows, "results": runs}
+    results.append_run(results.DEFAULT_RESULTS, table_name, entry)
+    print(f"rows added to {results.rows_dir(results.DEFAULT_RESULTS)}/{table_name}.jsonl and docs/RESULTS.md")
 
 
 def main() -> int:
@@ -232,17 +244,25 @@ def main() -> int:
         help="JSON overrides for every run, applied last (use a separate --output-root)",
     )
     parser.add_argument("--table", action="store_true", help="print the table of the finished runs in --output-root")
+    parser.add_argument(
+        "--record",
+        metavar="TABLE",
+        default=None,
+        help="also add the rows (of these runs, or with --table of the finished ones) to docs/results/TABLE.jsonl "
+        "and the table TABLE of docs/RESULTS.md",
+    )
     args = parser.parse_args()
+    finished = []
     if args.table:
-        results = []
         for folder in sorted(os.listdir(args.output_root)):
             path = os.path.join(args.output_root, folder, "result.json")
             if os.path.exists(path):
                 with open(path) as handle:
-                    results.append(json.load(handle))
-        print(table(results))
+                    finished.append(json.load(handle))
+        print(table(finished))
+        if args.record:
+            record(args.record, finished, sys.argv[1:])
         return 0
-    results = []
     for spec in filter(None, args.runs.split(",")):
         name, dataset_name, seed = spec.split(":")
         if name not in MODELS or dataset_name not in DATASETS:
@@ -250,9 +270,11 @@ def main() -> int:
         missing = suite_benchmark.missing_files(DATASETS[dataset_name])
         if missing:
             parser.error(f"missing data for {dataset_name}: {', '.join(missing)}")
-        results.append(run(name, dataset_name, int(seed), args))
-        print(table(results[-1:]).splitlines()[-1], flush=True)
-    print(table(results))
+        finished.append(run(name, dataset_name, int(seed), args))
+        print(table(finished[-1:]).splitlines()[-1], flush=True)
+    print(table(finished))
+    if args.record:
+        record(args.record, finished, sys.argv[1:])
     return 0
 
 

@@ -27,7 +27,6 @@ from typing import Callable, Dict, List
 import torch
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
 
 from allennlp.data import Vocabulary  # noqa: E402
 from allennlp.training.metrics import CategoricalAccuracy  # noqa: E402

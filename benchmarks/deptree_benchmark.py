@@ -10,8 +10,8 @@ one after the other and with the same time budget each,
     tlstm_only    the same with -o '{"model.semantic_encoder": null}'   (ablation: no BiLSTM)
     baseline      training_config/bilstm_crf.jsonnet                  (issue 2's BiLSTM-CRF)
 
-evaluates each archive on dev and test with `allennlp evaluate`, and appends one row per model to
-the section "Dependency-aware NER (Aguilar & Solorio 2019) ..." of docs/RESULTS.md: span F1, wall
+evaluates each archive on dev and test with `allennlp evaluate`, and adds one row per model to
+the table of the section "Dependency-aware NER (Aguilar & Solorio 2019) ..." of docs/RESULTS.md: span F1, wall
 time and train sentences/s, also as a ratio to the baseline trained in the same run.
 
 Run it from the repository root on an otherwise idle machine (about 1h30 with the default budget of
@@ -25,23 +25,17 @@ results file in a temporary folder, never to docs/RESULTS.md):
 
     .venv/bin/python benchmarks/deptree_benchmark.py --smoke
 
-The training subprocess, the time budget callback (`benchmark_time_budget`), the logging of every
-subprocess and the small helpers come from `conll_benchmark.py` in this folder (imported as the
-top-level module `conll_benchmark`: fairscale owns the name `benchmarks`).  Prediction speed is not
-measured here (conll_benchmark.py does it for the baseline).
+The engine (training under nerzoo's `time_budget` callback, evaluation, the results table) is
+suite_benchmark.py and harness.py in this folder.  Prediction speed is not measured here.
 """
 
 # The engine (argument parsing, training, evaluation, the results section) is suite_benchmark.py in
-# this folder, which builds on conll_benchmark.py; this file only defines the deptree suite.
+# this folder, which builds on harness.py; this file only defines the deptree suite.
 import os
 import sys
 from typing import Any, Dict
 
-BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARK_DIR not in sys.path:
-    sys.path.insert(0, BENCHMARK_DIR)
-
-import suite_benchmark  # noqa: E402  (needs BENCHMARK_DIR on sys.path)
+import suite_benchmark
 
 REPO_ROOT = suite_benchmark.REPO_ROOT
 SHARED_DATA = suite_benchmark.SHARED_DATA
@@ -139,7 +133,7 @@ DEPTREE = suite_benchmark.Suite(
     name="deptree",
     script=os.path.abspath(__file__),
     description="Train deptree_ner, its BLSTM-only and TLSTM-only ablations and the BiLSTM-CRF baseline "
-    "with one CPU budget each on UNER English-EWT and CoNLL-2003; append the rows to docs/RESULTS.md.",
+    "with one CPU budget each on UNER English-EWT and CoNLL-2003; add the rows to docs/results/ and docs/RESULTS.md.",
     models=MODELS,
     datasets=DATASETS,
     smoke_datasets=smoke_datasets,

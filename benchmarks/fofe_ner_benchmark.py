@@ -18,7 +18,7 @@ on ../shared/data/conll2003/eng.train (dev eng.testa, test eng.testb), each conf
 reader (`entity_spans` for both FOFE passes, `conll_columns` for the baseline), evaluates each
 archive on dev and test with `allennlp evaluate`, times the prediction of the test sentences
 (benchmarks/predict_speed.py: the archive's `sequence_tagger` predictor, batch size 64, CPU) and
-appends one row per model to the section "FOFE-NER (Xu 2017) ..." of docs/RESULTS.md: span F1, wall
+adds one row per model to the table of the section "FOFE-NER (Xu 2017) ..." of docs/RESULTS.md: span F1, wall
 time, train sentences/s and predict sentences/s, both also as a ratio to the baseline trained in the
 same run.  The second pass's budget comes on top of the first pass's: the second pass is only usable
 with its first pass, so a second-pass system costs both trainings.
@@ -29,26 +29,21 @@ budget of 8.5 minutes per model, evaluation and prediction timing included, see 
     .venv/bin/python benchmarks/fofe_ner_benchmark.py
 
 Smoke test on the fixtures (fixtures/conll2003, tiny GloVe fixtures/embeddings/tiny_glove.txt,
-0.2-minute budgets, a few minutes in all; the rows go to RESULTS.smoke.md in a temporary folder,
+0.2-minute budgets, a few minutes in all; the rows go to RESULTS.smoke.md and results/ in a temporary folder,
 never to docs/RESULTS.md):
 
     .venv/bin/python benchmarks/fofe_ner_benchmark.py --smoke
 
-The engine (training subprocess with the `benchmark_time_budget` callback, evaluation, prediction
-timing, the results section, the "needs"/"env" of a model built on another) is suite_benchmark.py in
-this folder, built on conll_benchmark.py (both imported as top-level modules: fairscale owns the name
-`benchmarks`).
+The engine (training under nerzoo's `time_budget` callback, evaluation, prediction timing, the
+results table, the "needs"/"env" of a model built on another) is suite_benchmark.py and harness.py
+in this folder.
 """
 
 import os
 import sys
 from typing import Any, Dict
 
-BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARK_DIR not in sys.path:
-    sys.path.insert(0, BENCHMARK_DIR)
-
-import suite_benchmark  # noqa: E402  (needs BENCHMARK_DIR on sys.path)
+import suite_benchmark
 
 REPO_ROOT = suite_benchmark.REPO_ROOT
 SHARED_DATA = suite_benchmark.SHARED_DATA
@@ -123,7 +118,7 @@ FOFE_NER = suite_benchmark.Suite(
     name="fofe_ner",
     script=os.path.abspath(__file__),
     description="Train FOFE-NER, its second pass and the BiLSTM-CRF baseline with one CPU budget each on "
-    "CoNLL-2003 English, time their prediction; append the rows to docs/RESULTS.md.",
+    "CoNLL-2003 English, time their prediction; add the rows to docs/results/ and docs/RESULTS.md.",
     models=MODELS,
     datasets=DATASETS,
     smoke_datasets=smoke_datasets,

@@ -44,12 +44,10 @@ the load average is printed.
 import argparse
 import itertools
 import os
-import sys
 import time
 from typing import List, Tuple
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
 
 import torch  # noqa: E402
 

@@ -11,7 +11,7 @@ It trains, one after the other and with the same time budget each,
 
 on ../shared/data/conll2003/eng.train (dev eng.testa, test eng.testb), each config with its own
 reader (`conll_columns`: whole documents for me_crf, sentences for the baseline), evaluates each
-archive on dev and test with `allennlp evaluate`, and appends one row per model to the section
+archive on dev and test with `allennlp evaluate`, and adds one row per model to the table of the section
 "ME-CRF (Liu, Baldwin & Cohn 2017) ..." of docs/RESULTS.md: span F1 over sentences (conlleval
 semantics), wall time and train sentences/s, also as a ratio to the baseline trained in the same run.
 
@@ -21,25 +21,20 @@ budget of 8.5 minutes per model, see benchmarks/README.md):
     .venv/bin/python benchmarks/me_crf_benchmark.py
 
 Smoke test on the fixtures (fixtures/conll2003, tiny GloVe fixtures/embeddings/tiny_glove.txt,
-0.2-minute budgets, a few minutes in all; the rows go to RESULTS.smoke.md in a temporary folder,
+0.2-minute budgets, a few minutes in all; the rows go to RESULTS.smoke.md and results/ in a temporary folder,
 never to docs/RESULTS.md):
 
     .venv/bin/python benchmarks/me_crf_benchmark.py --smoke
 
-The engine (training subprocess with the `benchmark_time_budget` callback, evaluation, the results
-section) is suite_benchmark.py in this folder, built on conll_benchmark.py (both imported as
-top-level modules: fairscale owns the name `benchmarks`).  Prediction speed is not measured here.
+The engine (training under nerzoo's `time_budget` callback, evaluation, the results table) is
+suite_benchmark.py and harness.py in this folder.  Prediction speed is not measured here.
 """
 
 import os
 import sys
 from typing import Any, Dict
 
-BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARK_DIR not in sys.path:
-    sys.path.insert(0, BENCHMARK_DIR)
-
-import suite_benchmark  # noqa: E402  (needs BENCHMARK_DIR on sys.path)
+import suite_benchmark
 
 REPO_ROOT = suite_benchmark.REPO_ROOT
 SHARED_DATA = suite_benchmark.SHARED_DATA
@@ -96,7 +91,7 @@ ME_CRF = suite_benchmark.Suite(
     name="me_crf",
     script=os.path.abspath(__file__),
     description="Train ME-CRF (document memory) and the BiLSTM-CRF baseline with one CPU budget each on "
-    "CoNLL-2003 English; append the rows to docs/RESULTS.md.",
+    "CoNLL-2003 English; add the rows to docs/results/ and docs/RESULTS.md.",
     models=MODELS,
     datasets=DATASETS,
     smoke_datasets=smoke_datasets,

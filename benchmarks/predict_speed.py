@@ -7,7 +7,7 @@ Prediction speed of a model archive on the sentences of a CoNLL column file, thr
         [--versus OTHER_ARCHIVE [--passes P]] [--include-package nerzoo]
 
 The sentences are the maximal runs of non-blank lines of DATA_FILE (`-DOCSTART-` lines skipped, as
-`conll_benchmark.count_sentences` counts them); the first column of each line is the word, the gold
+nerzoo's `conll_columns` reads them); the first column of each line is the word, the gold
 tags are not read.  Each sentence becomes a pre-tokenised input `{"tokens": [...]}`.  After loading
 the archive (`Predictor.from_path(ARCHIVE, "sequence_tagger")`, CPU) and three untimed warm-up batches,
 `predict_batch_json` is timed over all sentences, in batches of `--batch-size`, once; the time
@@ -83,8 +83,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not os.path.exists(path):
             print(f"error: {path} does not exist", file=sys.stderr)
             return 2
-    if REPO_ROOT not in sys.path:
-        sys.path.insert(0, REPO_ROOT)  # the nerzoo package when not installed
     sentences = read_sentences(args.data_file)
     if not sentences:
         print(f"error: no sentences in {args.data_file}", file=sys.stderr)

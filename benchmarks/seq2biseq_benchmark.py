@@ -18,7 +18,7 @@ on two datasets:
     ewt        UD English-EWT r2.16 UPOS (`conllu_ner` with `tag_source: "upos"` replaces every
                config's readers), en_ewt-ud-{train,dev,test}.conllu
 
-evaluates each archive on dev and test with `allennlp evaluate` and appends one row per model to the
+evaluates each archive on dev and test with `allennlp evaluate` and adds one row per model to the table of the
 section "Seq2Biseq (Dinarelli & Grobol 2019) ..." of docs/RESULTS.md: token accuracy x 100, wall time,
 train sentences/s and its ratio to the baseline.
 
@@ -27,7 +27,7 @@ default budget here is 5 minutes per model):
 
     .venv/bin/python benchmarks/seq2biseq_benchmark.py
 
-Smoke test on the fixtures (rows go to RESULTS.smoke.md in a temporary folder):
+Smoke test on the fixtures (rows go to RESULTS.smoke.md and results/ in a temporary folder):
 
     .venv/bin/python benchmarks/seq2biseq_benchmark.py --smoke
 
@@ -38,11 +38,7 @@ import os
 import sys
 from typing import Any, Dict
 
-BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARK_DIR not in sys.path:
-    sys.path.insert(0, BENCHMARK_DIR)
-
-import suite_benchmark  # noqa: E402  (needs BENCHMARK_DIR on sys.path)
+import suite_benchmark
 
 REPO_ROOT = suite_benchmark.REPO_ROOT
 SHARED_DATA = suite_benchmark.SHARED_DATA
@@ -124,7 +120,7 @@ SEQ2BISEQ = suite_benchmark.Suite(
     name="seq2biseq",
     script=os.path.abspath(__file__),
     description="Train Seq2Biseq, its two-optimiser variant and the BiLSTM-CRF baseline with one CPU budget each "
-    "on POS tagging; append the rows to docs/RESULTS.md.",
+    "on POS tagging; add the rows to docs/results/ and docs/RESULTS.md.",
     models=MODELS,
     datasets=DATASETS,
     smoke_datasets=smoke_datasets,

@@ -13,11 +13,11 @@ defined in the script that is run:
     .venv/bin/python benchmarks/me_crf_benchmark.py     (ME-CRF, Liu, Baldwin & Cohn 2017)
     .venv/bin/python benchmarks/fofe_ner_benchmark.py   (FOFE-NER, Xu 2017)
 
-This file itself is not meant to be run.  The training subprocess, the time budget callback
-(`benchmark_time_budget`), the logging of every subprocess and the small helpers come from
-`conll_benchmark.py` in this folder (imported as the top-level module `conll_benchmark`: fairscale
-owns the name `benchmarks`).  Prediction speed, for suites that ask for it, is timed by
-`predict_speed.py` in this folder, in a subprocess per archive.
+This file itself is not meant to be run.  The training subprocess under nerzoo's `time_budget`
+callback, the logging of every subprocess and the small helpers are `harness.py`; the rows go to
+`docs/results/<suite>_suite.jsonl`, from which `results.py` renders the suite's table.  Prediction
+speed, for suites that ask for it, is timed by `predict_speed.py` in this folder, in a subprocess per
+archive.
 """
 
 import argparse
@@ -25,23 +25,20 @@ import datetime
 import glob
 import json
 import os
-import platform
 import re
-import shlex
 import sys
 import tempfile
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import harness
+import results
+from harness import REPO_ROOT, SHARED_DATA, display_path, fmt, format_seconds
+
+from nerzoo.data.dataset_readers.conll_columns import parse_held_out_path
 
 BENCHMARK_DIR = os.path.dirname(os.path.abspath(__file__))
-if BENCHMARK_DIR not in sys.path:
-    sys.path.insert(0, BENCHMARK_DIR)
-
-import conll_benchmark  # noqa: E402  (needs BENCHMARK_DIR on sys.path)
-
-REPO_ROOT = conll_benchmark.REPO_ROOT
-SHARED_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
 
 DEFAULT_GLOVE = os.path.join(SHARED_DATA, "embeddings_glove6b50d_filtered", "glove.6B.50d.filtered.txt.gz")
 SMOKE_GLOVE = os.path.join(REPO_ROOT, "fixtures", "embeddings", "tiny_glove.txt")
@@ -142,48 +139,6 @@ def table_header(suite: Suite) -> List[str]:
 # Data
 
 
-def count_iob2_sentences(path: str) -> int:
-    """Sentences of a UNER `.iob2` file: maximal runs of non-blank lines, `#` comment lines skipped."""
-    count, inside = 0, False
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            stripped = line.strip()
-            if stripped.startswith("#"):
-                continue
-            if not stripped:
-                inside = False
-                continue
-            if not inside:
-                count += 1
-                inside = True
-    return count
-
-
-def held_out_selection(path: str) -> Tuple[str, Optional[str], int]:
-    """
-    `("train.txt", "held_out", 9)` for `train.txt?held_out=9` (`conll_columns`' held-out paths; also
-    `without_held_out`), `(path, None, 0)` for a plain path.
-    """
-    file_path, separator, query = path.partition("?")
-    if not separator:
-        return path, None, 0
-    key, _, value = query.partition("=")
-    return file_path, key, int(value)
-
-
-def count_sentences(path: str, file_format: str) -> int:
-    """Sentences of a data file, or of its held-out selection (`conll_columns` paths `<file>?held_out=<n>`)."""
-    file_path, key, every = held_out_selection(path)
-    if file_format in ("iob2", "conllu"):  # blocks of token rows; `#` comment lines skipped
-        total = count_iob2_sentences(file_path)
-    else:
-        total = conll_benchmark.count_sentences(file_path)
-    if key is None:
-        return total
-    held_out = total // every  # sentence i is held out when i % every == every - 1
-    return held_out if key == "held_out" else total - held_out
-
-
 def conll2003_dataset(title: str) -> Dict[str, Any]:
     """CoNLL-2003 English from ../shared/data (eng.train / eng.testa / eng.testb), each config's own reader."""
     folder = os.path.join(SHARED_DATA, "conll2003")
@@ -209,7 +164,7 @@ def on_conll2003_fixtures(dataset: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def missing_files(dataset: Dict[str, Any]) -> List[str]:
-    paths = [held_out_selection(dataset[split])[0] for split in ("train", "dev", "test")]
+    paths = [parse_held_out_path(dataset[split])[0] for split in ("train", "dev", "test")]
     missing = [path for path in paths if not os.path.exists(path)]
     if dataset.get("reader") and "treebank" in dataset["reader"]:
         if not glob.glob(dataset["reader"]["treebank"]):
@@ -243,7 +198,7 @@ def model_overrides(
     namespace = SimpleNamespace(
         train=dataset["train"], dev=dataset["dev"], glove=glove, epochs=epochs, max_minutes=max_minutes
     )
-    overrides = conll_benchmark.nerzoo_overrides(config_params, namespace)
+    overrides = harness.benchmark_overrides(config_params, namespace)
     overrides["trainer.patience"] = None
     overrides.update(dataset.get("overrides") or {})
     overrides.update(model["overrides"])
@@ -302,7 +257,7 @@ def config_cell(model: Dict[str, Any], resolved: Optional[Dict[str, Any]]) -> st
         cell += f"; {variable}={shown}"
     if resolved is None:
         return cell
-    return f"{cell}; {conll_benchmark.reader_description(resolved)}"
+    return f"{cell}; {harness.reader_description(resolved)}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -320,12 +275,12 @@ def train_and_evaluate(
     metric: str = "f1-measure-overall",
 ) -> Dict[str, Any]:
     """
-    Writes the run's overrides, then conll_benchmark.train_and_evaluate on the dataset's dev and test
+    Writes the run's overrides, then harness.train_and_evaluate on the dataset's dev and test
     (`env`: extra environment variables of its subprocesses; `metric`: the evaluated metric).
     """
     with open(os.path.join(run_dir, f"{name}.overrides.json"), "w") as handle:
         json.dump(overrides, handle, indent=2)
-    return conll_benchmark.train_and_evaluate(
+    return harness.train_and_evaluate(
         name,
         config_path,
         overrides,
@@ -350,7 +305,7 @@ def measure_predict_speed(
     command = [sys.executable, PREDICT_SPEED_SCRIPT, archive, test_path]
     command += ["--batch-size", str(PREDICT_BATCH_SIZE), "--include-package", "nerzoo"]
     print(f"=== {name}: timing prediction on test (batch size {PREDICT_BATCH_SIZE})", flush=True)
-    run = conll_benchmark.run_logged(command, log_path, 3600, dict(os.environ, **env) if env else None)
+    run = harness.run_logged(command, log_path, 3600, dict(os.environ, **env) if env else None)
     timing = None
     if run["returncode"] == 0:
         with open(log_path, encoding="utf-8") as handle:
@@ -378,13 +333,12 @@ def measure_predict_speed(
 def result_row(
     result: Dict[str, Any], baseline: Optional[Dict[str, Any]], common: Dict[str, Any], suite: Suite
 ) -> List[str]:
-    fmt = conll_benchmark.fmt
 
     def versus(key: str) -> str:
         rate = result.get(key)
         if result["model"] == suite.baseline:
             return "1.00x (baseline)" if rate else "n/a"
-        return conll_benchmark.ratio(rate, baseline.get(key) if baseline else None)
+        return harness.ratio(rate, baseline.get(key) if baseline else None)
 
     model = result["label"]
     if result.get("error"):
@@ -398,37 +352,13 @@ def result_row(
         model,
         result["config_display"],
         common["data"],
-        *conll_benchmark.epochs_and_wall_cells(result),
+        *harness.epochs_and_wall_cells(result),
         fmt(result.get("train_sentences_per_second"), 1),
         versus("train_sentences_per_second"),
         *predict_cells,
         fmt(result.get("dev_f1")),
         fmt(result.get("test_f1")),
     ]
-
-
-def update_section(results_path: str, rows: List[List[str]], note: str, suite: Suite) -> None:
-    """
-    Appends `rows` to the table of the suite's section of the results file and `note` at the end of
-    the section (`conll_benchmark.append_to_section`, which creates the section when missing).
-    """
-    conll_benchmark.append_to_section(
-        results_path, suite.section_heading, suite.section_intro, table_header(suite), rows, note
-    )
-
-
-def machine_description() -> str:
-    import torch
-
-    return (
-        f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), no GPU used, "
-        f"torch {torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()}"
-    )
-
-
-def loads_text(loads) -> str:
-    return "/".join(f"{value:.2f}" for value in loads)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -539,17 +469,8 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
         print(
             f"warning: 1-minute load average is {load_start[0]:.2f}; other processes will slow the timings", flush=True
         )
-    python = sys.executable
-    command_line = shlex.join(
-        [
-            os.path.relpath(python, REPO_ROOT) if python.startswith(REPO_ROOT) else python,
-            os.path.relpath(suite.script, REPO_ROOT),
-            *raw_argv,
-        ]
-    )
-    machine = machine_description()
-    fmt = conll_benchmark.fmt
-    format_seconds = conll_benchmark.format_seconds
+    command_line = harness.command_line(suite.script, raw_argv)
+    machine = harness.machine_description()
     print(
         f"output: {run_dir}\nresults: {results_path}\nbudget {max_minutes:g} min per model, "
         f"num_epochs {args.epochs}, GloVe {glove}",
@@ -564,15 +485,17 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
         os.makedirs(dataset_dir, exist_ok=True)
         dataset_started = datetime.datetime.now()
         dataset_load = os.getloadavg()
-        counts = {split: count_sentences(dataset[split], dataset["format"]) for split in ("train", "dev", "test")}
+        counts = {
+            split: harness.count_sentences(dataset[split], dataset["reader"]) for split in ("train", "dev", "test")
+        }
         print(f"\n##### {dataset_name}: {dataset['title']}; sentences {counts}", flush=True)
-        results: List[Dict[str, Any]] = []
+        measured: List[Dict[str, Any]] = []
         for model_name in model_names:
             model = suite.models[model_name]
-            missing = missing_requirement(model, results)
+            missing = missing_requirement(model, measured)
             if missing:
                 print(f"\n=== {model_name}: not trained: {missing}", flush=True)
-                results.append(
+                measured.append(
                     {
                         "name": model_name,
                         "model": model_name,
@@ -583,7 +506,7 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
                     }
                 )
                 continue
-            env = model_env(model, results)
+            env = model_env(model, measured)
             overrides, resolved = model_overrides(model, dataset, glove, args.epochs, max_minutes, env)
             result = train_and_evaluate(
                 model_name,
@@ -602,14 +525,14 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
             )
             if env:
                 result["env"] = env
-            result["train_sentences_per_second"] = conll_benchmark.train_sentences_per_second(result, counts["train"])
+            result["train_sentences_per_second"] = harness.train_sentences_per_second(result, counts["train"])
             if suite.predict_speed and result.get("archive"):
                 speed = measure_predict_speed(model_name, result["archive"], dataset["test"], dataset_dir, env)
                 error = speed.pop("error", None)
                 if error:
                     result.setdefault("error", error)
                 result.update(speed)
-            results.append(result)
+            measured.append(result)
             predict_text = f", {fmt(result.get('predict_sentences_per_second'), 1)} predict sent/s"
             print(
                 f"  {model_name}: dev {suite.metric_label} {fmt(result.get('dev_f1'))}, "
@@ -620,22 +543,22 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
                 flush=True,
             )
 
-        baseline = next((result for result in results if result["model"] == suite.baseline), None)
+        baseline = next((result for result in measured if result["model"] == suite.baseline), None)
         common = {
             "date": started.strftime("%Y-%m-%d %H:%M"),
             "dataset": dataset_name,
             "data": f"{os.path.basename(dataset['train'])}/{os.path.basename(dataset['dev'])}/"
             f"{os.path.basename(dataset['test'])} ({counts['train']}/{counts['dev']}/{counts['test']})",
         }
-        rows = [result_row(result, baseline, common, suite) for result in results]
+        rows = [result_row(result, baseline, common, suite) for result in measured]
         note = (
             f"- {common['date']}, {dataset_name} ({dataset_started:%H:%M}): `{command_line}` (run from the "
-            f"repository root; output in `{conll_benchmark.display_path(dataset_dir)}`). Machine: {machine}. "
+            f"repository root; output in `{display_path(dataset_dir)}`). Machine: {machine}. "
             f"Budget {max_minutes:g} min per model, `trainer.num_epochs` {args.epochs}, patience off, GloVe "
-            f"`{conll_benchmark.display_path(glove)}`. Load average (1/5/15 min) at the start of this dataset "
-            f"{loads_text(dataset_load)}, at its end {loads_text(os.getloadavg())}."
+            f"`{display_path(glove)}`. Load average (1/5/15 min) at the start of this dataset "
+            f"{harness.loads_text(dataset_load)}, at its end {harness.loads_text(os.getloadavg())}."
         )
-        for result in results:
+        for result in measured:
             if "train_wall_seconds" not in result:  # not trained: a model it needs is missing
                 note += f" {result['model']}: not trained ({result.get('error')})."
                 continue
@@ -645,7 +568,7 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
                 f"training {fmt(result.get('train_mean_load'))}"
             )
             for variable, value in (result.get("env") or {}).items():
-                note += f", {variable}=`{conll_benchmark.display_path(value)}`"
+                note += f", {variable}=`{display_path(value)}`"
             note += "."
         if suite.predict_speed:
             note += (
@@ -657,12 +580,22 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
             note += " The baseline was not trained in this run, so there are no ratios."
         if dataset.get("caveat"):
             note += f"\n  - {dataset['caveat']}"
-        update_section(results_path, rows, note, suite)
+        columns = table_header(suite)
+        record = {
+            "started": common["date"],
+            "dataset": dataset_name,
+            "command": command_line,
+            "columns": columns,
+            "rows": [dict(zip(columns, row)) for row in rows],
+            "results": measured,
+            "note": note,
+        }
+        results.append_run(results_path, f"{suite.name}_suite", record, suite.section_heading, suite.section_intro)
         with open(os.path.join(dataset_dir, "results.json"), "w") as handle:
-            json.dump({"counts": counts, "results": results}, handle, indent=2, default=str)
-        for result, row in zip(results, rows):
+            json.dump({"counts": counts, "results": measured}, handle, indent=2, default=str)
+        for result, row in zip(measured, rows):
             summary.append(f"{dataset_name:10s} {result['model']:12s} " + " | ".join(row[5:]))
-        any_error = any_error or any(result.get("error") for result in results)
+        any_error = any_error or any(result.get("error") for result in measured)
 
     predict_summary = " | predict sent/s | predict vs baseline" if suite.predict_speed else ""
     print(
@@ -670,7 +603,9 @@ def main(argv: Optional[List[str]] = None, suite: Optional[Suite] = None) -> int
         f"| dev {suite.metric_label} | test {suite.metric_label})"
     )
     print("\n".join(summary))
-    print(f"\nrows appended to {results_path}\nrun folder: {run_dir}")
+    print(
+        f"\nrows added to {results.rows_dir(results_path)}/{suite.name}_suite.jsonl and {results_path}\nrun folder: {run_dir}"
+    )
     return 1 if any_error else 0
 
 

@@ -29,12 +29,10 @@ import argparse
 import copy
 import os
 import statistics
-import sys
 import time
 from typing import List, Tuple
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
 
 import torch  # noqa: E402
 

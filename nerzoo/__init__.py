@@ -39,6 +39,7 @@ from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
+from nerzoo.training.callbacks.time_budget import TimeBudget
 from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
@@ -80,6 +81,7 @@ __all__ = [
     "SpacyParsedConllReader",
     "SpanSetF1",
     "SummedGruEncoder",
+    "TimeBudget",
     "TagText",
     "ThreadDiscourseF1",
     "ThreadDiscoursePredictor",

@@ -1,0 +1,132 @@
+#!/usr/bin/env python
+"""
+Benchmark results as JSON lines, and the tables of docs/RESULTS.md rendered from them.
+
+Every benchmark run appends one record (a JSON object on one line) to `docs/results/<table>.jsonl`:
+
+    {"table": "deptree_suite", "started": "2026-11-22 10:53", "command": "...",
+     "columns": ["date", "model", ...], "rows": [{"date": ..., "model": ..., ...}, ...],
+     "results": [{...raw figures of each model...}], "note": "- 2026-11-22 10:53: ... (markdown)"}
+
+`columns` and `rows` are the table as shown; `results` holds the unformatted figures the rows were
+made from (absent in rows written by hand); `note` is the run's note under the table. In the results
+file each table is the generated block between
+
+    <!-- rows: TABLE -->
+    <!-- /rows: TABLE -->
+
+with the prose around it written by hand. The block holds the table (the columns of the table's last
+record; every record's rows in order) and, when any record has a note, "Runs:" and the notes.
+
+    .venv/bin/python benchmarks/results.py            re-renders docs/RESULTS.md from docs/results/
+    .venv/bin/python benchmarks/results.py --check    exits 1 when docs/RESULTS.md differs from them
+"""
+
+import argparse
+import difflib
+import json
+import os
+import re
+import sys
+from typing import Any, Dict, List, Optional
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_RESULTS = os.path.join(REPO_ROOT, "docs", "RESULTS.md")
+BLOCK = re.compile(r"^<!-- rows: (?P<table>[\w.-]+) -->\n.*?^<!-- /rows: (?P=table) -->$", re.MULTILINE | re.DOTALL)
+
+
+def rows_dir(results_path: str) -> str:
+    """The folder of the JSON-lines files: `results/` beside the results file."""
+    return os.path.join(os.path.dirname(os.path.abspath(results_path)), "results")
+
+
+def read_records(results_path: str, table: str) -> List[Dict[str, Any]]:
+    path = os.path.join(rows_dir(results_path), f"{table}.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def markdown_row(cells: List[str]) -> str:
+    return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+
+def render_block(table: str, records: List[Dict[str, Any]]) -> str:
+    """The generated block of `table` (markers included) from its records."""
+    lines = [f"<!-- rows: {table} -->"]
+    if records:
+        columns = records[-1]["columns"]
+        lines += [markdown_row(columns), "|" + "---|" * len(columns)]
+        for record in records:
+            lines += [markdown_row([row.get(column, "n/a") for column in columns]) for row in record["rows"]]
+        notes = [record["note"].rstrip("\n") for record in records if record.get("note")]
+        if notes:
+            lines += ["", "Runs:"]
+            for note in notes:
+                lines += ["", note]
+    lines.append(f"<!-- /rows: {table} -->")
+    return "\n".join(lines)
+
+
+def rendered(results_path: str, text: str) -> str:
+    """`text` (the results file's content) with every block rendered from its records."""
+    return BLOCK.sub(lambda match: render_block(match["table"], read_records(results_path, match["table"])), text)
+
+
+def write_atomically(path: str, text: str) -> None:
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
+
+
+def append_run(
+    results_path: str,
+    table: str,
+    record: Dict[str, Any],
+    heading: Optional[str] = None,
+    intro: str = "",
+) -> None:
+    """
+    Appends `record` (with at least "columns" and "rows") to the table's JSON-lines file and re-renders
+    the results file. A table the results file does not show yet gets a section at its end (`heading`,
+    `intro`, the block); a missing results file is created.
+    """
+    record = {"table": table, **record}
+    os.makedirs(rows_dir(results_path), exist_ok=True)
+    with open(os.path.join(rows_dir(results_path), f"{table}.jsonl"), "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    text = ""
+    if os.path.exists(results_path):
+        with open(results_path, encoding="utf-8") as handle:
+            text = handle.read()
+    if f"<!-- rows: {table} -->" not in text:
+        section = [heading or f"## {table}", "", *([intro.rstrip("\n"), ""] if intro.strip() else [])]
+        section += [f"<!-- rows: {table} -->", f"<!-- /rows: {table} -->"]
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "# Results\n\n") + "\n".join(section) + "\n"
+    write_atomically(results_path, rendered(results_path, text))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
+    parser.add_argument("--results", default=DEFAULT_RESULTS, help="the results file (default: docs/RESULTS.md)")
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the file is out of date")
+    args = parser.parse_args(argv)
+    with open(args.results, encoding="utf-8") as handle:
+        text = handle.read()
+    new_text = rendered(args.results, text)
+    if not args.check:
+        if new_text != text:
+            write_atomically(args.results, new_text)
+        return 0
+    if new_text == text:
+        return 0
+    diff = difflib.unified_diff(text.splitlines(), new_text.splitlines(), args.results, "rendered", lineterm="")
+    print("\n".join(list(diff)[:40]), file=sys.stderr)
+    print(f"{args.results} is out of date: run benchmarks/results.py", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

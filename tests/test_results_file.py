@@ -1,0 +1,53 @@
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def results():
+    spec = importlib.util.spec_from_file_location("results", ROOT / "benchmarks" / "results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_results_md_is_what_its_records_render():
+    run = subprocess.run([sys.executable, "benchmarks/results.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_every_table_block_has_records_and_every_record_file_a_block():
+    text = (ROOT / "docs" / "RESULTS.md").read_text()
+    blocks = {line[len("<!-- rows: ") : -len(" -->")] for line in text.splitlines() if line.startswith("<!-- rows: ")}
+    files = {path.stem for path in (ROOT / "docs" / "results").glob("*.jsonl")}
+    assert blocks == files
+    for path in (ROOT / "docs" / "results").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            assert record["table"] == path.stem
+            assert all(set(row) <= set(record["columns"]) for row in record["rows"])
+
+
+def test_runs_add_rows_and_notes_and_leave_the_prose_alone(results, tmp_path):
+    results_md = tmp_path / "RESULTS.md"
+    results_md.write_text("# Results\n\nHand-written text.\n")
+    columns = ["model", "F1"]
+    first = {"columns": columns, "rows": [{"model": "a", "F1": "90.00"}], "note": "- first run"}
+    results.append_run(str(results_md), "demo", first, "## Demo", "What the columns mean.")
+    results.append_run(str(results_md), "demo", {"columns": columns, "rows": [{"model": "b|c"}]})
+    text = results_md.read_text()
+    assert text.startswith("# Results\n\nHand-written text.\n\n## Demo\n\nWhat the columns mean.\n")
+    assert "| a | 90.00 |\n| b\\|c | n/a |\n\nRuns:\n\n- first run\n<!-- /rows: demo -->" in text
+    records = [json.loads(line) for line in (tmp_path / "results" / "demo.jsonl").read_text().splitlines()]
+    assert [record["rows"][0]["model"] for record in records] == ["a", "b|c"]
+
+    results_md.write_text(text.replace("| a | 90.00 |", "| a | 99.00 |") + "\nMore prose.\n")
+    assert results.main(["--results", str(results_md), "--check"]) == 1
+    assert results.main(["--results", str(results_md)]) == 0
+    assert results_md.read_text() == text + "\nMore prose.\n"
