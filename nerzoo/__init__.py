@@ -5,8 +5,10 @@ Importing the package registers every component (readers, encoders, metrics, mod
 subcommands), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
 """
 
+from nerzoo.commands.calibrate import Calibrate
 from nerzoo.commands.cross_validate_threads import CrossValidateThreads
 from nerzoo.commands.draw_attention import DrawAttention
+from nerzoo.commands.draw_calibration import DrawCalibration
 from nerzoo.commands.draw_memory import DrawMemory
 from nerzoo.commands.tag_text import TagText
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
@@ -43,10 +45,12 @@ from nerzoo.training.callbacks.time_budget import TimeBudget
 from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
+from nerzoo.training.metrics.span_calibration import SpanCalibration
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 
 __all__ = [
+    "Calibrate",
     "BatchedCharactersIndexer",
     "BiLstmCrfTagger",
     "CharGatedEmbedder",
@@ -60,6 +64,7 @@ __all__ = [
     "CrossValidateThreads",
     "DeptreeNerTagger",
     "DrawAttention",
+    "DrawCalibration",
     "DrawMemory",
     "DropoutSchedule",
     "EntitySpansReader",
@@ -79,6 +84,7 @@ __all__ = [
     "ResidualStack",
     "Seq2Biseq",
     "SpacyParsedConllReader",
+    "SpanCalibration",
     "SpanSetF1",
     "SummedGruEncoder",
     "TimeBudget",

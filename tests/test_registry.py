@@ -55,6 +55,9 @@ COMPONENTS = {
     (Subcommand, "tag-text"): None,  # see test_tag_text_subcommand_parses
     (Subcommand, "draw-attention"): None,  # run end to end in tests/test_end_to_end.py
     (Subcommand, "draw-memory"): None,  # run end to end in tests/test_end_to_end.py
+    (Subcommand, "calibrate"): None,  # run end to end in tests/commands/test_calibrate.py
+    (Subcommand, "draw-calibration"): None,  # run end to end in tests/commands/test_calibrate.py
+    (Metric, "span_calibration"): {"num_bins": 5},
     (Model, "me_crf"): None,  # built and trained in tests/models/test_me_crf.py
     (DatasetReader, "entity_spans"): {"conll": {"tag_column": 3}},
     (Seq2VecEncoder, "fofe"): {"input_dim": 6, "trainable_alpha": True},
@@ -84,6 +87,7 @@ METRIC_INPUTS = {
     "conll_span_f1": ([["U-PER"]], [["U-PER"]]),
     "span_set_f1": ([[(0, 1, "PER")]], [[(0, 1, "PER")]]),
     "concept_error_rate": ([["B-PER", "O", "B-LOC"]], [["B-PER", "O", "B-LOC"]]),
+    "span_calibration": ([1.0, 1.0, 0.0], [True, True, False]),  # perfectly calibrated
 }
 
 
@@ -134,6 +138,8 @@ def test_component_builds_from_params(key):
         metrics = component.get_metric()
         if "concept_error_rate" in metrics:
             assert metrics["concept_error_rate"] == 0.0
+        elif "span_ece" in metrics:
+            assert metrics["span_ece"] == 0.0 and metrics["span_brier"] == 0.0
         else:
             assert metrics["f1-measure-overall"] == 1.0
 

@@ -94,20 +94,24 @@ def draw(prediction: Dict[str, Any], output_path: str) -> None:
         for position, (tag, weight) in enumerate(zip(prediction["tags"], global_weights)):
             axis.text(position, 0, f"{tag}\n{weight:.3f}", ha="center", va="center", fontsize=7, style="italic")
         axis.set_title("global attention (weight and predicted tag per word)")
-    save_png(figure, output_path)
+    save_figure(figure, output_path)
 
 
-def save_png(figure, output_path: str) -> None:
-    """Writes a matplotlib figure beside the target and renames it, so no half-written PNG is left."""
+def save_figure(figure, output_path: str) -> None:
+    """
+    Writes a matplotlib figure (SVG when `output_path` ends in `.svg`, else PNG) beside the target
+    and renames it, so no half-written file is left.
+    """
     import matplotlib.pyplot as plt
 
     figure.tight_layout()
     directory = os.path.dirname(os.path.abspath(output_path))
     os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(suffix=".png", dir=directory)
+    file_format = "svg" if output_path.lower().endswith(".svg") else "png"
+    handle, temporary = tempfile.mkstemp(suffix=f".{file_format}", dir=directory)
     os.close(handle)
     try:
-        figure.savefig(temporary, dpi=150, format="png")
+        figure.savefig(temporary, dpi=150, format=file_format)
         os.replace(temporary, output_path)
     finally:
         plt.close(figure)

@@ -10,7 +10,7 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 from allennlp.models.archival import load_archive
 
-from nerzoo.commands.draw_attention import save_png
+from nerzoo.commands.draw_attention import save_figure
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder, dense_attention
 
 NULL_LABEL = "(head)"
@@ -125,7 +125,7 @@ def draw(
     axis.set_xlabel("memory position i (word or post, index)")
     axis.set_ylabel("current step t (predicted label)")
     axis.set_title(f"ME-CRF memory attention p(t, i), hop {hop % weights.shape[0] + 1} of {weights.shape[0]}")
-    save_png(figure, output_path)
+    save_figure(figure, output_path)
     return column_ticks
 
 

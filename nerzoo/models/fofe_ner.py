@@ -1,3 +1,4 @@
+from dataclasses import replace
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -10,9 +11,11 @@ from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import batched_index_select, get_text_field_mask
 from allennlp.training.metrics import CategoricalAccuracy
 
+from nerzoo.modules.calibration import CalibrationBatch, CalibrationSite
 from nerzoo.modules.fofe import alpha_powers, prefix_codes, span_codes
 from nerzoo.modules.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.span_decoding import DECODERS, ScoredSpan, decode_spans, highest_first_mask
+from nerzoo.training.metrics.span_calibration import SpanCalibration
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 
 
@@ -103,7 +106,18 @@ class FofeNer(Model):
         on every batch.
     label_namespace : `str`, optional (default = `"labels"`)
         The entity types.
+    temperature : `float`, optional (default = `1.0`)
+        Divides the span scores in the reported probabilities (fitted on dev data by `allennlp
+        calibrate`, see `nerzoo.modules.calibration`).
+    calibrated_decoding : `bool`, optional (default = `False`)
+        Decode (thresholds, highest-first order) from the temperature-scaled probabilities.  By
+        default decoding reads the unscaled ones, so calibration changes no prediction.
     initializer : `InitializerApplicator`, optional
+
+    Confidence of a decoded span (its `score`): the probability of its class from the softmax with
+    `temperature` (mixed with the first pass's as above for a second pass).  In evaluation mode
+    with gold entities the confidences of the decoded spans are scored against them (`span_ece`,
+    `span_brier`: `SpanCalibration`).
     """
 
     default_predictor = "sequence_tagger"
@@ -134,10 +148,16 @@ class FofeNer(Model):
         interpolation: float = 0.5,
         first_pass_cache_size: int = 500_000,
         label_namespace: str = "labels",
+        temperature: float = 1.0,
+        calibrated_decoding: bool = False,
         initializer: InitializerApplicator = InitializerApplicator(),
         **kwargs,
     ) -> None:
         super().__init__(vocab, **kwargs)
+        if temperature <= 0:
+            raise ConfigurationError(f"temperature must be > 0, got {temperature}")
+        self.temperature = float(temperature)
+        self.calibrated_decoding = calibrated_decoding
         if not word_embedders:
             raise ConfigurationError("fofe_ner needs at least one word embedder")
         if max_span_width < 1:
@@ -216,6 +236,7 @@ class FofeNer(Model):
 
         self.accuracy = CategoricalAccuracy()
         self.span_f1 = SpanSetF1(self.entity_types)
+        self.span_calibration = SpanCalibration()
         initializer(self)
         # Attached after the initializer, whose regexes would otherwise re-initialise its weights.
         self.first_pass = first_pass
@@ -293,16 +314,25 @@ class FofeNer(Model):
             hidden = self._feedforward_from_first_layer(first_layer)
         logits = self.output_layer(hidden)  # (num_scored, num_classes)
         probabilities = torch.softmax(logits, dim=-1)
+        confidences = probabilities if self.temperature == 1.0 else torch.softmax(logits / self.temperature, dim=-1)
         if first_pass_probabilities is not None and not self.training:
-            probabilities = self.interpolation * first_pass_probabilities + (1 - self.interpolation) * probabilities
+            probabilities, confidences = (
+                self.interpolation * first_pass_probabilities + (1 - self.interpolation) * values
+                for values in (probabilities, confidences)
+            )
 
         scored_mask = _row_prefix_mask(keep.sum(1))
         output: Dict[str, Any] = {
             "class_probabilities": _scatter_rows(probabilities, scored_mask),
+            "class_confidences": _scatter_rows(confidences, scored_mask),
             "span_starts": _scatter_rows(flat_starts, scored_mask),
             "span_ends": _scatter_rows(flat_ends, scored_mask),
             "span_mask": scored_mask,
         }
+        if not self.training:
+            output["class_logits"] = _scatter_rows(logits, scored_mask)
+            if first_pass_probabilities is not None:
+                output["first_pass_probabilities"] = _scatter_rows(first_pass_probabilities, scored_mask)
         if gold is not None:
             flat_gold = gold[span_batch, span_column]
             if flat_gold.numel():
@@ -313,13 +343,15 @@ class FofeNer(Model):
         if metadata is not None:
             output["words"] = [instance["words"] for instance in metadata]
             if not self.training and all("entities" in instance for instance in metadata):
-                predicted = self.decode(
-                    output["class_probabilities"], output["span_starts"], output["span_ends"], scored_mask
-                )
-                self.span_f1(
-                    [[(span.start, span.end, span.label) for span, _ in spans] for spans in predicted],
-                    [instance["entities"] for instance in metadata],
-                )
+                predicted = self._decode_output(output)
+                gold = [instance["entities"] for instance in metadata]
+                self.span_f1([[(span.start, span.end, span.label) for span, _ in spans] for spans in predicted], gold)
+                scored = [
+                    (span.score, (span.start, span.end, span.label) in set(map(tuple, entities)))
+                    for spans, entities in zip(predicted, gold)
+                    for span, _ in spans
+                ]
+                self.span_calibration([score for score, _ in scored], [right for _, right in scored])
         return output
 
     def _enumerate_spans(self, mask: torch.BoolTensor) -> Tuple[torch.LongTensor, torch.LongTensor, torch.BoolTensor]:
@@ -701,27 +733,53 @@ class FofeNer(Model):
         embedded = self.cnn_character_embedding(characters.flat_ids).unsqueeze(0)
         return self.character_cnn(embedded, character_starts.unsqueeze(0), character_ends.unsqueeze(0))[0]
 
+    def _decode_output(self, output_dict: Dict[str, Any]) -> List[List[Tuple[ScoredSpan, int]]]:
+        """`decode` of a forward output, each span's `score` replaced by its confidence."""
+        confidences = output_dict["class_confidences"]
+        probabilities = confidences if self.calibrated_decoding else output_dict["class_probabilities"]
+        decoded = self.decode(
+            probabilities, output_dict["span_starts"], output_dict["span_ends"], output_dict["span_mask"], confidences
+        )
+        return [
+            [
+                (replace(span, score=span.score if span.confidence is None else span.confidence), level)
+                for span, level in spans
+            ]
+            for spans in decoded
+        ]
+
     def decode(
         self,
         probabilities: torch.Tensor,
         starts: torch.LongTensor,
         ends: torch.LongTensor,
         span_mask: torch.BoolTensor,
+        confidences: Optional[torch.Tensor] = None,
     ) -> List[List[Tuple[ScoredSpan, int]]]:
-        """Per sentence, `(span, nesting level)` pairs (Algorithms 2-5) from the span probabilities."""
+        """
+        Per sentence, `(span, nesting level)` pairs (Algorithms 2-5) from the span probabilities;
+        `confidences` (same shape), when given, become the spans' `confidence`.
+        """
         scores, classes = probabilities.detach().max(dim=-1)
         candidates = span_mask & (classes > 0) & (scores >= min(self.thresholds))
         batch_index, span_index = candidates.nonzero(as_tuple=True)
+        chosen = classes[batch_index, span_index]
+        reported = (
+            scores[batch_index, span_index]
+            if confidences is None
+            else confidences.detach()[batch_index, span_index].gather(1, chosen.unsqueeze(1)).squeeze(1)
+        )
         rows = zip(
             batch_index.tolist(),
             starts[batch_index, span_index].tolist(),
             ends[batch_index, span_index].tolist(),
-            classes[batch_index, span_index].tolist(),
+            chosen.tolist(),
             scores[batch_index, span_index].tolist(),
+            reported.tolist(),
         )
         per_sentence: List[List[ScoredSpan]] = [[] for _ in range(probabilities.size(0))]
-        for sentence, start, end, label, score in rows:
-            per_sentence[sentence].append(ScoredSpan(start, end, self.entity_types[label - 1], score))
+        for sentence, start, end, label, score, confidence in rows:
+            per_sentence[sentence].append(ScoredSpan(start, end, self.entity_types[label - 1], score, confidence))
         return [
             decode_spans(spans, self.decoding, self.thresholds, merge_adjacent=self.merge_adjacent)
             for spans in per_sentence
@@ -732,12 +790,7 @@ class FofeNer(Model):
         Adds `spans` (per sentence, dicts with `start`, `end` (exclusive), `label`, `score`, `level`)
         and, when the instances had metadata, `tags` and `tag_confidences`.
         """
-        decoded = self.decode(
-            output_dict["class_probabilities"],
-            output_dict["span_starts"],
-            output_dict["span_ends"],
-            output_dict["span_mask"],
-        )
+        decoded = self._decode_output(output_dict)
         output_dict["spans"] = [
             [
                 {"start": span.start, "end": span.end, "label": span.label, "score": span.score, "level": level}
@@ -757,7 +810,7 @@ class FofeNer(Model):
         lengths = [len(words) for words in output_dict["words"]]
         positions = torch.arange(max(lengths, default=0), device=starts.device)
         covers = (starts.unsqueeze(-1) <= positions) & (positions < ends.unsqueeze(-1)) & span_mask.unsqueeze(-1)
-        none_probabilities = output_dict["class_probabilities"][..., 0].detach().unsqueeze(-1)
+        none_probabilities = output_dict["class_confidences"][..., 0].detach().unsqueeze(-1)
         outside = torch.where(covers, none_probabilities, torch.ones_like(none_probabilities)).min(dim=1).values
         all_tags, all_confidences = [], []
         for length, spans, row in zip(lengths, decoded, outside.tolist()):
@@ -776,7 +829,37 @@ class FofeNer(Model):
         metrics = {"span_accuracy": self.accuracy.get_metric(reset)}
         if not self.training:
             metrics.update(self.span_f1.get_metric(reset))
+            metrics.update(self.span_calibration.get_metric(reset))
         return metrics
+
+    # ----------------------------------------------------------------------------------------------
+    # Calibration (`nerzoo.modules.calibration`)
+
+    def calibration_site(self, config_prefix: str) -> CalibrationSite:
+        """The span softmax's temperature, `temperature` in the model's config."""
+        key = f"{config_prefix}.temperature" if config_prefix else "temperature"
+        return CalibrationSite((key,), self._calibration_log_likelihood, self._set_temperatures)
+
+    def _set_temperatures(self, temperatures: Sequence[float]) -> None:
+        self.temperature = float(temperatures[0])
+
+    def _calibration_log_likelihood(self, batch: CalibrationBatch, temperatures: torch.Tensor) -> torch.Tensor:
+        """`(batch_size,)` log-probability of every scored span's gold class, summed per sentence."""
+        log_probabilities = torch.log_softmax(batch.logits.double() / temperatures[0], dim=-1)
+        gold = log_probabilities.gather(2, batch.tags.unsqueeze(-1)).squeeze(-1)
+        if batch.mixture is not None:
+            first = batch.mixture.double().gather(2, batch.tags.unsqueeze(-1)).squeeze(-1)
+            gold = torch.log(self.interpolation * first + (1 - self.interpolation) * gold.exp())
+        return (gold * batch.mask).sum(dim=1)
+
+    def calibration_batch(self, output_dict: Dict[str, Any], batch: Dict[str, Any]) -> Optional[CalibrationBatch]:
+        entities = batch.get("entities")
+        if entities is None or "class_logits" not in output_dict:
+            return None
+        mask = output_dict["span_mask"]
+        gold = self._gold_classes(entities.long(), output_dict["span_starts"], output_dict["span_ends"], mask)
+        mixture = output_dict.get("first_pass_probabilities")
+        return CalibrationBatch(output_dict["class_logits"], gold, mask, mixture).detached()
 
 
 def _uniform_embedding(num_embeddings: int, dim: int) -> torch.nn.Embedding:

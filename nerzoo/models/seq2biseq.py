@@ -11,8 +11,10 @@ from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses, pop_auxiliary_losses
+from nerzoo.modules.calibration import CalibrationBatch, CalibrationSite, scorer_site
 from nerzoo.modules.tag_decoder import TagDecoder
 from nerzoo.modules.tag_scorers import SoftmaxScorer
+from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
 def reversal_index(mask: torch.BoolTensor) -> torch.LongTensor:
@@ -105,9 +107,18 @@ class Seq2Biseq(Model):
     dropout : `float`, optional (default = `0.0`)
         Dropout on the embeddings, `h_w`, the label embeddings and the decoder states (§4.2 uses
         0.5).
+    temperature : `float`, optional (default = `1.0`)
+        Divides the forward decoder's scores in `tag_probabilities` and the confidences (fitted on
+        dev data by `allennlp calibrate`, see `nerzoo.modules.calibration`); predictions never
+        change with it.
     initializer : `InitializerApplicator`, optional
     regularizer : `RegularizerApplicator`, optional
         The L2 term of eq. 8.
+
+    Confidences: a token's is the forward decoder's softmax probability of its predicted label
+    (given the labels decoded before it); a span's is the product of its tokens'.  In evaluation
+    mode with gold tags and a tag scheme, the span confidences are scored against the gold spans
+    (`span_ece`, `span_brier`).
     """
 
     default_predictor = "sequence_tagger"
@@ -125,6 +136,7 @@ class Seq2Biseq(Model):
         backward_loss_weight: float = 0.0,
         backward_loss_scope: str = "backward_decoder",
         dropout: float = 0.0,
+        temperature: float = 1.0,
         initializer: InitializerApplicator = InitializerApplicator(),
         regularizer: Optional[RegularizerApplicator] = None,
         **kwargs,
@@ -165,7 +177,9 @@ class Seq2Biseq(Model):
         self.backward_output = torch.nn.Linear(lexical_dim + decoder_hidden_dim, self.num_tags)  # eq. 6
         self.forward_output = torch.nn.Linear(2 * decoder_hidden_dim + lexical_dim, self.num_tags)  # eq. 7
 
-        self.scorer = SoftmaxScorer()
+        if temperature <= 0:
+            raise ConfigurationError(f"temperature must be > 0, got {temperature}")
+        self.scorer = SoftmaxScorer(temperature)
         self.decoder = TagDecoder(vocab, label_namespace, self.tag_scheme, concept_error_rate=True)
         self.backward_accuracy = CategoricalAccuracy()
         self.auxiliary_losses = AuxiliaryLosses()
@@ -312,6 +326,9 @@ class Seq2Biseq(Model):
         if tags is not None:
             self.decoder.update_metrics(paths, tags, mask)
             self.backward_accuracy(backward_logits, tags, mask)
+            if not self.training and self.decoder.span_calibration is not None:
+                posteriors = self.scorer.posteriors(forward_logits, mask.bool(), paths)
+                self.decoder.update_calibration(paths, tags, mask, posteriors)
         if metadata is not None:
             output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
         return output
@@ -326,6 +343,21 @@ class Seq2Biseq(Model):
         paths = output_dict.pop("paths")
         posteriors = self.scorer.posteriors(output_dict["logits"], output_dict["mask"].bool(), paths)
         return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
+
+    @property
+    def span_calibration(self) -> Optional[SpanCalibration]:
+        """The metric that scores span confidences in evaluation mode (`None` without a tag scheme)."""
+        return self.decoder.span_calibration
+
+    def calibration_site(self, config_prefix: str) -> CalibrationSite:
+        """The forward decoder's temperature, `temperature` in the model's config."""
+        return scorer_site(self.scorer, config_prefix)
+
+    def calibration_batch(self, output_dict: Dict[str, Any], batch: Dict[str, Any]) -> Optional[CalibrationBatch]:
+        tags = batch.get("tags")
+        if tags is None:
+            return None
+        return CalibrationBatch(output_dict["logits"], tags, output_dict["mask"].bool()).detached()
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = self.decoder.get_metrics(reset)

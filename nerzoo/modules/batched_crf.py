@@ -18,7 +18,7 @@ row's valid steps first (right padding), as everywhere in allennlp.  Half-precis
 autocast) are scored in float32.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
@@ -82,6 +82,22 @@ def crf_log_likelihood(
     `(batch_size,)` log P(tags | logits) of each row, as `ConditionalRandomField.forward` computes
     it (which returns their sum) with unconstrained transitions.  Every row needs at least one
     valid step.
+    """
+    ends = (crf.start_transitions, crf.end_transitions) if crf.include_start_end_transitions else (None, None)
+    return sequence_log_likelihood(crf.transitions, *ends, logits, tags, mask)
+
+
+def sequence_log_likelihood(
+    transitions: torch.Tensor,
+    start: Optional[torch.Tensor],
+    end: Optional[torch.Tensor],
+    logits: torch.Tensor,
+    tags: torch.LongTensor,
+    mask: torch.BoolTensor,
+) -> torch.Tensor:
+    """
+    `(batch_size,)` log P(tags | logits) of a linear chain with these `transitions` `(num_tags,
+    num_tags)` and `start` / `end` scores `(num_tags,)` (`None`: none).
 
     The forward recursion runs over all steps without masking (padded emissions are zeroed first)
     and each row's log-partition is read at its own last step.
@@ -90,7 +106,7 @@ def crf_log_likelihood(
     batch_size, num_steps, num_tags = logits.shape
     mask = mask.bool()
     logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
-    transitions = crf.transitions.to(logits.dtype)
+    transitions = transitions.to(logits.dtype)
     last = (mask.sum(dim=1) - 1).clamp_min(0)
     rows = torch.arange(batch_size, device=logits.device)
 
@@ -101,15 +117,15 @@ def crf_log_likelihood(
 
     # Denominator: log Z by the forward recursion.
     alpha = logits[:, 0]
-    if crf.include_start_end_transitions:
-        start, end = crf.start_transitions.to(logits.dtype), crf.end_transitions.to(logits.dtype)
-        numerator = numerator + start[tags[:, 0]] + end[tags[rows, last]]
-        alpha = alpha + start.unsqueeze(0)
+    if start is not None:
+        numerator = numerator + start.to(logits.dtype)[tags[:, 0]]
+        alpha = alpha + start.to(logits.dtype).unsqueeze(0)
     alphas = [alpha]
     for t in range(1, num_steps):
         alpha = torch.logsumexp(alpha.unsqueeze(2) + transitions, dim=1) + logits[:, t]
         alphas.append(alpha)
     final = torch.stack(alphas, dim=1)[rows, last]
-    if crf.include_start_end_transitions:
-        final = final + end.unsqueeze(0)
+    if end is not None:
+        numerator = numerator + end.to(logits.dtype)[tags[rows, last]]
+        final = final + end.to(logits.dtype).unsqueeze(0)
     return numerator - torch.logsumexp(final, dim=1)

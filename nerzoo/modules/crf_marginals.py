@@ -7,7 +7,7 @@ Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_s
 row's valid steps first (right padding), as everywhere in allennlp.
 """
 
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Tuple, Union
 
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
@@ -25,16 +25,22 @@ class ForwardBackward(NamedTuple):
     transitions: torch.Tensor  # (num_tags, num_tags), constrained
 
 
-def constrained_scores(crf: ConditionalRandomField) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """`(transitions, start, end)` with forbidden moves scored as in `crf.viterbi_tags`."""
+def constrained_scores(
+    crf: ConditionalRandomField, temperature: Union[float, torch.Tensor] = 1.0
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """
+    `(transitions, start, end)` with forbidden moves scored as in `crf.viterbi_tags`; the learned
+    scores divided by `temperature` (a float or a scalar tensor), the forbidden ones left forbidden.
+    """
     num_tags = crf.num_tags
     allowed = crf._constraint_mask  # (num_tags + 2, num_tags + 2); rows/cols num_tags, num_tags + 1 = start, end
-    transitions = crf.transitions * allowed[:num_tags, :num_tags] + _FORBIDDEN * (1 - allowed[:num_tags, :num_tags])
+    scaled = crf.transitions / temperature
+    transitions = scaled * allowed[:num_tags, :num_tags] + _FORBIDDEN * (1 - allowed[:num_tags, :num_tags])
     start_allowed = allowed[num_tags, :num_tags]
     end_allowed = allowed[:num_tags, num_tags + 1]
     if crf.include_start_end_transitions:
-        start = crf.start_transitions * start_allowed + _FORBIDDEN * (1 - start_allowed)
-        end = crf.end_transitions * end_allowed + _FORBIDDEN * (1 - end_allowed)
+        start = crf.start_transitions / temperature * start_allowed + _FORBIDDEN * (1 - start_allowed)
+        end = crf.end_transitions / temperature * end_allowed + _FORBIDDEN * (1 - end_allowed)
     else:
         start = _FORBIDDEN * (1 - start_allowed)
         end = _FORBIDDEN * (1 - end_allowed)
@@ -59,13 +65,16 @@ def _log_matmul_exp_exact(log_values: torch.Tensor, matrix: torch.Tensor, shift:
     return torch.logsumexp(log_values.unsqueeze(2) + matrix.unsqueeze(0), dim=1), None
 
 
-def forward_backward(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor) -> ForwardBackward:
+def forward_backward(
+    crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor, transition_temperature: float = 1.0
+) -> ForwardBackward:
     """
     Runs both recursions, batched over sentences, one step at a time.  Each step is a rescaled
     matrix product in probability space (see `_log_matmul_exp`); if any valid step underflowed
-    (scores hundreds of nats apart), both recursions are run again with logsumexp.
+    (scores hundreds of nats apart), both recursions are run again with logsumexp.  The transition
+    scores are divided by `transition_temperature` (the caller scales `logits`).
     """
-    transitions, start, end = (scores.to(logits.dtype) for scores in constrained_scores(crf))
+    transitions, start, end = (scores.to(logits.dtype) for scores in constrained_scores(crf, transition_temperature))
     mask = mask.bool()
     result, underflow = _recursions(transitions, start, end, logits, mask, _log_matmul_exp)
     if underflow is not None and bool(underflow):

@@ -9,9 +9,11 @@ from allennlp.nn import Activation
 
 from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses
+from nerzoo.modules.calibration import CalibrationBatch, CalibrationSite, scorer_site
 from nerzoo.modules.sentence_rows import SentenceRows
 from nerzoo.modules.tag_decoder import TagDecoder
 from nerzoo.modules.tag_scorers import CrfScorer, SoftmaxScorer, TagPosteriors
+from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
 class CrfTagHead(torch.nn.Module, FromParams):
@@ -28,7 +30,12 @@ class CrfTagHead(torch.nn.Module, FromParams):
 
     Confidence of a predicted entity = the exact posterior probability that its tokens carry exactly
     its tags (see `crf_marginals.PathPosteriors`); each token also gets the marginal of its
-    predicted tag, and `tag_probabilities` holds all marginals.
+    predicted tag, and `tag_probabilities` holds all marginals.  The posteriors are those of the CRF
+    whose emission scores are divided by `temperature` and transition scores by
+    `transition_temperature` (both 1 unless `allennlp calibrate` fitted them on dev data, see
+    `nerzoo.modules.calibration`); the Viterbi paths never change with them.  In evaluation mode
+    with gold tags, the span confidences are also scored against the gold spans (`span_ece`,
+    `span_brier`: `SpanCalibration`).
 
     Auxiliary losses reported by any submodule of the model (`nerzoo.modules.auxiliary_loss`) are
     passed in by the model and added to the CRF's negative log-likelihood.
@@ -74,6 +81,13 @@ class CrfTagHead(torch.nn.Module, FromParams):
         `ConditionalRandomField`); `"mean"`: averaged over them (each instance's loss is still the
         sum over its tokens), e.g. Aguilar & Solorio (2019), eq. 6 and footnote 4.  Auxiliary
         losses are added after the reduction.
+    temperature : `float`, optional (default = `1.0`)
+        Divides the emission scores (the softmax logits without the CRF) in the posteriors.
+    transition_temperature : `float`, optional (default = `temperature`)
+        Divides the CRF's transition, start and end scores in the posteriors.
+    calibration_metrics : `bool`, optional (default = `True`)
+        Report `span_ece` and `span_brier` in evaluation mode (validation, `allennlp evaluate`);
+        this runs forward-backward on each evaluated batch.
     crf_per_sentence : `bool`, optional (default = `False`)
         For document-level instances (`sentence_spans` in the metadata): one CRF chain per sentence,
         with its start and end transitions, and no transition across a sentence boundary, as
@@ -97,8 +111,16 @@ class CrfTagHead(torch.nn.Module, FromParams):
         use_crf: bool = True,
         loss_reduction: str = "sum",
         crf_per_sentence: bool = False,
+        temperature: float = 1.0,
+        transition_temperature: Optional[float] = None,
+        calibration_metrics: bool = True,
     ) -> None:
         super().__init__()
+        if temperature <= 0 or (transition_temperature is not None and transition_temperature <= 0):
+            raise ConfigurationError(
+                f"temperatures must be > 0, got temperature={temperature}, transition_temperature={transition_temperature}"
+            )
+        self.calibration_metrics = calibration_metrics
         if loss_reduction not in ("sum", "mean"):
             raise ConfigurationError(f"loss_reduction must be 'sum' or 'mean', got {loss_reduction!r}")
         self.loss_reduction = loss_reduction
@@ -120,12 +142,12 @@ class CrfTagHead(torch.nn.Module, FromParams):
         self.tag_projection = TimeDistributed(torch.nn.Linear(projection_input_dim, self.num_tags))
 
         self.crf: Optional[ConditionalRandomField] = None
-        self.scorer: Union[CrfScorer, SoftmaxScorer] = SoftmaxScorer()
+        self.scorer: Union[CrfScorer, SoftmaxScorer] = SoftmaxScorer(temperature)
         if use_crf:
             labels = vocab.get_index_to_token_vocabulary(label_namespace)
             constraint_scheme = self.tag_scheme if constrain_crf_decoding else None
             self.crf = CrfScorer.build_crf(labels, constraint_scheme, include_start_end_transitions)
-            self.scorer = CrfScorer(self.crf)
+            self.scorer = CrfScorer(self.crf, temperature, transition_temperature)
         self.decoder = TagDecoder(vocab, label_namespace, self.tag_scheme, verbose_metrics)
         self.auxiliary_losses = AuxiliaryLosses()
 
@@ -188,7 +210,11 @@ class CrfTagHead(torch.nn.Module, FromParams):
             if self.loss_reduction == "mean":
                 loss = loss / max(mask.size(0), 1)
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
-            self.decoder.update_metrics(paths, tags, mask, TagDecoder.sentence_starts(sentence_spans, mask))
+            sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
+            self.decoder.update_metrics(paths, tags, mask, sentence_starts)
+            if not self.training and self.calibration_metrics and self.decoder.span_calibration is not None:
+                posteriors = self._posteriors(logits, mask, paths, sentence_spans)
+                self.decoder.update_calibration(paths, tags, mask, posteriors, sentence_starts)
         return output
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
@@ -198,14 +224,46 @@ class CrfTagHead(torch.nn.Module, FromParams):
         never call this, do not pay for forward-backward (or, without the CRF, the softmax).
         """
         paths = output_dict.pop("paths")
+        posteriors = self._posteriors(
+            output_dict["logits"], output_dict["mask"].bool(), paths, output_dict["sentence_spans"]
+        )
+        return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
+
+    def _posteriors(
+        self,
+        logits: torch.Tensor,
+        mask: torch.BoolTensor,
+        paths: torch.LongTensor,
+        sentence_spans: List[List[Tuple[int, int]]],
+    ) -> TagPosteriors:
+        rows = self._sentence_rows(sentence_spans, mask)
+        if rows is None:
+            return self.scorer.posteriors(logits, mask, paths)
+        sentence_posteriors = self.scorer.posteriors(rows.gather(logits), rows.mask, rows.gather(paths))
+        return TagPosteriors(*(rows.scatter(values, mask.size(0)) for values in sentence_posteriors))
+
+    # ----------------------------------------------------------------------------------------------
+    # Calibration (`nerzoo.modules.calibration`)
+
+    @property
+    def span_calibration(self) -> Optional[SpanCalibration]:
+        """The metric that scores span confidences in evaluation mode (`None` without a tag scheme)."""
+        return self.decoder.span_calibration if self.calibration_metrics else None
+
+    def calibration_site(self, config_prefix: str) -> CalibrationSite:
+        """The temperatures of this head, at `<config_prefix>.temperature` (and `.transition_temperature`)."""
+        return scorer_site(self.scorer, config_prefix)
+
+    def calibration_batch(self, output_dict: Dict[str, Any], batch: Dict[str, Any]) -> Optional[CalibrationBatch]:
+        """The logits, gold tags and mask of one evaluated batch, one row per CRF chain."""
+        tags = batch.get("tags")
+        if tags is None:
+            return None
         logits, mask = output_dict["logits"], output_dict["mask"].bool()
         rows = self._sentence_rows(output_dict["sentence_spans"], mask)
-        if rows is None:
-            posteriors = self.scorer.posteriors(logits, mask, paths)
-        else:
-            sentence_posteriors = self.scorer.posteriors(rows.gather(logits), rows.mask, rows.gather(paths))
-            posteriors = TagPosteriors(*(rows.scatter(values, mask.size(0)) for values in sentence_posteriors))
-        return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
+        if rows is not None:
+            logits, tags, mask = rows.gather(logits), rows.gather(tags), rows.mask
+        return CalibrationBatch(logits, tags, mask).detached()
 
     def _sentence_rows(
         self, sentence_spans: List[List[Tuple[int, int]]], mask: torch.BoolTensor

@@ -40,13 +40,16 @@ class ScoredSpan:
     label : `str`
         The entity type (never the rejection label NONE: such fragments are no candidates).
     score : `float`
-        The network's score for `label` on this fragment.
+        The network's score for `label` on this fragment; decoding ranks and prunes by it.
+    confidence : `float`, optional (default = `score`)
+        The probability reported for the span (e.g. a calibrated one); decoding never reads it.
     """
 
     start: int
     end: int
     label: str
     score: float
+    confidence: Optional[float] = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.start < self.end:
@@ -68,7 +71,7 @@ def merge_adjacent_same_type(spans: Sequence[ScoredSpan]) -> List[ScoredSpan]:
     span that begins exactly where the previously kept span ends and has the same label is
     merged into it.  Runs of any length merge into one span.  A merged span's score is the
     maximum of its parts' scores (the thesis does not say; the maximum keeps it within the range
-    of the network's scores).
+    of the network's scores), and its confidence the maximum of theirs.
 
     # Parameters
 
@@ -86,7 +89,13 @@ def merge_adjacent_same_type(spans: Sequence[ScoredSpan]) -> List[ScoredSpan]:
         if previous is not None and span.start < previous.end:
             raise ValueError(f"cannot merge overlapping spans {previous} and {span}")
         if previous is not None and span.start == previous.end and span.label == previous.label:
-            merged[-1] = replace(previous, end=span.end, score=max(previous.score, span.score))
+            confidence = None
+            if previous.confidence is not None or span.confidence is not None:
+                confidence = max(
+                    previous.score if previous.confidence is None else previous.confidence,
+                    span.score if span.confidence is None else span.confidence,
+                )
+            merged[-1] = replace(previous, end=span.end, score=max(previous.score, span.score), confidence=confidence)
         else:
             merged.append(span)
     return merged

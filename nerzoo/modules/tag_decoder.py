@@ -21,6 +21,7 @@ from nerzoo.data.tag_schemes import _chunk_ends, _chunk_starts, check_tag_scheme
 from nerzoo.modules.tag_scorers import TagPosteriors
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
+from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
 class TensorSpans(NamedTuple):
@@ -65,9 +66,11 @@ class TagDecoder(torch.nn.Module):
         self.verbose_metrics = verbose_metrics
         self.accuracy = CategoricalAccuracy()
         self.span_f1: Optional[ConllSpanF1] = None
+        self.span_calibration: Optional[SpanCalibration] = None
         self.concept_error_rate: Optional[ConceptErrorRate] = None
         if self.tag_scheme is not None:
             self.span_f1 = ConllSpanF1.from_vocab(vocab, label_namespace)
+            self.span_calibration = SpanCalibration()
             if concept_error_rate:
                 self.concept_error_rate = ConceptErrorRate(self.tag_scheme)
         self.entity_types: List[str] = self.span_f1.entity_types if self.span_f1 is not None else []
@@ -144,17 +147,18 @@ class TagDecoder(torch.nn.Module):
     def span_counts(self, predicted: TensorSpans, gold: TensorSpans, num_steps: int) -> torch.Tensor:
         """`(num_types, 3)` true positives, false positives, false negatives of `predicted`."""
 
-        def keys(spans: TensorSpans) -> torch.Tensor:
-            return ((spans.rows * (num_steps + 1) + spans.starts) * (num_steps + 1) + spans.ends) * len(
-                self.entity_types
-            ) + spans.types
-
-        correct = torch.isin(keys(predicted), keys(gold))
+        correct = torch.isin(self._span_keys(predicted, num_steps), self._span_keys(gold, num_steps))
         num_types = len(self.entity_types)
         true_positives = torch.bincount(predicted.types[correct], minlength=num_types)
         false_positives = torch.bincount(predicted.types, minlength=num_types) - true_positives
         false_negatives = torch.bincount(gold.types, minlength=num_types) - true_positives
         return torch.stack([true_positives, false_positives, false_negatives], dim=1)
+
+    def _span_keys(self, spans: TensorSpans, num_steps: int) -> torch.Tensor:
+        """One integer per span, equal for two spans exactly when row, start, end and type are."""
+        return ((spans.rows * (num_steps + 1) + spans.starts) * (num_steps + 1) + spans.ends) * len(
+            self.entity_types
+        ) + spans.types
 
     def concepts(self, spans: TensorSpans, mask: torch.BoolTensor, sentence_starts) -> List[List[str]]:
         """The chunk labels of every sentence of the batch, in order (one list per sentence)."""
@@ -190,6 +194,26 @@ class TagDecoder(torch.nn.Module):
                 self.concepts(gold_spans, mask, sentence_starts), self.concepts(predicted_spans, mask, sentence_starts)
             )
 
+    def update_calibration(
+        self,
+        predicted: torch.LongTensor,
+        tags: torch.LongTensor,
+        mask: torch.BoolTensor,
+        posteriors: TagPosteriors,
+        sentence_starts: Optional[torch.BoolTensor] = None,
+    ) -> None:
+        """Counts each predicted span's confidence against whether a gold span has its boundaries and type."""
+        if self.span_calibration is None:
+            return
+        predicted_spans = self.spans(predicted.detach(), mask, sentence_starts)
+        gold_spans = self.spans(tags, mask, sentence_starts)
+        num_steps = mask.size(1)
+        right = torch.isin(self._span_keys(predicted_spans, num_steps), self._span_keys(gold_spans, num_steps))
+        log_probabilities = posteriors.segment_log_probabilities(
+            predicted_spans.rows, predicted_spans.starts, predicted_spans.ends
+        )
+        self.span_calibration(log_probabilities.clamp_max(0.0).exp().tolist(), right.tolist())
+
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = {"accuracy": self.accuracy.get_metric(reset)}
         if self.span_f1 is not None:
@@ -197,6 +221,8 @@ class TagDecoder(torch.nn.Module):
             if not self.verbose_metrics:
                 span_metrics = {key: value for key, value in span_metrics.items() if key.endswith("-overall")}
             metrics.update(span_metrics)
+        if self.span_calibration is not None:
+            metrics.update(self.span_calibration.get_metric(reset))
         if self.concept_error_rate is not None:
             metrics.update(self.concept_error_rate.get_metric(reset))
         return metrics

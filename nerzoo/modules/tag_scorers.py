@@ -8,18 +8,21 @@ The two ways a tagger turns per-token tag scores into a loss, a prediction and p
   https://aclanthology.org/I17-1056, eq. 13; and Seq2Biseq's decoders).
 
 Both return the same things, so `TagDecoder` turns either into labels, spans and confidences.
+Both hold the temperatures that calibrate their posteriors (Guo et al., 2017, "On Calibration of
+Modern Neural Networks", ICML, §4.2: scores divided by one scalar fitted on held-out data, see
+`nerzoo.modules.calibration`).  Decoding never reads them, so calibration changes no prediction.
 Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)`,
 `paths` `(batch_size, num_steps)` tag ids (any value at padding).
 """
 
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, NamedTuple, Optional, Sequence
 
 import torch
 from allennlp.modules import ConditionalRandomField
 from allennlp.modules.conditional_random_field import allowed_transitions
 
-from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
-from nerzoo.modules.crf_marginals import PathPosteriors, forward_backward, tag_marginals
+from nerzoo.modules.batched_crf import crf_log_likelihood, sequence_log_likelihood, viterbi_decode
+from nerzoo.modules.crf_marginals import PathPosteriors, constrained_scores, forward_backward, tag_marginals
 
 
 class TagPosteriors(NamedTuple):
@@ -49,10 +52,20 @@ class CrfScorer:
     crf : `ConditionalRandomField`
         Holds the transition scores and constraints; the model owns it as a submodule (so its
         parameters keep their names in archives), the scorer only reads it.
+    temperature : `float`, optional (default = `1.0`)
+        Divides the emission scores (`logits`) in the posteriors.
+    transition_temperature : `float`, optional (default = `temperature`)
+        Divides the transition (and start / end) scores in the posteriors.
     """
 
-    def __init__(self, crf: ConditionalRandomField) -> None:
+    num_temperatures = 2
+
+    def __init__(
+        self, crf: ConditionalRandomField, temperature: float = 1.0, transition_temperature: Optional[float] = None
+    ) -> None:
         self.crf = crf
+        self.temperature = float(temperature)
+        self.transition_temperature = float(temperature if transition_temperature is None else transition_temperature)
 
     @classmethod
     def build_crf(
@@ -75,16 +88,42 @@ class CrfScorer:
     @torch.no_grad()
     def posteriors(self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor) -> TagPosteriors:
         """Forward-backward marginals and the exact posterior of any stretch of `paths`."""
-        logits = logits.float()
-        result = forward_backward(self.crf, logits, mask)
+        logits = logits.float() / self.temperature
+        result = forward_backward(self.crf, logits, mask, self.transition_temperature)
         on_paths = PathPosteriors(result, logits, paths)
         return TagPosteriors(
             tag_marginals(result, mask), on_paths.tag_log_marginals, on_paths.segment_start, on_paths.segment_end
         )
 
+    def calibration_log_likelihood(
+        self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor, temperatures: torch.Tensor
+    ) -> torch.Tensor:
+        """
+        `(batch_size,)` log P(tags | x) under the constrained chain of the posteriors, with the
+        emissions divided by `temperatures[0]` and the transitions by `temperatures[-1]`
+        (differentiable in `temperatures`, a tensor of one or two values).
+        """
+        transitions, start, end = constrained_scores(self.crf, temperatures[-1])
+        return sequence_log_likelihood(transitions, start, end, logits.float() / temperatures[0], tags, mask)
+
+    def set_temperatures(self, temperatures: Sequence[float]) -> None:
+        self.temperature, self.transition_temperature = float(temperatures[0]), float(temperatures[-1])
+
 
 class SoftmaxScorer:
-    """Independent positions: cross-entropy loss, argmax prediction, softmax posteriors."""
+    """
+    Independent positions: cross-entropy loss, argmax prediction, softmax posteriors.
+
+    # Parameters
+
+    temperature : `float`, optional (default = `1.0`)
+        Divides the scores in the posteriors.
+    """
+
+    num_temperatures = 1
+
+    def __init__(self, temperature: float = 1.0) -> None:
+        self.temperature = float(temperature)
 
     def loss(self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor) -> torch.Tensor:
         """Cross-entropy summed over the unmasked tokens of the batch."""
@@ -97,7 +136,17 @@ class SoftmaxScorer:
     @torch.no_grad()
     def posteriors(self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor) -> TagPosteriors:
         """A segment's probability is the product of its tokens' (the positions are independent)."""
-        log_softmax = torch.log_softmax(logits.float(), dim=-1)
+        log_softmax = torch.log_softmax(logits.float() / self.temperature, dim=-1)
         on_path = log_softmax.gather(2, paths.unsqueeze(-1)).squeeze(-1) * mask
         prefix = on_path.double().cumsum(dim=1)
         return TagPosteriors(log_softmax.exp() * mask.unsqueeze(-1), on_path, on_path.double() - prefix, prefix)
+
+    def calibration_log_likelihood(
+        self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor, temperatures: torch.Tensor
+    ) -> torch.Tensor:
+        """`(batch_size,)` log P(tags | x) with the scores divided by `temperatures[0]` (differentiable in it)."""
+        log_softmax = torch.log_softmax(logits.float() / temperatures[0], dim=-1)
+        return (log_softmax.gather(2, tags.unsqueeze(-1)).squeeze(-1) * mask).sum(dim=1)
+
+    def set_temperatures(self, temperatures: Sequence[float]) -> None:
+        self.temperature = float(temperatures[0])

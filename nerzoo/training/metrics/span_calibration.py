@@ -1,0 +1,102 @@
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+from allennlp.training.metrics.metric import Metric
+
+
+@Metric.register("span_calibration")
+class SpanCalibration(Metric):
+    """
+    How well the confidences of predicted spans match how often they are right: the expected
+    calibration error (ECE; Naeini, Cooper & Hauskrecht, 2015, "Obtaining Well Calibrated
+    Probabilities Using Bayesian Binning", AAAI) over equal-mass bins, and the Brier score of span
+    correctness (Brier, 1950).
+
+    Registered as a `Metric` with name "span_calibration".
+
+    A predicted span is right when a gold span has its start, end and label.  The spans are sorted by
+    confidence and cut into `num_bins` bins of (nearly) equal counts; ECE is the span-weighted mean
+    over the bins of |mean confidence - precision|.  Equal-mass bins, because a trained tagger puts
+    most of its spans above 0.99, where fixed-width bins would lump them into one bin.  The Brier
+    score is the mean of (confidence - right)^2 over the spans.  Gold spans that no prediction
+    matches (the recall side) do not enter either figure.
+
+    Keys: `span_ece`, `span_brier`, both absent before any span has been counted.
+
+    # Parameters
+
+    num_bins : `int`, optional (default = `10`)
+    """
+
+    def __init__(self, num_bins: int = 10) -> None:
+        self.num_bins = num_bins
+        self._confidences: List[float] = []
+        self._correct: List[bool] = []
+
+    def __call__(self, confidences: Sequence[float], correct: Sequence[bool]) -> None:  # type: ignore
+        """One value per predicted span: its confidence and whether it is right."""
+        if len(confidences) != len(correct):
+            raise ValueError(f"{len(confidences)} confidences but {len(correct)} correctness flags")
+        self._confidences.extend(float(value) for value in confidences)
+        self._correct.extend(bool(value) for value in correct)
+
+    def pairs(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The confidences and the 0/1 correctness of every span counted since the last reset, `(num_spans,)` each."""
+        return (
+            torch.tensor(self._confidences, dtype=torch.float64),
+            torch.tensor(self._correct, dtype=torch.float64),
+        )
+
+    def get_metric(self, reset: bool = False) -> Dict[str, float]:
+        metrics: Dict[str, float] = {}
+        if self._confidences:
+            confidences, correct = self.pairs()
+            metrics["span_ece"] = expected_calibration_error(confidences, correct, self.num_bins)
+            metrics["span_brier"] = float(((confidences - correct) ** 2).mean())
+        if reset:
+            self.reset()
+        return metrics
+
+    def reset(self) -> None:
+        self._confidences = []
+        self._correct = []
+
+
+def equal_mass_bins(confidences: torch.Tensor, num_bins: int) -> List[torch.LongTensor]:
+    """Indices of `confidences` sorted and cut into `min(num_bins, n)` bins of nearly equal size."""
+    order = torch.argsort(confidences, stable=True)
+    return [chunk for chunk in torch.tensor_split(order, min(num_bins, len(order))) if len(chunk)]
+
+
+def reliability(
+    confidences: torch.Tensor, correct: torch.Tensor, bins: List[torch.LongTensor]
+) -> List[Tuple[int, float, float]]:
+    """`(count, mean confidence, precision)` of each bin."""
+    return [(len(index), float(confidences[index].mean()), float(correct[index].mean())) for index in bins]
+
+
+def fixed_bins(confidences: torch.Tensor, edges: Sequence[float]) -> List[torch.LongTensor]:
+    """Indices of `confidences` per bin `[edges[i], edges[i + 1])` (the last bin closed), empty bins left out."""
+    inner = torch.tensor(list(edges[1:-1]), dtype=confidences.dtype)
+    which = torch.bucketize(confidences, inner, right=True)
+    bins = [torch.nonzero(which == index).flatten() for index in range(len(edges) - 1)]
+    return [index for index in bins if len(index)]
+
+
+def calibration_error(confidences: torch.Tensor, correct: torch.Tensor, bins: List[torch.LongTensor]) -> float:
+    """Span-weighted mean |mean confidence - precision| over `bins`."""
+    rows = reliability(confidences, correct, bins)
+    total = sum(count for count, _, _ in rows)
+    return sum(count * abs(confidence - precision) for count, confidence, precision in rows) / max(total, 1)
+
+
+def expected_calibration_error(confidences: torch.Tensor, correct: torch.Tensor, num_bins: int = 10) -> float:
+    """ECE over `num_bins` equal-mass bins."""
+    return calibration_error(confidences, correct, equal_mass_bins(confidences, num_bins))
+
+
+def precision_at_coverage(confidences: torch.Tensor, correct: torch.Tensor, coverage: float) -> float:
+    """Precision of the `coverage` share of the spans (rounded up) with the highest confidences."""
+    keep = max(1, int(torch.ceil(torch.tensor(coverage * len(confidences))).item()))
+    order = torch.argsort(confidences, descending=True, stable=True)
+    return float(correct[order[:keep]].mean())
