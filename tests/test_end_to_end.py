@@ -98,6 +98,50 @@ def test_predict_raw_and_pretokenised_sentences(bilstm_crf_run, tmp_path):
 
 
 @pytest.mark.xdist_group("bilstm_crf")
+def test_calibrate_then_evaluate_predict_and_draw(bilstm_crf_run, tmp_path):
+    archive, calibrated = bilstm_crf_run / "model.tar.gz", tmp_path / "calibrated.tar.gz"
+    result = allennlp(
+        "calibrate", archive, DEV, "--output-file", calibrated, "--temperatures", 2, env=offline(tmp_path)
+    )
+    assert_quiet(result, tmp_path)
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert set(report["temperatures"]) == {"head.temperature", "head.transition_temperature"}
+    assert report["after"]["f1-measure-overall"] == report["before"]["f1-measure-overall"]
+    before = evaluate(archive, TEST, tmp_path / "before.json")
+    after = evaluate(calibrated, TEST, tmp_path / "after.json")
+    assert after["f1-measure-overall"] == before["f1-measure-overall"]
+    assert {"span_ece", "span_brier"} <= set(before) and {"span_ece", "span_brier"} <= set(after)
+    assert after["span_ece"] != before["span_ece"]
+    sentences = [{"sentence": "Peter Blackburn visited Brussels on Monday ."}, {"tokens": ["Lena", "Holm", "won", "."]}]
+    plain = predict(archive, sentences, tmp_path / "plain.jsonl")
+    scaled = predict(calibrated, sentences, tmp_path / "scaled.jsonl")
+    assert [p["tags"] for p in plain] == [p["tags"] for p in scaled]
+    assert [[(s["start"], s["end"], s["label"]) for s in p["spans"]] for p in plain] == [
+        [(s["start"], s["end"], s["label"]) for s in p["spans"]] for p in scaled
+    ]
+    for picture in ("calibration.png", "calibration.svg"):
+        result = allennlp(
+            "draw-calibration",
+            archive,
+            TEST,
+            "--calibrated",
+            calibrated,
+            "--output",
+            tmp_path / picture,
+            env=offline(tmp_path),
+        )
+        assert_quiet(result, tmp_path)
+        assert "archive:" in result.stdout and "calibrated:" in result.stdout
+    assert (tmp_path / "calibration.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (tmp_path / "calibration.svg").read_bytes()[:2000]
+    missing = allennlp(
+        "calibrate", tmp_path / "missing.tar.gz", DEV, "--output-file", tmp_path / "x.tar.gz", check=False
+    )
+    assert missing.returncode != 0 and "missing.tar.gz" in missing.stderr and not (tmp_path / "x.tar.gz").exists()
+    assert "Traceback" not in missing.stderr
+
+
+@pytest.mark.xdist_group("bilstm_crf")
 def test_predict_keeps_every_good_line_among_bad_ones(bilstm_crf_run, tmp_path):
     bad = {
         2: "not json",

@@ -2,6 +2,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 import tarfile
 import tempfile
 from typing import Any, Dict, List, NamedTuple
@@ -195,7 +196,11 @@ def calibrate(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def _calibrate(args: argparse.Namespace) -> None:
-    report = calibrate(args)
+    logging.getLogger("allennlp").setLevel(logging.WARNING)
+    try:
+        report = calibrate(args)
+    except (ConfigurationError, OSError) as error:
+        sys.exit(f"error: {error}")
     for key, value in report["temperatures"].items():
         print(f"{key}: {value:.4f}")
     for name, (nll_before, nll_after) in report["dev_nll"].items():

@@ -4,6 +4,7 @@ archive goes through `sequence_tagger` with every predictor option, on good, emp
 Every model must give the same output keys (the contract the predictor reads).
 """
 
+import argparse
 import json
 import os
 
@@ -14,6 +15,7 @@ from allennlp.models.archival import load_archive
 from allennlp.predictors import Predictor
 
 import nerzoo  # noqa: F401
+from nerzoo.commands.calibrate import calibrate, calibration_modules
 from tests import PROJECT_ROOT
 
 # Every config under training_config/ but the thread model, which has its own predictor.
@@ -120,3 +122,64 @@ def test_every_option_gives_the_contract(archives, config):
             assert result["tokens"] == result["tags"] == result["tag_confidences"] == result["spans"] == []
         for result in results[len(GOOD) + len(EMPTY) :]:
             assert set(result) == {"error"}
+
+
+def _predictions(archive):
+    predictor = Predictor.from_archive(archive, "sequence_tagger")
+    return predictor.predict_batch_json(GOOD)
+
+
+def _decisions(results):
+    """What a user acts on: the tags and the spans, without their confidences."""
+    return [
+        (result["tags"], [(span["start"], span["end"], span["label"]) for span in result["spans"]])
+        for result in results
+    ]
+
+
+def _confidences(results):
+    return [
+        result["tag_confidences"] + [span.get("confidence", span.get("score")) for span in result["spans"]]
+        for result in results
+    ]
+
+
+@pytest.mark.xdist_group("predictor_contract")
+@pytest.mark.parametrize("config", CONFIGS)
+def test_temperatures_change_confidences_not_predictions_and_calibrated_archives_round_trip(archives, config, tmp_path):
+    archive_file = str(archives(config))
+    archive = load_archive(archive_file)
+    modules = calibration_modules(archive.model)
+    assert modules, f"{config} has no calibration site"
+    keys = [key for name, module in modules.items() for key in module.calibration_site(name).config_keys]
+    plain = _predictions(archive)
+    values = [2.5, 0.4]
+    hot = _predictions(
+        load_archive(archive_file, overrides=json.dumps({f"model.{key}": v for key, v in zip(keys, values)}))
+    )
+    assert _decisions(hot) == _decisions(plain)
+    assert _confidences(hot) != _confidences(plain)
+
+    dev = archive.config["validation_data_path"]
+    output_file = tmp_path / "calibrated.tar.gz"
+    report = calibrate(
+        argparse.Namespace(
+            archive_file=archive_file,
+            input_file=dev,
+            output_file=str(output_file),
+            temperatures=2,
+            batch_size=8,
+            cuda_device=-1,
+            overrides="",
+        )
+    )
+    calibrated = load_archive(str(output_file))
+    for key, value in report["temperatures"].items():
+        node = calibrated.config.as_dict(quiet=True)["model"]
+        for part in key.split("."):
+            node = node[part]
+        assert node == value > 0
+    assert report["dev_nll"] and all(after <= before for before, after in report["dev_nll"].values())
+    scores = [key for key in report["before"] if key == "accuracy" or key.endswith("-overall")]
+    assert scores and all(report["after"][key] == report["before"][key] for key in scores)
+    assert _decisions(_predictions(calibrated)) == _decisions(plain)
