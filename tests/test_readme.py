@@ -77,7 +77,8 @@ def test_its_commands_run_on_the_fixtures(tmp_path):
         )
         assert result.returncode == 0, f"{script}\n{result.stderr[-3000:]}"
     assert not (tmp_path / "network.log").exists()
-    assert (tmp_path / "attention.png").stat().st_size > 0 and (tmp_path / "memory.png").stat().st_size > 0
+    for picture in ("attention.png", "memory.png", "calibration.png"):
+        assert (tmp_path / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("block", BLOCKS[:1])

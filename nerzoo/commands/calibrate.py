@@ -114,10 +114,9 @@ def span_metrics(modules: Dict[str, torch.nn.Module]) -> List[SpanCalibration]:
 
 
 def data_loader(archive: Archive, data_file: str, batch_size: int) -> MultiProcessDataLoader:
-    """`data_file` read by the archive's validation reader, in batches of similar lengths."""
-    loader = MultiProcessDataLoader(
-        archive.validation_dataset_reader, data_file, batch_sampler=BucketBatchSampler(batch_size=batch_size)
-    )
+    """`data_file` read by the archive's validation reader, in batches of similar lengths, the same every time."""
+    sampler = BucketBatchSampler(batch_size=batch_size, padding_noise=0.0, shuffle=False)
+    loader = MultiProcessDataLoader(archive.validation_dataset_reader, data_file, batch_sampler=sampler)
     loader.index_with(archive.model.vocab)
     return loader
 

@@ -213,7 +213,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
             sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
             self.decoder.update_metrics(paths, tags, mask, sentence_starts)
             if not self.training and self.calibration_metrics and self.decoder.span_calibration is not None:
-                posteriors = self._posteriors(logits, mask, paths, sentence_spans)
+                posteriors = self.posteriors(logits, mask, paths, sentence_spans)
                 self.decoder.update_calibration(paths, tags, mask, posteriors, sentence_starts)
         return output
 
@@ -224,18 +224,19 @@ class CrfTagHead(torch.nn.Module, FromParams):
         never call this, do not pay for forward-backward (or, without the CRF, the softmax).
         """
         paths = output_dict.pop("paths")
-        posteriors = self._posteriors(
+        posteriors = self.posteriors(
             output_dict["logits"], output_dict["mask"].bool(), paths, output_dict["sentence_spans"]
         )
         return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
 
-    def _posteriors(
+    def posteriors(
         self,
         logits: torch.Tensor,
         mask: torch.BoolTensor,
         paths: torch.LongTensor,
         sentence_spans: List[List[Tuple[int, int]]],
     ) -> TagPosteriors:
+        """The scorer's posteriors (temperatures applied) of `forward`'s logits along `paths`, chain by chain."""
         rows = self._sentence_rows(sentence_spans, mask)
         if rows is None:
             return self.scorer.posteriors(logits, mask, paths)

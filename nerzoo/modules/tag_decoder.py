@@ -147,14 +147,14 @@ class TagDecoder(torch.nn.Module):
     def span_counts(self, predicted: TensorSpans, gold: TensorSpans, num_steps: int) -> torch.Tensor:
         """`(num_types, 3)` true positives, false positives, false negatives of `predicted`."""
 
-        correct = torch.isin(self._span_keys(predicted, num_steps), self._span_keys(gold, num_steps))
+        correct = torch.isin(self.span_keys(predicted, num_steps), self.span_keys(gold, num_steps))
         num_types = len(self.entity_types)
         true_positives = torch.bincount(predicted.types[correct], minlength=num_types)
         false_positives = torch.bincount(predicted.types, minlength=num_types) - true_positives
         false_negatives = torch.bincount(gold.types, minlength=num_types) - true_positives
         return torch.stack([true_positives, false_positives, false_negatives], dim=1)
 
-    def _span_keys(self, spans: TensorSpans, num_steps: int) -> torch.Tensor:
+    def span_keys(self, spans: TensorSpans, num_steps: int) -> torch.Tensor:
         """One integer per span, equal for two spans exactly when row, start, end and type are."""
         return ((spans.rows * (num_steps + 1) + spans.starts) * (num_steps + 1) + spans.ends) * len(
             self.entity_types
@@ -208,7 +208,7 @@ class TagDecoder(torch.nn.Module):
         predicted_spans = self.spans(predicted.detach(), mask, sentence_starts)
         gold_spans = self.spans(tags, mask, sentence_starts)
         num_steps = mask.size(1)
-        right = torch.isin(self._span_keys(predicted_spans, num_steps), self._span_keys(gold_spans, num_steps))
+        right = torch.isin(self.span_keys(predicted_spans, num_steps), self.span_keys(gold_spans, num_steps))
         log_probabilities = posteriors.segment_log_probabilities(
             predicted_spans.rows, predicted_spans.starts, predicted_spans.ends
         )

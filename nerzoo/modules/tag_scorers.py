@@ -104,7 +104,7 @@ class CrfScorer:
         (differentiable in `temperatures`, a tensor of one or two values).
         """
         transitions, start, end = constrained_scores(self.crf, temperatures[-1])
-        return sequence_log_likelihood(transitions, start, end, logits.float() / temperatures[0], tags, mask)
+        return sequence_log_likelihood(transitions, start, end, logits.double() / temperatures[0], tags, mask)
 
     def set_temperatures(self, temperatures: Sequence[float]) -> None:
         self.temperature, self.transition_temperature = float(temperatures[0]), float(temperatures[-1])
@@ -145,7 +145,7 @@ class SoftmaxScorer:
         self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor, temperatures: torch.Tensor
     ) -> torch.Tensor:
         """`(batch_size,)` log P(tags | x) with the scores divided by `temperatures[0]` (differentiable in it)."""
-        log_softmax = torch.log_softmax(logits.float() / temperatures[0], dim=-1)
+        log_softmax = torch.log_softmax(logits.double() / temperatures[0], dim=-1)
         return (log_softmax.gather(2, tags.unsqueeze(-1)).squeeze(-1) * mask).sum(dim=1)
 
     def set_temperatures(self, temperatures: Sequence[float]) -> None:

@@ -1,0 +1,202 @@
+#!/usr/bin/env python
+"""
+Calibration of span confidences on CoNLL-2003: for each trained archive, fits the temperatures on dev
+(`allennlp calibrate`'s code, one temperature and, for CRF heads, two), then scores the span
+confidences of the archive and of both calibrated archives on test: span F1 (unchanged by design),
+ECE over 10 equal-count bins (`span_ece` of `allennlp evaluate`) and over the fixed bins 0, 0.5, 0.6,
+0.7, 0.8, 0.9, 0.95, 0.99, 1, the Brier score, the precision of the 80% and 90% most confident spans,
+and, as a diagnosis only, the ECE with one temperature fitted on test itself ("oracle": what a
+temperature could do if dev and test were alike).
+
+    .venv/bin/python benchmarks/calibration_benchmark.py \\
+        --archive bilstm_crf:1=runs/converged/bilstm_crf-conll2003-1/model/model.tar.gz \\
+        --archive deptree_ner:1=runs/converged/deptree_ner_decay-conll2003-1/model/model.tar.gz \\
+        --overrides deptree_ner:1='{"model.type": "deptree_ner"}' --record calibration
+
+`--overrides NAME=JSON` loads an archive with config overrides (archives trained before the model was
+renamed need `{"model.type": "deptree_ner"}`).  The calibrated archives are written to `--output-dir`
+(default `runs/calibration/<timestamp>`).  With `--record TABLE` the rows also go to
+docs/results/TABLE.jsonl and the table TABLE of docs/RESULTS.md (`results.py`).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+import harness
+import results
+from allennlp.models.archival import load_archive
+
+from nerzoo.commands.calibrate import calibrate, calibration_modules, data_loader, evaluate
+from nerzoo.modules.calibration import fit_temperatures
+from nerzoo.training.metrics.span_calibration import (
+    calibration_error,
+    expected_calibration_error,
+    fixed_bins,
+    precision_at_coverage,
+)
+
+DEFAULT_DEV = os.path.join(harness.SHARED_DATA, "conll2003", "eng.testa")
+DEFAULT_TEST = os.path.join(harness.SHARED_DATA, "conll2003", "eng.testb")
+EDGES = [0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0]
+COLUMNS = [
+    "model",
+    "archive",
+    "T (1 / emissions, transitions)",
+    "dev ECE before / after",
+    "test F1 before = after",
+    "test ECE before / T1 / T2",
+    "test ECE fixed bins before / T1",
+    "test Brier before / T1",
+    "test P@80% before / T1",
+    "test P@90% before / T1",
+    "test ECE, T fitted on test (oracle)",
+]
+
+
+def scores(archive_file: str, data_file: str, overrides: str) -> Dict[str, Any]:
+    """Span F1 and the calibration figures of an archive's spans on `data_file`."""
+    archive = load_archive(archive_file, overrides=overrides)
+    modules = calibration_modules(archive.model)
+    evaluation = evaluate(archive.model, data_loader(archive, data_file, 64), modules)
+    confidences, correct = evaluation.confidences, evaluation.correct
+    return {
+        "f1": evaluation.metrics.get("f1-measure-overall"),
+        "ece": expected_calibration_error(confidences, correct),
+        "ece_fixed": calibration_error(confidences, correct, fixed_bins(confidences, EDGES)),
+        "brier": evaluation.metrics.get("span_brier"),
+        "precision_at_80": precision_at_coverage(confidences, correct, 0.8),
+        "precision_at_90": precision_at_coverage(confidences, correct, 0.9),
+        "mean_confidence": float(confidences.mean()),
+        "precision": float(correct.mean()),
+        "spans": len(confidences),
+        "modules": modules,
+        "batches": evaluation.batches,
+        "model": archive.model,
+        "loader_archive": archive,
+    }
+
+
+def oracle_ece(archive_file: str, test: str, overrides: str) -> float:
+    """ECE on test after one temperature fitted on test itself (diagnosis, not a calibration)."""
+    measured = scores(archive_file, test, overrides)
+    for name, module in measured["modules"].items():
+        site = module.calibration_site(name)
+        site.set_temperatures(fit_temperatures(site, measured["batches"][name]).temperatures)
+    archive = measured["loader_archive"]
+    evaluation = evaluate(measured["model"], data_loader(archive, test, 64), measured["modules"])
+    return expected_calibration_error(evaluation.confidences, evaluation.correct)
+
+
+def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any]:
+    print(f"=== {name}: {archive_file}", flush=True)
+    calibrated: Dict[int, Dict[str, Any]] = {}
+    for count in (1, 2):
+        output_file = os.path.join(args.output_dir, f"{name.replace(':', '-')}.t{count}.tar.gz")
+        report = calibrate(
+            argparse.Namespace(
+                archive_file=archive_file,
+                input_file=args.dev,
+                output_file=output_file,
+                temperatures=count,
+                batch_size=64,
+                cuda_device=-1,
+                overrides=overrides,
+            )
+        )
+        calibrated[count] = {"report": report, "test": scores(output_file, args.test, "")}
+        print(f"  T{count}: {report['temperatures']} test {calibrated[count]['test']['ece']:.4f}", flush=True)
+    before = scores(archive_file, args.test, overrides)
+    keep = ("f1", "ece", "ece_fixed", "brier", "precision_at_80", "precision_at_90", "mean_confidence", "precision")
+    return {
+        "name": name,
+        "archive": archive_file,
+        "temperatures": {count: calibrated[count]["report"]["temperatures"] for count in (1, 2)},
+        "dev": {count: calibrated[count]["report"]["after"] for count in (1, 2)},
+        "dev_before": calibrated[1]["report"]["before"],
+        "test_before": {key: before[key] for key in keep},
+        "test_after": {count: {key: calibrated[count]["test"][key] for key in keep} for count in (1, 2)},
+        "test_oracle_ece": oracle_ece(archive_file, args.test, overrides),
+    }
+
+
+def row(result: Dict[str, Any]) -> Dict[str, str]:
+    model, _, seed = result["name"].partition(":")
+    one, two = result["temperatures"][1], result["temperatures"][2]
+    t1 = next(iter(one.values()))
+    t2 = "/".join(f"{value:.2f}" for value in two.values())
+    before, after1, after2 = result["test_before"], result["test_after"][1], result["test_after"][2]
+    same_f1 = before["f1"] == after1["f1"] == after2["f1"]
+    cells = [
+        model,
+        f"{harness.display_path(result['archive'])} (seed {seed})",
+        f"{t1:.2f}" + (f"; {t2}" if len(two) > 1 else ""),
+        f"{result['dev_before']['span_ece']:.4f} / {result['dev'][1]['span_ece']:.4f}",
+        f"{100 * before['f1']:.2f}" + ("" if same_f1 else " (CHANGED)"),
+        f"{before['ece']:.4f} / {after1['ece']:.4f} / {after2['ece']:.4f}",
+        f"{before['ece_fixed']:.4f} / {after1['ece_fixed']:.4f}",
+        f"{before['brier']:.4f} / {after1['brier']:.4f}",
+        f"{before['precision_at_80']:.4f} / {after1['precision_at_80']:.4f}",
+        f"{before['precision_at_90']:.4f} / {after1['precision_at_90']:.4f}",
+        f"{result['test_oracle_ece']:.4f}",
+    ]
+    return dict(zip(COLUMNS, cells))
+
+
+def named(values: List[str], option: str) -> Dict[str, str]:
+    pairs = {}
+    for value in values:
+        name, separator, rest = value.partition("=")
+        if not separator:
+            raise SystemExit(f"error: {option} expects NAME=VALUE, got {value!r}")
+        pairs[name] = rest
+    return pairs
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
+    parser.add_argument("--archive", action="append", default=[], metavar="MODEL:SEED=PATH", required=True)
+    parser.add_argument("--overrides", action="append", default=[], metavar="MODEL:SEED=JSON")
+    parser.add_argument("--dev", default=DEFAULT_DEV)
+    parser.add_argument("--test", default=DEFAULT_TEST)
+    parser.add_argument("--output-dir", default=None)
+    parser.add_argument("--record", metavar="TABLE", default=None)
+    args = parser.parse_args(argv)
+    raw_argv = list(sys.argv[1:] if argv is None else argv)
+    started = datetime.datetime.now()
+    args.output_dir = args.output_dir or os.path.join(
+        harness.REPO_ROOT, "runs", "calibration", started.strftime("%Y%m%d-%H%M%S")
+    )
+    os.makedirs(args.output_dir, exist_ok=True)
+    overrides = named(args.overrides, "--overrides")
+    measured = [
+        run_one(name, path, overrides.get(name, ""), args) for name, path in named(args.archive, "--archive").items()
+    ]
+    rows = [row(result) for result in measured]
+    with open(os.path.join(args.output_dir, "results.json"), "w") as handle:
+        json.dump(measured, handle, indent=1)
+    print(results.markdown_row(COLUMNS))
+    for cells in rows:
+        print(results.markdown_row([cells[column] for column in COLUMNS]))
+    if args.record:
+        note = (
+            f"- {started:%Y-%m-%d %H:%M}: `{harness.command_line(__file__, raw_argv)}`; dev "
+            f"`{harness.display_path(args.dev)}`, test `{harness.display_path(args.test)}`. Machine: "
+            f"{harness.machine_description()}. Wall time {datetime.datetime.now() - started}."
+        )
+        record = {
+            "started": f"{started:%Y-%m-%d %H:%M}",
+            "columns": COLUMNS,
+            "rows": rows,
+            "results": measured,
+            "note": note,
+        }
+        results.append_run(results.DEFAULT_RESULTS, args.record, record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+#!/usr/bin/env python
+"""
+What the span calibration metric (`span_ece`, `span_brier`) costs a CRF tagger during validation:
+one evaluation pass over DATA_FILE with the head's `calibration_metrics` off and one with it on
+(forward-backward on every batch), alternated `--repeats` times, the median of each; the difference is
+compared with the mean epoch time of the archive's own training (`training_duration` / epochs in the
+`metrics.json` beside the archive, validation included).
+
+    .venv/bin/python benchmarks/calibration_metric_cost.py \\
+        runs/converged/bilstm_crf-conll2003-1/model/model.tar.gz ../shared/data/conll2003/eng.testa
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import harness
+import torch
+from allennlp.models.archival import load_archive
+
+from nerzoo.commands.calibrate import data_loader
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
+    parser.add_argument("archive_file")
+    parser.add_argument("data_file")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--overrides", default="")
+    args = parser.parse_args()
+    archive = load_archive(args.archive_file, overrides=args.overrides)
+    model = archive.model
+    model.eval()
+    batches = list(data_loader(archive, args.data_file, 64))
+    seconds = {False: [], True: []}
+    for _ in range(args.repeats):
+        for flag in (False, True):
+            model.head.calibration_metrics = flag
+            start = time.perf_counter()
+            with torch.no_grad():
+                for batch in batches:
+                    model(**batch)
+            model.get_metrics(reset=True)
+            seconds[flag].append(time.perf_counter() - start)
+    off, on = statistics.median(seconds[False]), statistics.median(seconds[True])
+    metrics_file = os.path.join(os.path.dirname(os.path.abspath(args.archive_file)), "metrics.json")
+    with open(metrics_file) as handle:
+        metrics = json.load(handle)
+    epoch = harness.parse_duration(metrics["training_duration"]) / (metrics["epoch"] + 1)
+    print(
+        json.dumps(
+            {
+                "validation_seconds_without": round(off, 3),
+                "validation_seconds_with": round(on, 3),
+                "added_seconds": round(on - off, 3),
+                "mean_epoch_seconds": round(epoch, 1),
+                "added_share_of_epoch": round((on - off) / epoch, 4),
+                "torch_threads": torch.get_num_threads(),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
