@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """
 Calibration of span confidences on CoNLL-2003: for each trained archive, fits the temperatures on dev
-(`allennlp calibrate`'s code, one temperature and, for CRF heads, two), then scores the span
-confidences of the archive and of both calibrated archives on test: span F1 (unchanged by design),
+(`allennlp calibrate`'s code: the span and the sequence objective, one temperature and, for CRF
+heads, two), then scores the span confidences of the archive and of the four calibrated archives on
+test: span F1 (unchanged by design),
 ECE over 10 equal-count bins (`span_ece` of `allennlp evaluate`) and over the fixed bins 0, 0.5, 0.6,
 0.7, 0.8, 0.9, 0.95, 0.99, 1, the Brier score, the precision of the 80% and 90% most confident spans,
 and, as a diagnosis only, the ECE with one temperature fitted on test itself ("oracle": what a
@@ -42,28 +43,31 @@ from nerzoo.training.metrics.span_calibration import (
 DEFAULT_DEV = os.path.join(harness.SHARED_DATA, "conll2003", "eng.testa")
 DEFAULT_TEST = os.path.join(harness.SHARED_DATA, "conll2003", "eng.testb")
 EDGES = [0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0]
+# (objective, temperatures); the first is `allennlp calibrate`'s default.
+VARIANTS = [("span", 1), ("span", 2), ("sequence", 1), ("sequence", 2)]
 COLUMNS = [
     "model",
     "archive",
-    "T (1 / emissions, transitions)",
-    "dev ECE before / after",
-    "test F1 before = after",
-    "test ECE before / T1 / T2",
-    "test ECE fixed bins before / T1",
-    "test Brier before / T1",
-    "test P@80% before / T1",
-    "test P@90% before / T1",
-    "test ECE, T fitted on test (oracle)",
+    "T: span 1 / 2; sequence 1 / 2",
+    "dev ECE before / span 1 / 2 / sequence 1 / 2",
+    "test F1 (all the same)",
+    "test ECE before / span 1 / 2 / sequence 1 / 2",
+    "test ECE fixed bins before / span 1",
+    "test Brier before / span 1",
+    "test P@80% before / span 1",
+    "test P@90% before / span 1",
+    "test ECE, span T fitted on test (oracle)",
 ]
 
 
 def scores(archive_file: str, data_file: str, overrides: str) -> Dict[str, Any]:
-    """Span F1 and the calibration figures of an archive's spans on `data_file`."""
+    """Span F1 and the calibration figures of an archive's spans on `data_file`, and what produced them."""
     archive = load_archive(archive_file, overrides=overrides)
     modules = calibration_modules(archive.model)
-    evaluation = evaluate(archive.model, data_loader(archive, data_file, 64), modules)
+    loader = data_loader(archive, data_file, 64)
+    evaluation = evaluate(archive.model, loader, modules)
     confidences, correct = evaluation.confidences, evaluation.correct
-    return {
+    figures = {
         "f1": evaluation.metrics.get("f1-measure-overall"),
         "ece": expected_calibration_error(confidences, correct),
         "ece_fixed": calibration_error(confidences, correct, fixed_bins(confidences, EDGES)),
@@ -73,74 +77,83 @@ def scores(archive_file: str, data_file: str, overrides: str) -> Dict[str, Any]:
         "mean_confidence": float(confidences.mean()),
         "precision": float(correct.mean()),
         "spans": len(confidences),
-        "modules": modules,
-        "batches": evaluation.batches,
-        "model": archive.model,
-        "loader_archive": archive,
     }
+    return {"figures": figures, "archive": archive, "modules": modules, "loader": loader, "evaluation": evaluation}
 
 
 def oracle_ece(archive_file: str, test: str, overrides: str) -> float:
-    """ECE on test after one temperature fitted on test itself (diagnosis, not a calibration)."""
+    """ECE on test after one temperature fitted on test itself (span objective where there are spans)."""
     measured = scores(archive_file, test, overrides)
     for name, module in measured["modules"].items():
         site = module.calibration_site(name)
-        site.set_temperatures(fit_temperatures(site, measured["batches"][name]).temperatures)
-    archive = measured["loader_archive"]
-    evaluation = evaluate(measured["model"], data_loader(archive, test, 64), measured["modules"])
+        batches = measured["evaluation"].batches[name]
+        has_spans = site.span_log_likelihood is not None and any(batch.spans is not None for batch in batches)
+        site.set_temperatures(fit_temperatures(site, batches, 1, "span" if has_spans else "sequence").temperatures)
+    evaluation = evaluate(measured["archive"].model, measured["loader"], measured["modules"])
     return expected_calibration_error(evaluation.confidences, evaluation.correct)
 
 
 def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any]:
     print(f"=== {name}: {archive_file}", flush=True)
-    calibrated: Dict[int, Dict[str, Any]] = {}
-    for count in (1, 2):
-        output_file = os.path.join(args.output_dir, f"{name.replace(':', '-')}.t{count}.tar.gz")
+    variants: Dict[str, Dict[str, Any]] = {}
+    for objective, count in VARIANTS:
+        key = f"{objective} {count}"
+        output_file = os.path.join(args.output_dir, f"{name.replace(':', '-')}.{objective}{count}.tar.gz")
         report = calibrate(
             argparse.Namespace(
                 archive_file=archive_file,
                 input_file=args.dev,
                 output_file=output_file,
                 temperatures=count,
+                objective=objective,
                 batch_size=64,
                 cuda_device=-1,
                 overrides=overrides,
             )
         )
-        calibrated[count] = {"report": report, "test": scores(output_file, args.test, "")}
-        print(f"  T{count}: {report['temperatures']} test {calibrated[count]['test']['ece']:.4f}", flush=True)
-    before = scores(archive_file, args.test, overrides)
-    keep = ("f1", "ece", "ece_fixed", "brier", "precision_at_80", "precision_at_90", "mean_confidence", "precision")
+        variants[key] = {
+            "temperatures": report["temperatures"],
+            "objectives": report["objectives"],
+            "dev": report["after"],
+            "test": scores(output_file, args.test, "")["figures"],
+        }
+        print(f"  {key}: {report['temperatures']} test ECE {variants[key]['test']['ece']:.4f}", flush=True)
     return {
         "name": name,
         "archive": archive_file,
-        "temperatures": {count: calibrated[count]["report"]["temperatures"] for count in (1, 2)},
-        "dev": {count: calibrated[count]["report"]["after"] for count in (1, 2)},
-        "dev_before": calibrated[1]["report"]["before"],
-        "test_before": {key: before[key] for key in keep},
-        "test_after": {count: {key: calibrated[count]["test"][key] for key in keep} for count in (1, 2)},
+        "dev_before": report["before"],
+        "test_before": scores(archive_file, args.test, overrides)["figures"],
+        "variants": variants,
         "test_oracle_ece": oracle_ece(archive_file, args.test, overrides),
     }
 
 
 def row(result: Dict[str, Any]) -> Dict[str, str]:
     model, _, seed = result["name"].partition(":")
-    one, two = result["temperatures"][1], result["temperatures"][2]
-    t1 = next(iter(one.values()))
-    t2 = "/".join(f"{value:.2f}" for value in two.values())
-    before, after1, after2 = result["test_before"], result["test_after"][1], result["test_after"][2]
-    same_f1 = before["f1"] == after1["f1"] == after2["f1"]
+    variants = [result["variants"][f"{objective} {count}"] for objective, count in VARIANTS]
+    default = variants[0]
+    before = result["test_before"]
+
+    def temperatures(variant: Dict[str, Any]) -> str:
+        values = list(dict.fromkeys(variant["temperatures"].values()))  # one value when all keys share it
+        return ",".join(f"{value:.2f}" for value in values)
+
+    f1s = {round(variant["test"]["f1"], 12) for variant in variants} | {round(before["f1"], 12)}
     cells = [
         model,
         f"{harness.display_path(result['archive'])} (seed {seed})",
-        f"{t1:.2f}" + (f"; {t2}" if len(two) > 1 else ""),
-        f"{result['dev_before']['span_ece']:.4f} / {result['dev'][1]['span_ece']:.4f}",
-        f"{100 * before['f1']:.2f}" + ("" if same_f1 else " (CHANGED)"),
-        f"{before['ece']:.4f} / {after1['ece']:.4f} / {after2['ece']:.4f}",
-        f"{before['ece_fixed']:.4f} / {after1['ece_fixed']:.4f}",
-        f"{before['brier']:.4f} / {after1['brier']:.4f}",
-        f"{before['precision_at_80']:.4f} / {after1['precision_at_80']:.4f}",
-        f"{before['precision_at_90']:.4f} / {after1['precision_at_90']:.4f}",
+        " / ".join(temperatures(variant) for variant in variants[:2])
+        + "; "
+        + " / ".join(temperatures(variant) for variant in variants[2:]),
+        " / ".join(
+            f"{value:.4f}" for value in [result["dev_before"]["span_ece"], *(v["dev"]["span_ece"] for v in variants)]
+        ),
+        f"{100 * before['f1']:.2f}" + ("" if len(f1s) == 1 else " (CHANGED)"),
+        " / ".join(f"{value:.4f}" for value in [before["ece"], *(v["test"]["ece"] for v in variants)]),
+        f"{before['ece_fixed']:.4f} / {default['test']['ece_fixed']:.4f}",
+        f"{before['brier']:.4f} / {default['test']['brier']:.4f}",
+        f"{before['precision_at_80']:.4f} / {default['test']['precision_at_80']:.4f}",
+        f"{before['precision_at_90']:.4f} / {default['test']['precision_at_90']:.4f}",
         f"{result['test_oracle_ece']:.4f}",
     ]
     return dict(zip(COLUMNS, cells))

@@ -59,6 +59,13 @@ class Calibrate(Subcommand):
             default=1,
             help="1: one temperature for all scores; 2: a CRF's emissions and transitions apart",
         )
+        subparser.add_argument(
+            "--objective",
+            choices=["span", "sequence"],
+            default="span",
+            help="minimise the NLL of the predicted spans' correctness (span, where a site has spans) or of "
+            "the gold labels (sequence)",
+        )
         subparser.add_argument("--batch-size", type=int, default=64)
         subparser.add_argument("--cuda-device", type=int, default=-1)
         subparser.add_argument("-o", "--overrides", default="", help="overrides of the archive's config")
@@ -176,7 +183,13 @@ def calibrate(args: argparse.Namespace) -> Dict[str, Any]:
             logger.warning("calibrate: no gold labels reached %s; its temperature stays as it is", name or "the model")
             continue
         site = module.calibration_site(name)
-        fitted[name] = fit_temperatures(site, before.batches[name], min(args.temperatures, len(site.config_keys)))
+        objective = args.objective
+        has_spans = any(batch.spans is not None and len(batch.spans.right) for batch in before.batches[name])
+        if objective == "span" and (site.span_log_likelihood is None or not has_spans):
+            logger.info("calibrate: %s has no predicted spans; fitting the sequence likelihood", name or "the model")
+            objective = "sequence"
+        count = min(args.temperatures, len(site.config_keys))
+        fitted[name] = fit_temperatures(site, before.batches[name], count, objective)
         site.set_temperatures(fitted[name].temperatures)
         for key, value in site_config(site, fitted[name].temperatures).items():
             set_dotted(config, f"model.{key}", value)
@@ -188,6 +201,7 @@ def calibrate(args: argparse.Namespace) -> Dict[str, Any]:
     return {
         "temperatures": settings,
         "dev_nll": {name: [result.nll_before, result.nll_after] for name, result in fitted.items()},
+        "objectives": {name: result.objective for name, result in fitted.items()},
         "before": before.metrics,
         "after": after.metrics,
         "output_file": args.output_file,
@@ -203,7 +217,8 @@ def _calibrate(args: argparse.Namespace) -> None:
     for key, value in report["temperatures"].items():
         print(f"{key}: {value:.4f}")
     for name, (nll_before, nll_after) in report["dev_nll"].items():
-        print(f"dev NLL per instance ({name or 'model'}): {nll_before:.4f} -> {nll_after:.4f}")
+        per = "span" if report["objectives"][name] == "span" else "instance"
+        print(f"dev NLL per {per} ({name or 'model'}): {nll_before:.4f} -> {nll_after:.4f}")
     for key in sorted(report["after"]):
         if key in report["before"] and (key.startswith("span_") or key.endswith("-overall") or key == "accuracy"):
             print(f"dev {key}: {report['before'][key]:.4f} -> {report['after'][key]:.4f}")

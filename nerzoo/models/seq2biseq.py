@@ -357,7 +357,9 @@ class Seq2Biseq(Model):
         tags = batch.get("tags")
         if tags is None:
             return None
-        return CalibrationBatch(output_dict["logits"], tags, output_dict["mask"].bool()).detached()
+        mask, paths = output_dict["mask"].bool(), output_dict["paths"]
+        spans = self.decoder.span_outcomes(paths, tags, mask) if self.tag_scheme is not None else None
+        return CalibrationBatch(output_dict["logits"], tags, mask, paths=paths, spans=spans).detached()
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = self.decoder.get_metrics(reset)

@@ -1,17 +1,26 @@
 """
 Temperature scaling of a model's confidences, fitted on held-out data (Guo, Pleiss, Sun &
 Weinberger, 2017, "On Calibration of Modern Neural Networks", ICML, §4.2): the scores behind a
-confidence are divided by a temperature `T > 0` chosen to minimise the negative log-likelihood of the
-gold labels.  For a CRF the scores are the emissions and the transitions, divided by one temperature
-or by one each; for a softmax, the logits.  Viterbi paths and argmaxes are unchanged by construction:
+confidence are divided by a temperature `T > 0` chosen to minimise a negative log-likelihood on dev
+data.  For a CRF the scores are the emissions and the transitions, divided by one temperature or by
+one each; for a softmax, the logits.  Viterbi paths and argmaxes are unchanged by construction:
 decoding never reads the temperatures.
 
-A model that supports calibration has two methods:
+Two likelihoods can be minimised (`fit_temperatures`'s `objective`):
 
-- `calibration_sites() -> Dict[str, CalibrationSite]`: each place whose confidences come from a
-  temperature-scaled scorer, by name;
-- `calibration_batches(output_dict, **batch) -> Dict[str, CalibrationBatch]`: what one batch
-  (`forward` in evaluation mode, gold labels given) contributes to each site's likelihood.
+- `"sequence"`: of the gold labels, as Guo et al.: for a CRF the probability of each gold tag
+  sequence, for a softmax of each gold label;
+- `"span"`: of the correctness of the predicted spans, each a Bernoulli event with the span's
+  confidence as its probability: `right * log c + (1 - right) * log(1 - c)`.  This is the
+  likelihood of what a user thresholds on; the sequence likelihood is dominated by the many easy
+  `O` tokens and can leave the entity spans over-confident.
+
+A module of a model that supports calibration (the model itself, or e.g. its `CrfTagHead`) has:
+
+- `calibration_site(config_prefix) -> CalibrationSite`: where its temperatures are in the config
+  (its module name, which is also its path under `model`), and its likelihoods;
+- `calibration_batch(output_dict, batch) -> Optional[CalibrationBatch]`: what one batch (`forward` in
+  evaluation mode, gold labels given) contributes to them.
 
 `allennlp calibrate` (`nerzoo.commands.calibrate`) fits them on a dev file and writes the
 temperatures into the config of a new archive.
@@ -22,17 +31,29 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 import torch
 
 
+class SpanOutcomes(NamedTuple):
+    """The predicted spans of a batch, `(num_spans,)` each: row, start, end (exclusive), and 1.0 where right."""
+
+    rows: torch.LongTensor
+    starts: torch.LongTensor
+    ends: torch.LongTensor
+    right: torch.Tensor
+
+
 class CalibrationBatch(NamedTuple):
     """
     `logits` `(batch_size, num_steps, num_classes)`, gold `tags` and `mask` `(batch_size,
     num_steps)`; `mixture`, probabilities of the same shape as `logits` that the model mixes with its
-    own (FOFE-NER's second pass), or `None`.
+    own (FOFE-NER's second pass), or `None`; for the span likelihood, the predicted `paths`
+    `(batch_size, num_steps)` and their `spans`.
     """
 
     logits: torch.Tensor
     tags: torch.LongTensor
     mask: torch.BoolTensor
     mixture: Optional[torch.Tensor] = None
+    paths: Optional[torch.LongTensor] = None
+    spans: Optional[SpanOutcomes] = None
 
     def detached(self) -> "CalibrationBatch":
         """On the CPU, out of the graph, so that a whole dev set can be kept."""
@@ -40,7 +61,10 @@ class CalibrationBatch(NamedTuple):
         def cpu(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
             return None if tensor is None else tensor.detach().cpu()
 
-        return CalibrationBatch(cpu(self.logits.float()), cpu(self.tags), cpu(self.mask.bool()), cpu(self.mixture))
+        spans = None if self.spans is None else SpanOutcomes(*(cpu(values) for values in self.spans))
+        return CalibrationBatch(
+            cpu(self.logits.float()), cpu(self.tags), cpu(self.mask.bool()), cpu(self.mixture), cpu(self.paths), spans
+        )
 
 
 class CalibrationSite(NamedTuple):
@@ -50,37 +74,54 @@ class CalibrationSite(NamedTuple):
     `log_likelihood(batch, temperatures)`: `(batch_size,)` log P(gold | x), differentiable in the
     `temperatures` tensor (one value for all scores, or one per key).
     `set_temperatures(values)`: makes the model's confidences use them.
+    `span_log_likelihood(batch, temperatures)`: `(num_spans,)` log-likelihood of the correctness of
+    the batch's predicted spans, or `None` where the site has no spans.
     """
 
     config_keys: Tuple[str, ...]
     log_likelihood: Callable[[CalibrationBatch, torch.Tensor], torch.Tensor]
     set_temperatures: Callable[[Sequence[float]], None]
+    span_log_likelihood: Optional[Callable[[CalibrationBatch, torch.Tensor], torch.Tensor]] = None
 
 
 class FittedTemperatures(NamedTuple):
     temperatures: List[float]
-    nll_before: float  # mean negative log-likelihood per instance at temperature 1
+    nll_before: float  # the objective's mean negative log-likelihood (per instance or per span) at T = 1
     nll_after: float
+    objective: str = "sequence"
 
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.05, 20.0
 
 
-def mean_nll(site: CalibrationSite, batches: Sequence[CalibrationBatch], temperatures: torch.Tensor) -> torch.Tensor:
-    """Mean negative log-likelihood per instance over `batches` at `temperatures`."""
+def mean_nll(
+    site: CalibrationSite, batches: Sequence[CalibrationBatch], temperatures: torch.Tensor, objective: str = "sequence"
+) -> torch.Tensor:
+    """Mean negative log-likelihood over `batches` at `temperatures`: per instance, or per predicted span."""
+    if objective == "span":
+        terms = [-site.span_log_likelihood(batch, temperatures) for batch in batches if batch.spans is not None]
+        return sum(term.sum() for term in terms) / max(sum(len(term) for term in terms), 1)
     total = sum(-site.log_likelihood(batch, temperatures).sum() for batch in batches)
     return total / max(sum(int(batch.mask.size(0)) for batch in batches), 1)
 
 
 def fit_temperatures(
-    site: CalibrationSite, batches: Sequence[CalibrationBatch], num_temperatures: int = 1
+    site: CalibrationSite, batches: Sequence[CalibrationBatch], num_temperatures: int = 1, objective: str = "sequence"
 ) -> FittedTemperatures:
     """
-    Minimises the mean negative log-likelihood over `batches` in `log T` (L-BFGS from T = 1, each T
-    kept within [0.05, 20]); `num_temperatures` is 1 (one T for all scores) or `len(site.config_keys)`.
+    Minimises the mean negative log-likelihood of `objective` (`"sequence"` or `"span"`, see the
+    module's docstring) over `batches` in `log T` (L-BFGS from T = 1, each T kept within [0.05, 20]);
+    `num_temperatures` is 1 (one T for all scores) or `len(site.config_keys)`.
     """
     if not 1 <= num_temperatures <= len(site.config_keys):
         raise ValueError(f"this site fits 1 to {len(site.config_keys)} temperatures, not {num_temperatures}")
+    if objective not in ("sequence", "span"):
+        raise ValueError(f"objective must be 'sequence' or 'span', not {objective!r}")
+    if objective == "span" and (
+        site.span_log_likelihood is None
+        or not any(batch.spans is not None and len(batch.spans.right) for batch in batches)
+    ):
+        raise ValueError("the span objective needs predicted spans, and this site or data has none")
     log_temperatures = torch.zeros(num_temperatures, dtype=torch.float64, requires_grad=True)
     low, high = torch.log(torch.tensor(MIN_TEMPERATURE)), torch.log(torch.tensor(MAX_TEMPERATURE))
 
@@ -88,23 +129,23 @@ def fit_temperatures(
         return log_temperatures.clamp(low, high).exp()
 
     with torch.no_grad():
-        before = float(mean_nll(site, batches, torch.ones(num_temperatures, dtype=torch.float64)))
+        before = float(mean_nll(site, batches, torch.ones(num_temperatures, dtype=torch.float64), objective))
     optimizer = torch.optim.LBFGS([log_temperatures], lr=1.0, max_iter=100, line_search_fn="strong_wolfe")
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        loss = mean_nll(site, batches, temperatures())
+        loss = mean_nll(site, batches, temperatures(), objective)
         loss.backward()
         return loss
 
     optimizer.step(closure)
     with torch.no_grad():
         fitted = temperatures()
-        after = float(mean_nll(site, batches, fitted))
+        after = float(mean_nll(site, batches, fitted, objective))
     values = [float(value) for value in fitted]
     if after > before:  # never worse than leaving the scores alone
         values, after = [1.0] * num_temperatures, before
-    return FittedTemperatures(values, before, after)
+    return FittedTemperatures(values, before, after, objective)
 
 
 def scorer_site(scorer: Any, config_prefix: str) -> CalibrationSite:
@@ -118,7 +159,26 @@ def scorer_site(scorer: Any, config_prefix: str) -> CalibrationSite:
     def log_likelihood(batch: CalibrationBatch, temperatures: torch.Tensor) -> torch.Tensor:
         return scorer.calibration_log_likelihood(batch.logits, batch.tags, batch.mask, temperatures)
 
-    return CalibrationSite(tuple(prefix + key for key in keys), log_likelihood, scorer.set_temperatures)
+    def span_log_likelihood(batch: CalibrationBatch, temperatures: torch.Tensor) -> torch.Tensor:
+        posteriors = scorer.scaled_posteriors(batch.logits.double(), batch.mask, batch.paths, temperatures)
+        spans = batch.spans
+        log_confidences = posteriors.segment_log_probabilities(spans.rows, spans.starts, spans.ends).clamp_max(0.0)
+        return bernoulli_log_likelihood(log_confidences, spans.right)
+
+    return CalibrationSite(
+        tuple(prefix + key for key in keys), log_likelihood, scorer.set_temperatures, span_log_likelihood
+    )
+
+
+def bernoulli_log_likelihood(log_confidences: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """`right * log c + (1 - right) * log(1 - c)` from `log c`, kept finite at c = 0 and c = 1."""
+    tiny = torch.finfo(log_confidences.dtype).tiny
+    log_wrong = torch.log((-torch.expm1(log_confidences)).clamp_min(tiny))
+    right = right.to(log_confidences.dtype)
+    return (
+        right * log_confidences.clamp_min(torch.log(torch.tensor(tiny, dtype=log_confidences.dtype)))
+        + (1 - right) * log_wrong
+    )
 
 
 def site_config(site: CalibrationSite, temperatures: Sequence[float]) -> Dict[str, float]:

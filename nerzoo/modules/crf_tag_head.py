@@ -256,15 +256,21 @@ class CrfTagHead(torch.nn.Module, FromParams):
         return scorer_site(self.scorer, config_prefix)
 
     def calibration_batch(self, output_dict: Dict[str, Any], batch: Dict[str, Any]) -> Optional[CalibrationBatch]:
-        """The logits, gold tags and mask of one evaluated batch, one row per CRF chain."""
+        """The logits, gold tags, mask, predicted paths and spans of one evaluated batch, one row per CRF chain."""
         tags = batch.get("tags")
         if tags is None:
             return None
-        logits, mask = output_dict["logits"], output_dict["mask"].bool()
-        rows = self._sentence_rows(output_dict["sentence_spans"], mask)
+        logits, mask, paths = output_dict["logits"], output_dict["mask"].bool(), output_dict["paths"]
+        sentence_spans = output_dict["sentence_spans"]
+        rows = self._sentence_rows(sentence_spans, mask)
+        sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
         if rows is not None:
-            logits, tags, mask = rows.gather(logits), rows.gather(tags), rows.mask
-        return CalibrationBatch(logits, tags, mask).detached()
+            logits, tags, paths, mask = rows.gather(logits), rows.gather(tags), rows.gather(paths), rows.mask
+            sentence_starts = None
+        spans = None
+        if self.decoder.tag_scheme is not None:
+            spans = self.decoder.span_outcomes(paths, tags, mask, sentence_starts)
+        return CalibrationBatch(logits, tags, mask, paths=paths, spans=spans).detached()
 
     def _sentence_rows(
         self, sentence_spans: List[List[Tuple[int, int]]], mask: torch.BoolTensor

@@ -18,6 +18,7 @@ from allennlp.data import Vocabulary
 from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import _chunk_ends, _chunk_starts, check_tag_scheme, split_tag
+from nerzoo.modules.calibration import SpanOutcomes
 from nerzoo.modules.tag_scorers import TagPosteriors
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
@@ -194,6 +195,20 @@ class TagDecoder(torch.nn.Module):
                 self.concepts(gold_spans, mask, sentence_starts), self.concepts(predicted_spans, mask, sentence_starts)
             )
 
+    def span_outcomes(
+        self,
+        predicted: torch.LongTensor,
+        tags: torch.LongTensor,
+        mask: torch.BoolTensor,
+        sentence_starts: Optional[torch.BoolTensor] = None,
+    ) -> SpanOutcomes:
+        """The spans of `predicted`, each marked right (1.0) when a gold span has its boundaries and type."""
+        predicted_spans = self.spans(predicted.detach(), mask, sentence_starts)
+        gold_spans = self.spans(tags, mask, sentence_starts)
+        num_steps = mask.size(1)
+        right = torch.isin(self.span_keys(predicted_spans, num_steps), self.span_keys(gold_spans, num_steps))
+        return SpanOutcomes(predicted_spans.rows, predicted_spans.starts, predicted_spans.ends, right.double())
+
     def update_calibration(
         self,
         predicted: torch.LongTensor,
@@ -202,17 +217,12 @@ class TagDecoder(torch.nn.Module):
         posteriors: TagPosteriors,
         sentence_starts: Optional[torch.BoolTensor] = None,
     ) -> None:
-        """Counts each predicted span's confidence against whether a gold span has its boundaries and type."""
+        """Counts each predicted span's confidence against whether it is right (`span_outcomes`)."""
         if self.span_calibration is None:
             return
-        predicted_spans = self.spans(predicted.detach(), mask, sentence_starts)
-        gold_spans = self.spans(tags, mask, sentence_starts)
-        num_steps = mask.size(1)
-        right = torch.isin(self.span_keys(predicted_spans, num_steps), self.span_keys(gold_spans, num_steps))
-        log_probabilities = posteriors.segment_log_probabilities(
-            predicted_spans.rows, predicted_spans.starts, predicted_spans.ends
-        )
-        self.span_calibration(log_probabilities.clamp_max(0.0).exp().tolist(), right.tolist())
+        outcomes = self.span_outcomes(predicted, tags, mask, sentence_starts)
+        log_probabilities = posteriors.segment_log_probabilities(outcomes.rows, outcomes.starts, outcomes.ends)
+        self.span_calibration(log_probabilities.clamp_max(0.0).exp().tolist(), outcomes.right.bool().tolist())
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = {"accuracy": self.accuracy.get_metric(reset)}

@@ -88,8 +88,16 @@ class CrfScorer:
     @torch.no_grad()
     def posteriors(self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor) -> TagPosteriors:
         """Forward-backward marginals and the exact posterior of any stretch of `paths`."""
-        logits = logits.float() / self.temperature
-        result = forward_backward(self.crf, logits, mask, self.transition_temperature)
+        temperatures = torch.tensor([self.temperature, self.transition_temperature])
+        return self.scaled_posteriors(logits.float(), mask, paths, temperatures)
+
+    def scaled_posteriors(
+        self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor, temperatures: torch.Tensor
+    ) -> TagPosteriors:
+        """`posteriors` with the emissions divided by `temperatures[0]` and the transitions by
+        `temperatures[-1]`, differentiable in them; computed in the dtype of `logits`."""
+        logits = logits / temperatures[0].to(logits.dtype)
+        result = forward_backward(self.crf, logits, mask, temperatures[-1])
         on_paths = PathPosteriors(result, logits, paths)
         return TagPosteriors(
             tag_marginals(result, mask), on_paths.tag_log_marginals, on_paths.segment_start, on_paths.segment_end
@@ -136,7 +144,13 @@ class SoftmaxScorer:
     @torch.no_grad()
     def posteriors(self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor) -> TagPosteriors:
         """A segment's probability is the product of its tokens' (the positions are independent)."""
-        log_softmax = torch.log_softmax(logits.float() / self.temperature, dim=-1)
+        return self.scaled_posteriors(logits.float(), mask, paths, torch.tensor([self.temperature]))
+
+    def scaled_posteriors(
+        self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor, temperatures: torch.Tensor
+    ) -> TagPosteriors:
+        """`posteriors` with the scores divided by `temperatures[0]`, differentiable in it."""
+        log_softmax = torch.log_softmax(logits / temperatures[0].to(logits.dtype), dim=-1)
         on_path = log_softmax.gather(2, paths.unsqueeze(-1)).squeeze(-1) * mask
         prefix = on_path.double().cumsum(dim=1)
         return TagPosteriors(log_softmax.exp() * mask.unsqueeze(-1), on_path, on_path.double() - prefix, prefix)

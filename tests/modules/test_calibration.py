@@ -1,10 +1,18 @@
 import itertools
+import math
 
 import pytest
 import torch
 from allennlp.modules.conditional_random_field import allowed_transitions
 
-from nerzoo.modules.calibration import CalibrationBatch, fit_temperatures, scorer_site, site_config
+from nerzoo.modules.calibration import (
+    CalibrationBatch,
+    SpanOutcomes,
+    bernoulli_log_likelihood,
+    fit_temperatures,
+    scorer_site,
+    site_config,
+)
 from nerzoo.modules.tag_scorers import CrfScorer, SoftmaxScorer
 from nerzoo.training.metrics.span_calibration import (
     SpanCalibration,
@@ -143,3 +151,31 @@ def test_span_calibration_metric_against_hand_computed_values():
     assert calibration_error(confidences, correct, bins) == pytest.approx((0.45 + 2 * abs(0.825 - 0.5) + 0.001) / 4)
     assert precision_at_coverage(confidences, correct, 0.5) == 1.0
     assert precision_at_coverage(confidences, correct, 0.75) == pytest.approx(2 / 3)
+
+
+def test_bernoulli_log_likelihood_is_finite_at_the_extremes():
+    log_confidences = torch.log(torch.tensor([0.8, 0.8, 1.0, 0.0], dtype=torch.float64))
+    right = torch.tensor([1.0, 0.0, 1.0, 0.0], dtype=torch.float64)
+    values = bernoulli_log_likelihood(log_confidences, right)
+    assert values[:3].tolist() == pytest.approx([math.log(0.8), math.log(0.2), 0.0])
+    assert torch.isfinite(values).all()
+
+
+def test_the_span_objective_recovers_the_temperature_of_over_confident_spans():
+    """Single-token spans whose correctness is drawn with probability softmax(z); the model says 3 z."""
+    generator = torch.Generator().manual_seed(1)
+    num_items, num_classes = 6000, 5
+    z = 1.5 * torch.randn(num_items, 1, num_classes, generator=generator)
+    paths = z.argmax(dim=-1)
+    truth = torch.softmax(z, dim=-1).gather(2, paths.unsqueeze(-1)).flatten()
+    right = (torch.rand(num_items, generator=generator) < truth).double()
+    rows = torch.arange(num_items)
+    spans = SpanOutcomes(rows, torch.zeros_like(rows), torch.ones_like(rows), right)
+    mask = torch.ones(num_items, 1, dtype=torch.bool)
+    batch = CalibrationBatch(3.0 * z, paths, mask, paths=paths, spans=spans)
+    site = scorer_site(SoftmaxScorer(), "")
+    fitted = fit_temperatures(site, [batch], objective="span")
+    assert fitted.objective == "span" and fitted.temperatures[0] == pytest.approx(3.0, rel=0.1)
+    assert fitted.nll_after < fitted.nll_before
+    with pytest.raises(ValueError, match="span objective"):
+        fit_temperatures(site, [batch._replace(spans=None)], objective="span")

@@ -168,6 +168,7 @@ def test_temperatures_change_confidences_not_predictions_and_calibrated_archives
             input_file=dev,
             output_file=str(output_file),
             temperatures=2,
+            objective="span",
             batch_size=8,
             cuda_device=-1,
             overrides="",
