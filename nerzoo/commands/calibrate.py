@@ -31,11 +31,14 @@ class Calibrate(Subcommand):
     its config (`nerzoo.modules.calibration`, Guo et al. 2017).  Predictions do not change; the
     confidences (span and tag probabilities) do.
 
-    Each temperature minimises the negative log-likelihood of the gold labels of `DEV_DATA`: for a
-    CRF head the probability of the gold tag sequence under the constrained CRF, for a softmax the
-    probability of each gold label (Seq2Biseq: of its forward decoder, running on its own
-    predictions), for `fofe_ner` the probability of each scored span's gold class.  `--temperatures
-    2` gives a CRF one temperature for the emissions and one for the transitions.
+    The temperatures minimise a negative log-likelihood on `DEV_DATA`.  With `--objective span` (the
+    default) it is that of the predicted spans' correctness, each span right with probability its
+    confidence; a site without spans (POS tags, `fofe_ner`) falls back to the sequence objective.
+    With `--objective sequence` it is that of the gold labels: for a CRF head the probability of the
+    gold tag sequence under the constrained CRF, for a softmax of each gold label (Seq2Biseq: of its
+    forward decoder, running on its own predictions), for `fofe_ner` of each scored span's gold
+    class.  `--temperatures 2` gives a CRF one temperature for the emissions and one for the
+    transitions.
 
     Prints the fitted temperatures and the dev metrics before and after (span F1, `span_ece`,
     `span_brier`), and, as its last line, the same as one JSON object.
