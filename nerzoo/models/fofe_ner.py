@@ -344,11 +344,14 @@ class FofeNer(Model):
             output["words"] = [instance["words"] for instance in metadata]
             if not self.training and all("entities" in instance for instance in metadata):
                 predicted = self._decode_output(output)
-                gold = [instance["entities"] for instance in metadata]
-                self.span_f1([[(span.start, span.end, span.label) for span, _ in spans] for spans in predicted], gold)
+                gold_entities = [instance["entities"] for instance in metadata]
+                self.span_f1(
+                    [[(span.start, span.end, span.label) for span, _ in spans] for spans in predicted], gold_entities
+                )
+                gold_sets = [set(map(tuple, entities)) for entities in gold_entities]
                 scored = [
-                    (span.score, (span.start, span.end, span.label) in set(map(tuple, entities)))
-                    for spans, entities in zip(predicted, gold)
+                    (span.score, (span.start, span.end, span.label) in gold_set)
+                    for spans, gold_set in zip(predicted, gold_sets)
                     for span, _ in spans
                 ]
                 self.span_calibration([score for score, _ in scored], [right for _, right in scored])

@@ -151,12 +151,10 @@ def test_temperatures_change_confidences_not_predictions_and_calibrated_archives
     archive = load_archive(archive_file)
     modules = calibration_modules(archive.model)
     assert modules, f"{config} has no calibration site"
-    keys = [key for name, module in modules.items() for key in module.calibration_site(name).config_keys]
     plain = _predictions(archive)
-    values = [2.5, 0.4]
-    hot = _predictions(
-        load_archive(archive_file, overrides=json.dumps({f"model.{key}": v for key, v in zip(keys, values)}))
-    )
+    for name, module in modules.items():
+        module.calibration_site(name).set_temperatures([2.5, 0.4])
+    hot = _predictions(archive)
     assert _decisions(hot) == _decisions(plain)
     assert _confidences(hot) != _confidences(plain)
 
