@@ -107,11 +107,10 @@ def test_calibrate_then_evaluate_and_draw(bilstm_crf_run, tmp_path):
     report = json.loads(result.stdout.splitlines()[-1])
     assert set(report["temperatures"]) == {"head.temperature", "head.transition_temperature"}
     assert report["after"]["f1-measure-overall"] == report["before"]["f1-measure-overall"]
-    before = evaluate(archive, TEST, tmp_path / "before.json")
+    trained = json.loads((bilstm_crf_run / "metrics.json").read_text())
     after = evaluate(calibrated, TEST, tmp_path / "after.json")
-    assert after["f1-measure-overall"] == before["f1-measure-overall"]
-    assert {"span_ece", "span_brier"} <= set(before) and {"span_ece", "span_brier"} <= set(after)
-    assert after["span_ece"] != before["span_ece"]
+    assert after["f1-measure-overall"] == pytest.approx(trained["test_f1-measure-overall"], abs=1e-12)
+    assert trained["test_span_ece"] != after["span_ece"] and 0 <= after["span_brier"] <= 1
     # Predictions before and after are compared for every shipped config in tests/predictors/test_predictor_contract.py.
     # The README's commands draw the PNG (tests/test_readme.py).
     result = allennlp(
@@ -127,11 +126,6 @@ def test_calibrate_then_evaluate_and_draw(bilstm_crf_run, tmp_path):
     assert_quiet(result, tmp_path)
     assert "archive:" in result.stdout and "calibrated:" in result.stdout
     assert b"<svg" in (tmp_path / "c.svg").read_bytes()[:2000]
-    missing = allennlp(
-        "calibrate", tmp_path / "missing.tar.gz", DEV, "--output-file", tmp_path / "x.tar.gz", check=False
-    )
-    assert missing.returncode != 0 and "missing.tar.gz" in missing.stderr and not (tmp_path / "x.tar.gz").exists()
-    assert "Traceback" not in missing.stderr
 
 
 @pytest.mark.xdist_group("bilstm_crf")
