@@ -29,10 +29,9 @@ from typing import Any, Dict, List, Optional
 
 import harness
 import results
-from allennlp.models.archival import load_archive
 
-from nerzoo.commands.calibrate import calibrate, calibration_modules, data_loader, evaluate
-from nerzoo.modules.calibration import fit_temperatures
+from nerzoo.commands.calibrate import calibrate, evaluate, evaluate_archive
+from nerzoo.modules.calibration import fit_temperatures, has_spans
 from nerzoo.training.metrics.span_calibration import (
     calibration_error,
     expected_calibration_error,
@@ -62,10 +61,8 @@ COLUMNS = [
 
 def scores(archive_file: str, data_file: str, overrides: str) -> Dict[str, Any]:
     """Span F1 and the calibration figures of an archive's spans on `data_file`, and what produced them."""
-    archive = load_archive(archive_file, overrides=overrides)
-    modules = calibration_modules(archive.model)
-    loader = data_loader(archive, data_file, 64)
-    evaluation = evaluate(archive.model, loader, modules)
+    measured = evaluate_archive(archive_file, data_file, overrides=overrides)
+    evaluation = measured.evaluation
     confidences, correct = evaluation.confidences, evaluation.correct
     figures = {
         "f1": evaluation.metrics.get("f1-measure-overall"),
@@ -78,18 +75,18 @@ def scores(archive_file: str, data_file: str, overrides: str) -> Dict[str, Any]:
         "precision": float(correct.mean()),
         "spans": len(confidences),
     }
-    return {"figures": figures, "archive": archive, "modules": modules, "loader": loader, "evaluation": evaluation}
+    return {"figures": figures, "measured": measured}
 
 
 def oracle_ece(archive_file: str, test: str, overrides: str) -> float:
     """ECE on test after one temperature fitted on test itself (span objective where there are spans)."""
-    measured = scores(archive_file, test, overrides)
-    for name, module in measured["modules"].items():
+    measured = scores(archive_file, test, overrides)["measured"]
+    for name, module in measured.modules.items():
         site = module.calibration_site(name)
-        batches = measured["evaluation"].batches[name]
-        has_spans = site.span_log_likelihood is not None and any(batch.spans is not None for batch in batches)
-        site.set_temperatures(fit_temperatures(site, batches, 1, "span" if has_spans else "sequence").temperatures)
-    evaluation = evaluate(measured["archive"].model, measured["loader"], measured["modules"])
+        batches = measured.evaluation.batches[name]
+        objective = "span" if has_spans(site, batches) else "sequence"
+        site.set_temperatures(fit_temperatures(site, batches, 1, objective).temperatures)
+    evaluation = evaluate(measured.archive.model, measured.loader, measured.modules)
     return expected_calibration_error(evaluation.confidences, evaluation.correct)
 
 

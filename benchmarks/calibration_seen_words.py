@@ -38,10 +38,7 @@ def main() -> int:
             output = model(**batch)
             mask, paths = output["mask"].bool(), output["paths"]
             starts = TagDecoder.sentence_starts(output["sentence_spans"], mask)
-            predicted = head.decoder.spans(paths, mask, starts)
-            gold = head.decoder.spans(batch["tags"], mask, starts)
-            keys = head.decoder.span_keys
-            right = torch.isin(keys(predicted, mask.size(1)), keys(gold, mask.size(1)))
+            predicted, _, right = head.decoder.match(paths, batch["tags"], mask, starts)
             posteriors = head.posteriors(output["logits"], mask, paths, output["sentence_spans"])
             log_confidences = posteriors.segment_log_probabilities(predicted.rows, predicted.starts, predicted.ends)
             for confidence, ok, row, start, end in zip(

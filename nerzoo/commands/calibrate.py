@@ -16,7 +16,7 @@ from allennlp.models import Model
 from allennlp.models.archival import CONFIG_NAME, Archive, load_archive
 from allennlp.nn import util
 
-from nerzoo.modules.calibration import CalibrationBatch, FittedTemperatures, fit_temperatures, site_config
+from nerzoo.modules.calibration import CalibrationBatch, FittedTemperatures, fit_temperatures, has_spans, site_config
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 logger = logging.getLogger(__name__)
@@ -166,17 +166,32 @@ def set_dotted(config: Dict[str, Any], dotted: str, value: Any) -> None:
     node[last] = value
 
 
-def calibrate(args: argparse.Namespace) -> Dict[str, Any]:
-    if not os.path.exists(args.archive_file):
-        raise ConfigurationError(f"{args.archive_file}: no such archive")
-    archive = load_archive(args.archive_file, cuda_device=args.cuda_device, overrides=args.overrides)
-    model = archive.model
-    model.eval()
-    modules = calibration_modules(model)
+class ArchiveEvaluation(NamedTuple):
+    archive: Archive
+    modules: Dict[str, torch.nn.Module]  # `calibration_modules`
+    loader: MultiProcessDataLoader
+    evaluation: Evaluation
+
+
+def evaluate_archive(
+    archive_file: str, data_file: str, batch_size: int = 64, cuda_device: int = -1, overrides: str = ""
+) -> ArchiveEvaluation:
+    """Loads an archive whose model has calibration sites and evaluates it on labelled `data_file`."""
+    if not os.path.exists(archive_file):
+        raise ConfigurationError(f"{archive_file}: no such archive")
+    archive = load_archive(archive_file, cuda_device=cuda_device, overrides=overrides)
+    modules = calibration_modules(archive.model)
     if not modules:
-        raise ConfigurationError(f"{type(model).__name__} has no confidences that nerzoo can calibrate")
-    loader = data_loader(archive, args.input_file, args.batch_size)
-    before = evaluate(model, loader, modules, args.cuda_device)
+        raise ConfigurationError(f"{archive_file}: {type(archive.model).__name__} has no confidences to calibrate")
+    loader = data_loader(archive, data_file, batch_size)
+    return ArchiveEvaluation(archive, modules, loader, evaluate(archive.model, loader, modules, cuda_device))
+
+
+def calibrate(args: argparse.Namespace) -> Dict[str, Any]:
+    archive, modules, loader, before = evaluate_archive(
+        args.archive_file, args.input_file, args.batch_size, args.cuda_device, args.overrides
+    )
+    model = archive.model
 
     config = archive.config.duplicate().as_dict(quiet=True)
     fitted: Dict[str, FittedTemperatures] = {}
@@ -187,8 +202,7 @@ def calibrate(args: argparse.Namespace) -> Dict[str, Any]:
             continue
         site = module.calibration_site(name)
         objective = args.objective
-        has_spans = any(batch.spans is not None and len(batch.spans.right) for batch in before.batches[name])
-        if objective == "span" and (site.span_log_likelihood is None or not has_spans):
+        if objective == "span" and not has_spans(site, before.batches[name]):
             logger.info("calibrate: %s has no predicted spans; fitting the sequence likelihood", name or "the model")
             objective = "sequence"
         count = min(args.temperatures, len(site.config_keys))

@@ -6,9 +6,8 @@ from typing import List, NamedTuple, Tuple
 import torch
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
-from allennlp.models.archival import load_archive
 
-from nerzoo.commands.calibrate import calibration_modules, data_loader, evaluate
+from nerzoo.commands.calibrate import evaluate_archive
 from nerzoo.commands.draw_attention import save_figure
 from nerzoo.training.metrics.span_calibration import (
     calibration_error,
@@ -71,11 +70,7 @@ def span_confidences(
     archive_file: str, data_file: str, batch_size: int, cuda_device: int
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """The confidence and 0/1 correctness of every span the archive predicts on `data_file`."""
-    archive = load_archive(archive_file, cuda_device=cuda_device)
-    modules = calibration_modules(archive.model)
-    if not modules:
-        raise ConfigurationError(f"{archive_file}: {type(archive.model).__name__} gives no span confidences")
-    evaluation = evaluate(archive.model, data_loader(archive, data_file, batch_size), modules, cuda_device)
+    evaluation = evaluate_archive(archive_file, data_file, batch_size, cuda_device).evaluation
     if not len(evaluation.confidences):
         raise ConfigurationError(f"{archive_file}: no predicted spans with confidences on {data_file}")
     return evaluation.confidences, evaluation.correct

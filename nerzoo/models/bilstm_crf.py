@@ -21,10 +21,8 @@ class BiLstmCrfTagger(Model):
     Labeling via Bi-directional LSTM-CNNs-CRF", https://aclanthology.org/P16-1101, and the yardstick
     every paper model in nerzoo is compared against.
 
-    Span confidence: the exact CRF posterior probability that the span's tokens carry exactly its
-    tags, with the emission and transition scores divided by `head.temperature` and
-    `head.transition_temperature` (1 unless `allennlp calibrate` fitted them on dev data; see
-    `CrfTagHead`).
+    Span confidence: `CrfTagHead`'s, the CRF posterior of the span's exact tags (temperature-scaled
+    once `allennlp calibrate` has fitted `head.temperature`).
 
     Registered as a `Model` with name "bilstm_crf".
 

@@ -41,10 +41,8 @@ class DeptreeNerTagger(Model):
     ablations of Table 2.  The l2 term of eq. 6 is the trainer's `regularizer` (see
     `training_config/deptree_ner.jsonnet`).
 
-    Span confidence: the exact CRF posterior probability that the span's tokens carry exactly its
-    tags, with the emission and transition scores divided by `head.temperature` and
-    `head.transition_temperature` (1 unless `allennlp calibrate` fitted them on dev data; see
-    `CrfTagHead`).
+    Span confidence: `CrfTagHead`'s, the CRF posterior of the span's exact tags (temperature-scaled
+    once `allennlp calibrate` has fitted `head.temperature`).
 
     Registered as a `Model` with name "deptree_ner".
 

@@ -33,10 +33,8 @@ class MeCrfTagger(Model):
 
     `forward` also returns the attention of every hop, for `allennlp draw-memory`.
 
-    Span confidence: the exact CRF posterior probability (of the span's sentence chain with
-    `crf_per_sentence`) that the span's tokens carry exactly its tags, with the emission and
-    transition scores divided by `head.temperature` and `head.transition_temperature` (1 unless
-    `allennlp calibrate` fitted them on dev data; see `CrfTagHead`).
+    Span confidence: `CrfTagHead`'s, the CRF posterior of the span's exact tags (in its sentence's
+    chain with `crf_per_sentence`; temperature-scaled once `allennlp calibrate` has fitted them).
 
     Registered as a `Model` with name "me_crf".
 

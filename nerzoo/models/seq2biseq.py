@@ -324,11 +324,11 @@ class Seq2Biseq(Model):
         output["paths"] = paths
         output["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
         if tags is not None:
-            self.decoder.update_metrics(paths, tags, mask)
-            self.backward_accuracy(backward_logits, tags, mask)
+            posteriors = None
             if not self.training and self.decoder.span_calibration is not None:
                 posteriors = self.scorer.posteriors(forward_logits, mask.bool(), paths)
-                self.decoder.update_calibration(paths, tags, mask, posteriors)
+            self.decoder.update_metrics(paths, tags, mask, posteriors=posteriors)
+            self.backward_accuracy(backward_logits, tags, mask)
         if metadata is not None:
             output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
         return output
@@ -357,9 +357,9 @@ class Seq2Biseq(Model):
         tags = batch.get("tags")
         if tags is None:
             return None
-        mask, paths = output_dict["mask"].bool(), output_dict["paths"]
-        spans = self.decoder.span_outcomes(paths, tags, mask) if self.tag_scheme is not None else None
-        return CalibrationBatch(output_dict["logits"], tags, mask, paths=paths, spans=spans).detached()
+        return self.decoder.calibration_batch(
+            output_dict["logits"], tags, output_dict["mask"].bool(), output_dict["paths"]
+        )
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = self.decoder.get_metrics(reset)

@@ -105,6 +105,13 @@ def mean_nll(
     return total / max(sum(int(batch.mask.size(0)) for batch in batches), 1)
 
 
+def has_spans(site: CalibrationSite, batches: Sequence[CalibrationBatch]) -> bool:
+    """Whether the span objective applies: the site has a span likelihood and the batches predicted spans."""
+    return site.span_log_likelihood is not None and any(
+        batch.spans is not None and len(batch.spans.right) for batch in batches
+    )
+
+
 def fit_temperatures(
     site: CalibrationSite, batches: Sequence[CalibrationBatch], num_temperatures: int = 1, objective: str = "sequence"
 ) -> FittedTemperatures:
@@ -117,10 +124,7 @@ def fit_temperatures(
         raise ValueError(f"this site fits 1 to {len(site.config_keys)} temperatures, not {num_temperatures}")
     if objective not in ("sequence", "span"):
         raise ValueError(f"objective must be 'sequence' or 'span', not {objective!r}")
-    if objective == "span" and (
-        site.span_log_likelihood is None
-        or not any(batch.spans is not None and len(batch.spans.right) for batch in batches)
-    ):
+    if objective == "span" and not has_spans(site, batches):
         raise ValueError("the span objective needs predicted spans, and this site or data has none")
     log_temperatures = torch.zeros(num_temperatures, dtype=torch.float64, requires_grad=True)
     low, high = torch.log(torch.tensor(MIN_TEMPERATURE)), torch.log(torch.tensor(MAX_TEMPERATURE))

@@ -210,11 +210,11 @@ class CrfTagHead(torch.nn.Module, FromParams):
             if self.loss_reduction == "mean":
                 loss = loss / max(mask.size(0), 1)
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
-            sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
-            self.decoder.update_metrics(paths, tags, mask, sentence_starts)
-            if not self.training and self.calibration_metrics and self.decoder.span_calibration is not None:
+            posteriors = None
+            if not self.training and self.span_calibration is not None:
                 posteriors = self.posteriors(logits, mask, paths, sentence_spans)
-                self.decoder.update_calibration(paths, tags, mask, posteriors, sentence_starts)
+            sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
+            self.decoder.update_metrics(paths, tags, mask, sentence_starts, posteriors)
         return output
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
@@ -267,10 +267,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
         if rows is not None:
             logits, tags, paths, mask = rows.gather(logits), rows.gather(tags), rows.gather(paths), rows.mask
             sentence_starts = None
-        spans = None
-        if self.decoder.tag_scheme is not None:
-            spans = self.decoder.span_outcomes(paths, tags, mask, sentence_starts)
-        return CalibrationBatch(logits, tags, mask, paths=paths, spans=spans).detached()
+        return self.decoder.calibration_batch(logits, tags, mask, paths, sentence_starts)
 
     def _sentence_rows(
         self, sentence_spans: List[List[Tuple[int, int]]], mask: torch.BoolTensor

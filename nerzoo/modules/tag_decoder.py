@@ -18,7 +18,7 @@ from allennlp.data import Vocabulary
 from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import _chunk_ends, _chunk_starts, check_tag_scheme, split_tag
-from nerzoo.modules.calibration import SpanOutcomes
+from nerzoo.modules.calibration import CalibrationBatch, SpanOutcomes
 from nerzoo.modules.tag_scorers import TagPosteriors
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
@@ -145,10 +145,22 @@ class TagDecoder(torch.nn.Module):
         # Chunks never nest: within a row the k-th opening belongs with the k-th closing.
         return TensorSpans(rows, starts, last + 1, self._types[tags[rows, starts]])
 
-    def span_counts(self, predicted: TensorSpans, gold: TensorSpans, num_steps: int) -> torch.Tensor:
-        """`(num_types, 3)` true positives, false positives, false negatives of `predicted`."""
+    def match(
+        self,
+        predicted: torch.LongTensor,
+        tags: torch.LongTensor,
+        mask: torch.BoolTensor,
+        sentence_starts: Optional[torch.BoolTensor] = None,
+    ) -> Tuple[TensorSpans, TensorSpans, torch.BoolTensor]:
+        """The spans of the `predicted` and the gold tag ids, and which predicted spans a gold span has exactly."""
+        predicted_spans = self.spans(predicted.detach(), mask, sentence_starts)
+        gold_spans = self.spans(tags, mask, sentence_starts)
+        num_steps = mask.size(1)
+        correct = torch.isin(self.span_keys(predicted_spans, num_steps), self.span_keys(gold_spans, num_steps))
+        return predicted_spans, gold_spans, correct
 
-        correct = torch.isin(self.span_keys(predicted, num_steps), self.span_keys(gold, num_steps))
+    def span_counts(self, predicted: TensorSpans, gold: TensorSpans, correct: torch.BoolTensor) -> torch.Tensor:
+        """`(num_types, 3)` true positives, false positives, false negatives of `predicted`."""
         num_types = len(self.entity_types)
         true_positives = torch.bincount(predicted.types[correct], minlength=num_types)
         false_positives = torch.bincount(predicted.types, minlength=num_types) - true_positives
@@ -180,49 +192,44 @@ class TagDecoder(torch.nn.Module):
         tags: torch.LongTensor,
         mask: torch.BoolTensor,
         sentence_starts: Optional[torch.BoolTensor] = None,
+        posteriors: Optional[TagPosteriors] = None,
     ) -> None:
-        """Counts predicted tag ids `(batch_size, num_steps)` against gold ones, from tensors only."""
+        """
+        Counts predicted tag ids `(batch_size, num_steps)` against gold ones, from tensors only; with
+        the `posteriors` of the predictions, also each predicted span's confidence against whether it
+        is right (`span_ece`, `span_brier`).
+        """
         predicted = predicted.detach()
         one_hot = torch.nn.functional.one_hot(predicted, self.num_tags)
         self.accuracy(one_hot, tags, mask)
         if self.span_f1 is None:
             return
-        predicted_spans = self.spans(predicted, mask, sentence_starts)
-        gold_spans = self.spans(tags, mask, sentence_starts)
-        self.span_f1.add_counts(self.span_counts(predicted_spans, gold_spans, mask.size(1)))
+        predicted_spans, gold_spans, correct = self.match(predicted, tags, mask, sentence_starts)
+        self.span_f1.add_counts(self.span_counts(predicted_spans, gold_spans, correct))
+        if posteriors is not None and self.span_calibration is not None:
+            log_probabilities = posteriors.segment_log_probabilities(
+                predicted_spans.rows, predicted_spans.starts, predicted_spans.ends
+            )
+            self.span_calibration(log_probabilities.clamp_max(0.0).exp().tolist(), correct.tolist())
         if self.concept_error_rate is not None:
             self.concept_error_rate.count_concepts(
                 self.concepts(gold_spans, mask, sentence_starts), self.concepts(predicted_spans, mask, sentence_starts)
             )
 
-    def span_outcomes(
+    def calibration_batch(
         self,
-        predicted: torch.LongTensor,
+        logits: torch.Tensor,
         tags: torch.LongTensor,
         mask: torch.BoolTensor,
+        paths: torch.LongTensor,
         sentence_starts: Optional[torch.BoolTensor] = None,
-    ) -> SpanOutcomes:
-        """The spans of `predicted`, each marked right (1.0) when a gold span has its boundaries and type."""
-        predicted_spans = self.spans(predicted.detach(), mask, sentence_starts)
-        gold_spans = self.spans(tags, mask, sentence_starts)
-        num_steps = mask.size(1)
-        right = torch.isin(self.span_keys(predicted_spans, num_steps), self.span_keys(gold_spans, num_steps))
-        return SpanOutcomes(predicted_spans.rows, predicted_spans.starts, predicted_spans.ends, right.double())
-
-    def update_calibration(
-        self,
-        predicted: torch.LongTensor,
-        tags: torch.LongTensor,
-        mask: torch.BoolTensor,
-        posteriors: TagPosteriors,
-        sentence_starts: Optional[torch.BoolTensor] = None,
-    ) -> None:
-        """Counts each predicted span's confidence against whether it is right (`span_outcomes`)."""
-        if self.span_calibration is None:
-            return
-        outcomes = self.span_outcomes(predicted, tags, mask, sentence_starts)
-        log_probabilities = posteriors.segment_log_probabilities(outcomes.rows, outcomes.starts, outcomes.ends)
-        self.span_calibration(log_probabilities.clamp_max(0.0).exp().tolist(), outcomes.right.bool().tolist())
+    ) -> CalibrationBatch:
+        """What a batch gives `nerzoo.modules.calibration`: scores, gold tags, predicted paths and their spans."""
+        spans = None
+        if self.span_f1 is not None:
+            predicted_spans, _, correct = self.match(paths, tags, mask, sentence_starts)
+            spans = SpanOutcomes(predicted_spans.rows, predicted_spans.starts, predicted_spans.ends, correct.double())
+        return CalibrationBatch(logits, tags, mask, paths=paths, spans=spans).detached()
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = {"accuracy": self.accuracy.get_metric(reset)}
