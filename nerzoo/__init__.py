@@ -3,6 +3,7 @@ nerzoo: AllenNLP components for sequence labelling and named-entity recognition.
 
 Importing the package registers every component (readers, encoders, metrics, models, predictors,
 subcommands), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
+It also sets the ext vars of the contextual configs where unset (`nerzoo.transformer_models`).
 """
 
 from nerzoo.commands.calibrate import Calibrate
@@ -35,6 +36,7 @@ from nerzoo.modules.seq2seq_encoders.unpacked_lstm import UnpackedLstm
 from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
 from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
 from nerzoo.modules.token_embedders.char_gated_embedder import CharGatedEmbedder
+from nerzoo.modules.token_embedders.contextual_word_vectors import ContextualWordVectors
 from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeaturesEmbedder
 from nerzoo.modules.token_embedders.packed_character_encoder import PackedCharacterEncoder
 from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
@@ -48,6 +50,9 @@ from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
+from nerzoo.transformer_models import set_default_ext_vars
+
+set_default_ext_vars()
 
 __all__ = [
     "Calibrate",
@@ -58,6 +63,7 @@ __all__ = [
     "ConceptErrorRate",
     "ConllColumnsReader",
     "ConllSpanF1",
+    "ContextualWordVectors",
     "ConlluNerReader",
     "CrfTagHead",
     "CrfTransitionCurriculum",

@@ -1,5 +1,6 @@
 import atexit
 import os
+import pathlib
 import shutil
 import tempfile
 import warnings
@@ -14,6 +15,11 @@ os.chdir(PROJECT_ROOT)
 # spaCy parses are cached per test session (subprocesses inherit it), never in the user's cache.
 os.environ["NERZOO_CACHE"] = tempfile.mkdtemp(prefix="nerzoo-test-cache-")
 atexit.register(shutil.rmtree, os.environ["NERZOO_CACHE"], ignore_errors=True)
+# The contextual configs read TRANSFORMER_MODEL: a tiny random BERT in that cache (no download).
+from tests.tiny_transformer import write_tiny_bert  # noqa: E402
+
+os.environ["TRANSFORMER_MODEL"] = str(write_tiny_bert(pathlib.Path(os.environ["NERZOO_CACHE"]) / "tiny-bert"))
+os.environ["TRANSFORMER_DIM"] = "16"
 
 # Under pytest-xdist the workers share the cores: each worker, and the allennlp processes it
 # starts, gets its share of threads instead of all of them (unless OMP_NUM_THREADS is set).

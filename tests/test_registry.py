@@ -68,6 +68,10 @@ COMPONENTS = {
     (Model, "fofe_ner"): None,  # built and trained in tests/models/test_fofe_ner.py
     (TokenIndexer, "word_and_characters"): {"lowercase_tokens": True},
     (TokenIndexer, "batched_characters"): {"min_padding_length": 3},
+    (
+        TokenEmbedder,
+        "contextual_word_vectors",
+    ): None,  # needs a model directory: tests/modules/test_contextual_word_vectors.py
     (TokenEmbedder, "char_gated"): None,  # needs a vocabulary: tests/modules/test_char_gated_embedder.py
     (Seq2VecEncoder, "summed_gru"): {"input_dim": 6, "hidden_dim": 3, "output_dim": 5, "num_layers": 2},
     (Metric, "concept_error_rate"): {"tag_scheme": "BIO"},

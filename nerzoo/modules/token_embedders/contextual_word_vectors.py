@@ -1,0 +1,271 @@
+import logging
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.modules import ScalarMix
+from allennlp.modules.token_embedders import PretrainedTransformerMismatchedEmbedder, TokenEmbedder
+from allennlp.nn import util
+
+from nerzoo.transformer_models import check_model_directory
+
+logger = logging.getLogger(__name__)
+
+
+@TokenEmbedder.register("contextual_word_vectors")
+class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
+    """
+    Contextual word vectors from a local Hugging Face transformer, used as ELMo is used by Aguilar &
+    Solorio (2019), "Dependency-Aware Named Entity Recognition with Relative and Global Attentions",
+    https://arxiv.org/abs/1909.05166, §3.1 and appendix A (after Peters et al. 2018, eq. 1): the
+    transformer is frozen, and a word's vector is a learned softmax-weighted sum of all of its
+    layers, scaled by a learned `gamma`,
+
+        v_k = gamma * sum_j softmax(s)_j * h_{k,j},   j = 0 (the embedding layer) .. L,
+
+    where `h_{k,j}` is layer j averaged over word k's word pieces (AllenNLP's
+    `pretrained_transformer_mismatched` pooling; `sub_token_mode: "first"` takes the first piece).
+    Use it with AllenNLP's `pretrained_transformer_mismatched` indexer with the same `model_name`
+    and `max_length`; concatenate it with the word and character vectors in the text field embedder.
+
+    A frozen transformer gives a sentence the same layers every epoch, so they are cached: the
+    pooled layers of each sentence, `(num_words, L + 1, hidden_size)` float32 on the CPU, keyed by
+    its word pieces and their offsets (the transformer's whole input, so equal keys mean equal
+    layers).  After the first epoch a sentence costs a lookup; the mix and everything above it still
+    train.  The cache is filled until it holds `cache_size_mb` and then stops growing (every epoch
+    visits every sentence, so evicting would only trade one miss for another); it is not saved in the
+    archive.  It costs `4 * (L + 1) * hidden_size` bytes a word: 10.5 KiB for all-MiniLM-L6-v2
+    (7 x 384), about 3.1 GiB for the 301k words of CoNLL-2003's three files; 39 KiB for a 12-layer,
+    768-d BERT base.  In training a frozen transformer runs in eval mode (no dropout inside it), as
+    ELMo's biLM does, so cached and computed layers are the same.
+
+    `train_parameters: true` fine-tunes the transformer (its dropout on in training), with no cache.
+
+    Registered as a `TokenEmbedder` with name "contextual_word_vectors".
+
+    # Parameters
+
+    model_name : `str`, required
+        A local Hugging Face model directory (nothing is downloaded; see `nerzoo.transformer_models`).
+    max_length : `int`, optional (default = `None`)
+        Folds longer inputs into segments of this many word pieces, as AllenNLP's embedder does.
+    train_parameters : `bool`, optional (default = `False`)
+        Fine-tune the transformer.  The cache is used only when this is `False`.
+    last_layer_only : `bool`, optional (default = `False`)
+        Use the last layer only (no mix); the cache then holds one layer.
+    sub_token_mode : `str`, optional (default = `"avg"`)
+        `"avg"` or `"first"` word piece of each word.
+    cache_size_mb : `int`, optional (default = `4096`)
+        Memory bound of the cache in MiB; 0 turns it off.
+    load_weights, tokenizer_kwargs, transformer_kwargs
+        As for AllenNLP's `pretrained_transformer_mismatched`.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        max_length: Optional[int] = None,
+        train_parameters: bool = False,
+        last_layer_only: bool = False,
+        sub_token_mode: str = "avg",
+        cache_size_mb: int = 4096,
+        load_weights: bool = True,
+        tokenizer_kwargs: Optional[Dict] = None,
+        transformer_kwargs: Optional[Dict] = None,
+    ) -> None:
+        check_model_directory(model_name)
+        if sub_token_mode not in ("avg", "first"):
+            raise ConfigurationError(f"sub_token_mode must be 'avg' or 'first', got {sub_token_mode!r}")
+        if cache_size_mb < 0:
+            raise ConfigurationError(f"cache_size_mb must be >= 0, got {cache_size_mb}")
+        super().__init__(
+            model_name,
+            max_length=max_length,
+            train_parameters=train_parameters,
+            last_layer_only=True,
+            load_weights=load_weights,
+            tokenizer_kwargs=tokenizer_kwargs,
+            transformer_kwargs=transformer_kwargs,
+            sub_token_mode=sub_token_mode,
+        )
+        self.train_parameters = train_parameters
+        self.last_layer_only = last_layer_only
+        num_layers = 1 if last_layer_only else self._matched_embedder.config.num_hidden_layers + 1
+        self.num_layers = num_layers
+        self.scalar_mix = None if last_layer_only else ScalarMix(num_layers)
+        if not train_parameters:
+            self._matched_embedder.eval_mode = True
+            self._matched_embedder.transformer_model.eval()
+        self.cache_size_bytes = cache_size_mb * 2**20 if not train_parameters else 0
+        self._cache: Dict[bytes, torch.Tensor] = {}
+        self._cache_bytes = 0
+        self._cache_full_logged = False
+
+    @property
+    def cache_info(self) -> Dict[str, int]:
+        """Sentences and bytes held by the cache."""
+        return {"sentences": len(self._cache), "bytes": self._cache_bytes}
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+        self._cache_bytes = 0
+        self._cache_full_logged = False
+
+    def forward(  # type: ignore
+        self,
+        token_ids: torch.LongTensor,
+        mask: torch.BoolTensor,
+        offsets: torch.LongTensor,
+        wordpiece_mask: torch.BoolTensor,
+        type_ids: Optional[torch.LongTensor] = None,
+        segment_concat_mask: Optional[torch.BoolTensor] = None,
+    ) -> torch.Tensor:
+        """
+        # Parameters
+
+        token_ids : `(batch_size, num_wordpieces)`, from the `pretrained_transformer_mismatched` indexer
+        mask : `(batch_size, num_words)`
+        offsets : `(batch_size, num_words, 2)`, each word's first and last word piece
+        wordpiece_mask : `(batch_size, num_wordpieces)`
+        type_ids, segment_concat_mask : as for AllenNLP's `pretrained_transformer_mismatched`
+
+        # Returns
+
+        `(batch_size, num_words, hidden_size)`; padded words get zeros.
+        """
+        inputs = (token_ids, mask, offsets, wordpiece_mask, type_ids, segment_concat_mask)
+        if self.cache_size_bytes > 0:
+            layers = self._cached_word_layers(*inputs)
+        else:
+            layers = self._word_layers(*inputs)
+        # layers: (batch_size, num_words, num_layers, hidden_size)
+        if self.scalar_mix is None:
+            return layers[:, :, 0]
+        return self.scalar_mix(list(layers.unbind(2)), mask)
+
+    def _word_layers(
+        self,
+        token_ids: torch.LongTensor,
+        mask: torch.BoolTensor,
+        offsets: torch.LongTensor,
+        wordpiece_mask: torch.BoolTensor,
+        type_ids: Optional[torch.LongTensor],
+        segment_concat_mask: Optional[torch.BoolTensor],
+    ) -> torch.Tensor:
+        """Every layer pooled to words: `(batch_size, num_words, num_layers, hidden_size)`."""
+        with torch.set_grad_enabled(self.train_parameters and torch.is_grad_enabled()):
+            pieces = self._wordpiece_layers(token_ids, wordpiece_mask, type_ids, segment_concat_mask)
+        batch_size, num_pieces = pieces.shape[:2]
+        flat = pieces.reshape(batch_size, num_pieces, -1)
+        # span_pieces: (batch_size, num_words, max_span_length, num_layers * hidden_size)
+        span_pieces, span_mask = util.batched_span_select(flat.contiguous(), offsets)
+        span_mask = span_mask & mask.unsqueeze(-1)
+        if self.sub_token_mode == "first":
+            words = span_pieces[:, :, 0] * span_mask[:, :, :1]
+        else:
+            span_pieces = span_pieces * span_mask.unsqueeze(-1)
+            lengths = span_mask.sum(-1, keepdim=True)
+            words = span_pieces.sum(2) / lengths.clamp(min=1)
+        return words.reshape(batch_size, words.size(1), self.num_layers, -1)
+
+    def _wordpiece_layers(
+        self,
+        token_ids: torch.LongTensor,
+        wordpiece_mask: torch.BoolTensor,
+        type_ids: Optional[torch.LongTensor],
+        segment_concat_mask: Optional[torch.BoolTensor],
+    ) -> torch.Tensor:
+        """
+        The transformer's layers at each word piece: `(batch_size, num_wordpieces, num_layers,
+        hidden_size)`, long inputs folded into `max_length` segments as AllenNLP's embedder folds them
+        (its own fold and unfold, which work on any width).
+        """
+        matched = self._matched_embedder
+        if type_ids is not None and type_ids.max() == 0:
+            type_ids = None
+        fold = matched._max_length is not None and token_ids.size(1) > matched._max_length
+        if fold:
+            batch_size, num_concat_pieces = token_ids.size()
+            token_ids, segment_concat_mask, type_ids = matched._fold_long_sequences(
+                token_ids, segment_concat_mask, type_ids
+            )
+        transformer_mask = segment_concat_mask if matched._max_length is not None else wordpiece_mask
+        parameters = {"input_ids": token_ids, "attention_mask": transformer_mask.float()}
+        if type_ids is not None:
+            parameters["token_type_ids"] = type_ids
+        output = matched.transformer_model(**parameters, output_hidden_states=not self.last_layer_only)
+        if self.last_layer_only:
+            states: Tuple[torch.Tensor, ...] = (output.last_hidden_state,)
+        else:
+            states = output.hidden_states
+        layers = torch.stack(states, dim=2).float()
+        if fold:
+            width = layers.shape[2:]
+            unfolded = matched._unfold_long_sequences(
+                layers.flatten(2), segment_concat_mask, batch_size, num_concat_pieces
+            )
+            layers = unfolded.reshape(*unfolded.shape[:2], *width)
+        return layers
+
+    def _cached_word_layers(
+        self,
+        token_ids: torch.LongTensor,
+        mask: torch.BoolTensor,
+        offsets: torch.LongTensor,
+        wordpiece_mask: torch.BoolTensor,
+        type_ids: Optional[torch.LongTensor],
+        segment_concat_mask: Optional[torch.BoolTensor],
+    ) -> torch.Tensor:
+        """`_word_layers`, each sentence's taken from the cache when there, computed and stored if not."""
+        piece_mask = segment_concat_mask if self._matched_embedder._max_length is not None else wordpiece_mask
+        num_pieces = piece_mask.sum(-1).tolist()
+        num_words = mask.sum(-1).tolist()
+        ids_host = token_ids.cpu().numpy()
+        offsets_host = offsets.cpu().numpy()
+        type_ids_host = type_ids.cpu().numpy() if type_ids is not None else None
+        keys: List[bytes] = []
+        for row in range(token_ids.size(0)):
+            key = ids_host[row, : num_pieces[row]].tobytes() + b"|" + offsets_host[row, : num_words[row]].tobytes()
+            if type_ids_host is not None:
+                key += b"|" + type_ids_host[row, : num_pieces[row]].tobytes()
+            keys.append(key)
+        sentences: List[Optional[torch.Tensor]] = [self._cache.get(key) for key in keys]
+        missing = [row for row, sentence in enumerate(sentences) if sentence is None]
+        if missing:
+            rows = torch.tensor(missing, device=token_ids.device)
+            pieces = max(num_pieces[row] for row in missing)
+            words = max(num_words[row] for row in missing)
+            computed = self._word_layers(
+                token_ids[rows, :pieces],
+                mask[rows, :words],
+                offsets[rows, :words],
+                wordpiece_mask[rows, :pieces],
+                type_ids[rows, :pieces] if type_ids is not None else None,
+                segment_concat_mask[rows, :pieces] if segment_concat_mask is not None else None,
+            ).cpu()
+            for index, row in enumerate(missing):
+                sentence = computed[index, : num_words[row]].clone()
+                sentences[row] = sentence
+                self._store(keys[row], sentence)
+        # (batch_size, num_words, num_layers, hidden_size), zeros at padded words
+        layers = torch.nn.utils.rnn.pad_sequence(sentences, batch_first=True)  # type: ignore[arg-type]
+        if layers.size(1) < mask.size(1):
+            layers = torch.nn.functional.pad(layers, (0, 0, 0, 0, 0, mask.size(1) - layers.size(1)))
+        return layers.to(token_ids.device, non_blocking=True)
+
+    def _store(self, key: bytes, sentence: torch.Tensor) -> None:
+        size = sentence.numel() * sentence.element_size() + len(key)
+        if key in self._cache:
+            return
+        if self._cache_bytes + size > self.cache_size_bytes:
+            if not self._cache_full_logged:
+                logger.warning(
+                    "contextual_word_vectors: cache full at %d sentences (%.0f MiB, cache_size_mb); "
+                    "further sentences are recomputed",
+                    len(self._cache),
+                    self._cache_bytes / 2**20,
+                )
+                self._cache_full_logged = True
+            return
+        self._cache[key] = sentence
+        self._cache_bytes += size
