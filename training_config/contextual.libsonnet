@@ -17,10 +17,13 @@ local max_length = 512;
   ),
   // The config with the transformer's indexer in the reader and its embedder in the text field
   // embedder (the encoder's input size is the caller's: add `dim`).
-  add(config):: config + {
-    dataset_reader+: {
+  add(config)::
+    local reader = {
       token_indexers+: { transformer: { type: "pretrained_transformer_mismatched", model_name: model_name, max_length: max_length } },
-    },
+    };
+    config + { dataset_reader+: reader }
+    + (if std.objectHas(config, "validation_dataset_reader") then { validation_dataset_reader+: reader } else {})
+    + {
     model+: {
       text_field_embedder+: {
         token_embedders+: {
