@@ -30,8 +30,6 @@ import harness
 import results
 import suite_benchmark
 
-from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-
 CONLL = os.path.join(harness.SHARED_DATA, "conll2003")
 
 
@@ -137,7 +135,15 @@ def main(argv=None) -> int:
         print(label, [round(s, 1) for s in epochs], [round(s, 2) for s in passes], flush=True)
 
     reference = measured[0]
-    columns = ["tagger", "epoch 1", "later epochs (mean)", "vs GloVe", "predict 1st pass", "predict 2nd pass", "vs GloVe"]
+    columns = [
+        "tagger",
+        "epoch 1",
+        "later epochs (mean)",
+        "vs GloVe",
+        "predict 1st pass",
+        "predict 2nd pass",
+        "vs GloVe",
+    ]
     table_rows = []
     for row in measured:
         later = sum(row["epochs_s"][1:]) / max(1, len(row["epochs_s"]) - 1)

@@ -180,7 +180,7 @@ def test_distributed_training_f1_equals_single_process_evaluate(tmp_path):
         "distributed": {"cuda_devices": [-1, -1]},
         # One quick epoch: a model still far from perfect, so the comparison is not 1.0 == 1.0.
         "trainer.num_epochs": 1,
-        "trainer.optimizer.lr": 0.01,
+        "trainer.optimizer": {"type": "adam", "lr": 0.01},
         "evaluate_on_test": False,
         "data_loader.batch_sampler.batch_size": 8,
         # 16 dev sentences: 8 a worker, 2 batches each, so no worker stops early.

@@ -36,7 +36,9 @@ BAD = [{"tokens": 3}, {"text": "no known key"}]
 # The attention each model returns with `return_attention`.
 ATTENTION = {
     "deptree_ner": {"relative_attention", "global_attention"},
+    "deptree_ner_contextual": {"relative_attention", "global_attention"},
     "me_crf_conll2003": {"memory_attention"},
+    "me_crf_conll2003_contextual": {"memory_attention"},
 }
 ATTENTION_KEYS = {"relative_attention", "global_attention", "memory_attention"}
 
