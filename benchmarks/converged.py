@@ -204,7 +204,7 @@ def table_rows(runs: List[Dict[str, Any]]) -> Tuple[List[str], List[Dict[str, st
     rows = []
     for run in runs:
         dev, test = run.get("dev", run.get("dev_f1")), run.get("test", run.get("test_f1"))
-        cells = [run["model"], run["dataset"], str(run["seed"])]
+        cells = [run.get("label") or run["model"], run["dataset"], str(run["seed"])]
         if dev is None:
             cells += [f"failed (rc {run['returncode']})", "", "", ""]
         else:
@@ -246,6 +246,7 @@ def main() -> int:
         default={},
         help="JSON overrides for every run, applied last (use a separate --output-root)",
     )
+    parser.add_argument("--label", default=None, help="the model column of these runs' rows (default: the model)")
     parser.add_argument("--table", action="store_true", help="print the table of the finished runs in --output-root")
     parser.add_argument(
         "--record",
@@ -261,7 +262,7 @@ def main() -> int:
             path = os.path.join(args.output_root, folder, "result.json")
             if os.path.exists(path):
                 with open(path) as handle:
-                    finished.append(json.load(handle))
+                    finished.append(dict(json.load(handle), **({"label": args.label} if args.label else {})))
         print(table(finished))
         if args.record:
             record(args.record, finished, sys.argv[1:])
@@ -273,7 +274,7 @@ def main() -> int:
         missing = suite_benchmark.missing_files(DATASETS[dataset_name])
         if missing:
             parser.error(f"missing data for {dataset_name}: {', '.join(missing)}")
-        finished.append(run(name, dataset_name, int(seed), args))
+        finished.append(dict(run(name, dataset_name, int(seed), args), **({"label": args.label} if args.label else {})))
         print(table(finished[-1:]).splitlines()[-1], flush=True)
     print(table(finished))
     if args.record:
