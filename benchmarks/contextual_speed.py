@@ -25,7 +25,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import harness
 import results
@@ -79,6 +79,39 @@ def prediction_passes(archive: str, sentences: List[List[str]], threads: int, pa
             predictor.predict_batch_json(inputs[start : start + 64])
         seconds.append(time.perf_counter() - started)
     return seconds
+
+
+COLUMNS = [
+    "tagger",
+    "epoch 1",
+    "later epochs (mean)",
+    "epoch vs GloVe",
+    "predict 1st pass",
+    "predict later (best)",
+    "predict vs GloVe",
+]
+
+
+def table(model: str, measured: List[Dict[str, Any]]) -> Tuple[List[str], List[Dict[str, str]]]:
+    """The rows of the measured taggers, each against the first (GloVe and characters)."""
+
+    def later_epochs(row: Dict[str, Any]) -> float:
+        return sum(row["epochs_s"][1:]) / max(1, len(row["epochs_s"]) - 1)
+
+    reference = measured[0]
+    rows = []
+    for row in measured:
+        cells = [
+            f"{model}: {row['label']}",
+            f"{row['epochs_s'][0]:.1f} s",
+            f"{later_epochs(row):.1f} s",
+            f"{later_epochs(row) / later_epochs(reference):.2f}x",
+            f"{row['predict_s'][0]:.2f} s",
+            f"{min(row['predict_s'][1:]):.2f} s",
+            f"{min(row['predict_s'][1:]) / min(reference['predict_s'][1:]):.2f}x",
+        ]
+        rows.append(dict(zip(COLUMNS, cells)))
+    return COLUMNS, rows
 
 
 def main(argv=None) -> int:
@@ -135,30 +168,7 @@ def main(argv=None) -> int:
         measured.append({"label": label, "config": config, "epochs_s": epochs, "predict_s": passes})
         print(label, [round(s, 1) for s in epochs], [round(s, 2) for s in passes], flush=True)
 
-    reference = measured[0]
-    columns = [
-        "tagger",
-        "epoch 1",
-        "later epochs (mean)",
-        "vs GloVe",
-        "predict 1st pass",
-        "predict 2nd pass",
-        "vs GloVe",
-    ]
-    table_rows = []
-    for row in measured:
-        later = sum(row["epochs_s"][1:]) / max(1, len(row["epochs_s"]) - 1)
-        reference_later = sum(reference["epochs_s"][1:]) / max(1, len(reference["epochs_s"]) - 1)
-        cells = [
-            f"{args.model}: {row['label']}",
-            f"{row['epochs_s'][0]:.1f} s",
-            f"{later:.1f} s",
-            f"{later / reference_later:.2f}x",
-            f"{row['predict_s'][0]:.2f} s",
-            f"{min(row['predict_s'][1:]):.2f} s",
-            f"{min(row['predict_s'][1:]) / min(reference['predict_s']):.2f}x",
-        ]
-        table_rows.append(dict(zip(columns, cells)))
+    columns, table_rows = table(args.model, measured)
     print(results.markdown_row(columns))
     print("|" + "---|" * len(columns))
     for row in table_rows:
