@@ -284,7 +284,8 @@ class MeCrfThreadTagger(Model):
             self.link_loss_mean(link_loss.detach())
 
         if tags is not None and links is not None:
-            self._update_discourse_f1(output["tags"], link_lists, tags, links, lengths, metadata)
+            predicted = [row[:length] for row, length in zip(output["paths"].tolist(), lengths)]
+            self._update_discourse_f1(predicted, link_lists, tags, links, lengths, metadata)
         return output
 
     def _labels(self, tag_ids: List[int]) -> List[str]:

@@ -15,7 +15,7 @@ per-instance Python loops:
 
 Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)` with each
 row's valid steps first (right padding), as everywhere in allennlp.  Half-precision logits (under
-autocast) are scored in float32.
+autocast) are scored in float32, with autocast off.
 """
 
 from typing import NamedTuple, Optional
@@ -23,17 +23,13 @@ from typing import NamedTuple, Optional
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
 
-from nerzoo.modules.crf_marginals import constrained_scores
+from nerzoo.modules.crf_marginals import constrained_scores, full_precision, without_autocast
 
 
 class ViterbiPaths(NamedTuple):
     tags: torch.LongTensor  # (batch_size, num_steps): best path; 0 at padding
     scores: torch.Tensor  # (batch_size,): its constrained score
     lengths: torch.LongTensor  # (batch_size,)
-
-
-def _scoring_dtype(logits: torch.Tensor) -> torch.Tensor:
-    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
 
 @torch.no_grad()
@@ -44,7 +40,12 @@ def viterbi_decode(crf: ConditionalRandomField, logits: torch.Tensor, mask: torc
     At padded steps a row's scores are carried over unchanged and its backpointers point each tag
     to itself, so following them back from the last step leaves the row's path intact.
     """
-    logits = _scoring_dtype(logits.detach())
+    logits = full_precision(logits.detach())
+    with without_autocast(logits):
+        return _viterbi(crf, logits, mask)
+
+
+def _viterbi(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor) -> ViterbiPaths:
     batch_size, num_steps, num_tags = logits.shape
     mask = mask.bool()
     transitions, start, end = (scores.detach().to(logits.dtype) for scores in constrained_scores(crf))
@@ -102,7 +103,12 @@ def sequence_log_likelihood(
     The forward recursion runs over all steps without masking (padded emissions are zeroed first)
     and each row's log-partition is read at its own last step.
     """
-    logits = _scoring_dtype(logits)
+    logits = full_precision(logits)
+    with without_autocast(logits):
+        return _chain_log_likelihood(transitions, start, end, logits, tags, mask)
+
+
+def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.Tensor:
     batch_size, num_steps, num_tags = logits.shape
     mask = mask.bool()
     logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)

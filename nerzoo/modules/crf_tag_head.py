@@ -171,10 +171,11 @@ class CrfTagHead(torch.nn.Module, FromParams):
 
         # Returns
 
-        `logits` `(batch_size, num_tokens, num_tags)`, `mask`, `tags` (Viterbi tag ids, or the
-        per-position argmax without the CRF; one list per instance, and as `paths`, a
-        `(batch_size, num_tokens)` tensor), `sentence_spans` (per instance,
-        `(start, end)` of its sentences) and `loss` when `tags` are given.
+        `logits` `(batch_size, num_tokens, num_tags)`, `mask`, `paths` (Viterbi tag ids, or the
+        per-position argmax without the CRF, `(batch_size, num_tokens)`), outside training also as
+        `tags` (one list per instance), `sentence_spans` (per instance, `(start, end)` of its
+        sentences) and `loss` when `tags` are given.  A training step reads nothing back from the
+        device: its metrics are counted on it (`TagDecoder.update_metrics`).
         `make_output_human_readable` then adds `tag_probabilities` `(batch_size, num_tokens,
         num_tags)`, `tag_confidences` (marginal, or softmax probability, of each predicted tag) and
         `spans` (per instance: `label`, `start`, `end` exclusive, `confidence`).
@@ -183,25 +184,16 @@ class CrfTagHead(torch.nn.Module, FromParams):
         if self.hidden is not None:
             hidden = self.hidden(hidden)
         logits = self.tag_projection(hidden)
-        lengths = mask.sum(dim=1).tolist()
-        # Sentences inside each instance: one, unless the reader made document instances.
-        sentence_spans = [
-            (metadata[row] if metadata else {}).get("sentence_spans") or [(0, length)]
-            for row, length in enumerate(lengths)
-        ]
+        sentence_spans = self._sentence_spans(metadata, mask)
         rows = self._sentence_rows(sentence_spans, mask)
         if rows is None:
             paths = self.scorer.decode(logits, mask)
         else:
             paths = rows.scatter(self.scorer.decode(rows.gather(logits), rows.mask), mask.size(0))
-        predicted = [row[:length] for row, length in zip(paths.tolist(), lengths)]
-        output: Dict[str, Any] = {
-            "logits": logits,
-            "mask": mask,
-            "tags": predicted,
-            "paths": paths,
-            "sentence_spans": sentence_spans,
-        }
+        output: Dict[str, Any] = {"logits": logits, "mask": mask, "paths": paths, "sentence_spans": sentence_spans}
+        if not self.training:
+            # Lists are read on the host; a training step never needs them.
+            output["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
         if tags is not None:
             if rows is None:
                 loss = self.scorer.loss(logits, tags, mask)
@@ -268,6 +260,17 @@ class CrfTagHead(torch.nn.Module, FromParams):
             logits, tags, paths, mask = rows.gather(logits), rows.gather(tags), rows.gather(paths), rows.mask
             sentence_starts = None
         return self.decoder.calibration_batch(logits, tags, mask, paths, sentence_starts)
+
+    @staticmethod
+    def _sentence_spans(
+        metadata: Optional[List[Dict[str, Any]]], mask: torch.BoolTensor
+    ) -> List[List[Tuple[int, int]]]:
+        """Each instance's sentences: the reader's `sentence_spans`, else one sentence (read from the mask)."""
+        given = [(metadata[row] if metadata else {}).get("sentence_spans") for row in range(mask.size(0))]
+        if all(given):
+            return given
+        lengths = mask.sum(dim=1).tolist()
+        return [spans or [(0, length)] for spans, length in zip(given, lengths)]
 
     def _sentence_rows(
         self, sentence_spans: List[List[Tuple[int, int]]], mask: torch.BoolTensor

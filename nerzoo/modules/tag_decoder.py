@@ -15,7 +15,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from allennlp.data import Vocabulary
-from allennlp.training.metrics import CategoricalAccuracy
+from allennlp.nn.util import dist_reduce_sum
 
 from nerzoo.data.tag_schemes import _chunk_ends, _chunk_starts, check_tag_scheme, split_tag
 from nerzoo.modules.calibration import CalibrationBatch, SpanOutcomes
@@ -65,7 +65,8 @@ class TagDecoder(torch.nn.Module):
         ]
         self.num_tags = len(self.labels)
         self.verbose_metrics = verbose_metrics
-        self.accuracy = CategoricalAccuracy()
+        # Correct and counted tokens, kept on the device of the predictions until the metric is read.
+        self._token_counts: Optional[torch.Tensor] = None
         self.span_f1: Optional[ConllSpanF1] = None
         self.span_calibration: Optional[SpanCalibration] = None
         self.concept_error_rate: Optional[ConceptErrorRate] = None
@@ -114,12 +115,15 @@ class TagDecoder(torch.nn.Module):
         """
         if not sentence_spans or all(len(spans) <= 1 for spans in sentence_spans):
             return None
-        starts = torch.zeros(mask.shape, dtype=torch.bool)
-        for row, spans in enumerate(sentence_spans):
-            for start, _ in spans:
-                if start < mask.size(1):
-                    starts[row, start] = True
-        return starts.to(mask.device)
+        positions = [
+            row * mask.size(1) + start
+            for row, spans in enumerate(sentence_spans)
+            for start, _ in spans
+            if start < mask.size(1)
+        ]
+        starts = torch.zeros(mask.numel(), dtype=torch.bool, device=mask.device)
+        starts[torch.tensor(positions, dtype=torch.long).to(mask.device, non_blocking=True)] = True
+        return starts.view(mask.shape)
 
     def spans(
         self, tags: torch.LongTensor, mask: torch.BoolTensor, sentence_starts: Optional[torch.BoolTensor] = None
@@ -128,6 +132,16 @@ class TagDecoder(torch.nn.Module):
         The chunks of `tags` `(batch_size, num_steps)` within each row's valid steps (and within
         its sentences, where `sentence_starts` marks them), as `tags_to_spans` decodes them.
         """
+        tags, opens, closes = self._chunk_marks(tags, mask, sentence_starts)
+        rows, starts = opens.nonzero(as_tuple=True)
+        _, last = closes.nonzero(as_tuple=True)
+        # Chunks never nest: within a row the k-th opening belongs with the k-th closing.
+        return TensorSpans(rows, starts, last + 1, self._types[tags[rows, starts]])
+
+    def _chunk_marks(
+        self, tags: torch.LongTensor, mask: torch.BoolTensor, sentence_starts: Optional[torch.BoolTensor]
+    ) -> Tuple[torch.LongTensor, torch.BoolTensor, torch.BoolTensor]:
+        """The tags with padding as sentence boundaries, where chunks open, and after which tokens they close."""
         mask = mask.bool()
         boundary = self.num_tags
         tags = tags.masked_fill(~mask, boundary)
@@ -138,12 +152,47 @@ class TagDecoder(torch.nn.Module):
             previous = previous.masked_fill(sentence_starts, boundary)
             next_starts = torch.cat([sentence_starts[:, 1:], sentence_starts.new_zeros(tags.size(0), 1)], dim=1)
             following = following.masked_fill(next_starts, boundary)
-        opens = self._starts[previous, tags]
-        closes = self._ends[tags, following]
-        rows, starts = opens.nonzero(as_tuple=True)
-        _, last = closes.nonzero(as_tuple=True)
-        # Chunks never nest: within a row the k-th opening belongs with the k-th closing.
-        return TensorSpans(rows, starts, last + 1, self._types[tags[rows, starts]])
+        return tags, self._starts[previous, tags], self._ends[tags, following]
+
+    def _chunks_by_start(
+        self, tags: torch.LongTensor, mask: torch.BoolTensor, sentence_starts: Optional[torch.BoolTensor]
+    ) -> Tuple[torch.BoolTensor, torch.LongTensor, torch.LongTensor]:
+        """
+        The chunks of `spans` as `(batch_size, num_steps)` tensors indexed by their start: whether a
+        chunk opens there, its end (exclusive) and its type.  Shapes do not depend on the number of
+        chunks, so nothing waits for the device.
+        """
+        tags, opens, closes = self._chunk_marks(tags, mask, sentence_starts)
+        num_steps = tags.size(1)
+        positions = torch.arange(num_steps, device=tags.device).expand_as(tags)
+        # The first closing at or after each position ends the chunk opening there.
+        closing = torch.where(closes, positions, torch.full_like(positions, num_steps))
+        ends = closing.flip(1).cummin(dim=1).values.flip(1) + 1
+        return opens, ends, self._types[tags]
+
+    def dense_span_counts(
+        self,
+        predicted: torch.LongTensor,
+        tags: torch.LongTensor,
+        mask: torch.BoolTensor,
+        sentence_starts: Optional[torch.BoolTensor] = None,
+    ) -> torch.Tensor:
+        """
+        `span_counts` of the predicted against the gold tag ids, `(num_types, 3)`, computed on
+        their device without reading anything back to the host.
+        """
+        predicted_opens, predicted_ends, predicted_types = self._chunks_by_start(predicted, mask, sentence_starts)
+        gold_opens, gold_ends, gold_types = self._chunks_by_start(tags, mask, sentence_starts)
+        correct = predicted_opens & gold_opens & (predicted_ends == gold_ends) & (predicted_types == gold_types)
+        type_ids = torch.arange(len(self.entity_types), device=tags.device)
+
+        def per_type(selected: torch.BoolTensor, types: torch.LongTensor) -> torch.LongTensor:
+            return ((types.unsqueeze(-1) == type_ids) & selected.unsqueeze(-1)).sum(dim=(0, 1))
+
+        true_positives = per_type(correct, predicted_types)
+        false_positives = per_type(predicted_opens, predicted_types) - true_positives
+        false_negatives = per_type(gold_opens, gold_types) - true_positives
+        return torch.stack([true_positives, false_positives, false_negatives], dim=1)
 
     def match(
         self,
@@ -200,9 +249,13 @@ class TagDecoder(torch.nn.Module):
         is right (`span_ece`, `span_brier`).
         """
         predicted = predicted.detach()
-        one_hot = torch.nn.functional.one_hot(predicted, self.num_tags)
-        self.accuracy(one_hot, tags, mask)
+        mask = mask.bool()
+        counts = torch.stack([((predicted == tags) & mask).sum(), mask.sum()])
+        self._token_counts = counts if self._token_counts is None else self._token_counts + counts
         if self.span_f1 is None:
+            return
+        if posteriors is None and self.concept_error_rate is None:
+            self.span_f1.add_counts(self.dense_span_counts(predicted, tags, mask, sentence_starts))
             return
         predicted_spans, gold_spans, correct = self.match(predicted, tags, mask, sentence_starts)
         self.span_f1.add_counts(self.span_counts(predicted_spans, gold_spans, correct))
@@ -232,7 +285,7 @@ class TagDecoder(torch.nn.Module):
         return CalibrationBatch(logits, tags, mask, paths=paths, spans=spans).detached()
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        metrics = {"accuracy": self.accuracy.get_metric(reset)}
+        metrics = {"accuracy": self._accuracy(reset)}
         if self.span_f1 is not None:
             span_metrics = self.span_f1.get_metric(reset)
             if not self.verbose_metrics:
@@ -243,6 +296,14 @@ class TagDecoder(torch.nn.Module):
         if self.concept_error_rate is not None:
             metrics.update(self.concept_error_rate.get_metric(reset))
         return metrics
+
+    def _accuracy(self, reset: bool) -> float:
+        """Token accuracy over every worker (allennlp's `CategoricalAccuracy` of the predicted tags)."""
+        counts = torch.zeros(2, dtype=torch.long) if self._token_counts is None else self._token_counts
+        correct, total = dist_reduce_sum(counts.clone()).tolist()
+        if reset:
+            self._token_counts = None
+        return correct / total if total > 0 else 0.0
 
     # ----------------------------------------------------------------------------------------------
     # Output
@@ -262,6 +323,8 @@ class TagDecoder(torch.nn.Module):
         same predictions as a `(batch_size, num_tokens)` tensor.
         """
         mask = output_dict["mask"].bool()
+        if "tags" not in output_dict:
+            output_dict["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
         predicted: List[List[int]] = output_dict["tags"]
         confidences = posteriors.path_log_probabilities.exp().tolist()
         output_dict["tag_probabilities"] = posteriors.probabilities

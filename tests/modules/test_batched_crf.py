@@ -128,3 +128,15 @@ def test_rows_without_steps_decode_to_nothing():
     assert decoded.lengths.tolist() == [2, 0]
     assert decoded.tags[1].tolist() == [0, 0, 0] and decoded.scores[1].item() == 0.0
     assert decoded.tags[0, :2].tolist() == crf.viterbi_tags(logits[:1], mask[:1])[0][0]
+
+
+def test_float16_autocast_decodes_and_scores_in_float32():
+    crf = _crf(True, True, 2)
+    logits, mask, tags, _ = _random_batch(2, torch.float32)
+    rounded = logits.half()
+    with torch.autocast("cpu", dtype=torch.float16):
+        paths = viterbi_decode(crf, rounded, mask).tags
+        likelihood = crf_log_likelihood(crf, rounded, tags, mask)
+    assert torch.equal(paths, viterbi_decode(crf, rounded.float(), mask).tags)
+    assert likelihood.dtype == torch.float32
+    assert torch.allclose(likelihood, crf_log_likelihood(crf, rounded.float(), tags, mask))

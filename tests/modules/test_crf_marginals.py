@@ -114,3 +114,25 @@ def test_rescaled_recursions_equal_logsumexp_ones_even_for_extreme_scores(scale,
             tolerance = 1e-3 if dtype == torch.float32 and scale > 100 else 1e-5
             assert torch.allclose(marginals[row, :length], expected, atol=tolerance)
             assert torch.allclose(marginals[row, :length].sum(-1), torch.ones(length, dtype=dtype), atol=tolerance)
+
+
+@pytest.mark.parametrize("scale", [1.0, 5.0])
+def test_float16_autocast_computes_in_float32_without_the_exact_fallback(scale, monkeypatch):
+    import nerzoo.modules.crf_marginals as crf_marginals
+
+    torch.manual_seed(4)
+    crf = ConditionalRandomField(5, allowed_transitions("BIOUL", LABELS))
+    logits = (torch.randn(3, 40, 5) * scale).half()
+    mask = torch.tensor([[t < n for t in range(40)] for n in [40, 17, 1]])
+    with torch.no_grad():
+        expected = forward_backward(crf, logits.float(), mask)
+
+        def no_fallback(*args, **kwargs):
+            raise AssertionError("the rescaled recursion underflowed and fell back to logsumexp")
+
+        monkeypatch.setattr(crf_marginals, "_log_matmul_exp_exact", no_fallback)
+        with torch.autocast("cpu", dtype=torch.float16):
+            result = forward_backward(crf, logits, mask)
+    assert result.log_alpha.dtype == result.log_beta.dtype == torch.float32
+    assert torch.allclose(tag_marginals(result, mask), tag_marginals(expected, mask), atol=1e-6)
+    assert torch.allclose(result.log_partition, expected.log_partition)

@@ -42,12 +42,13 @@ def _characters():
     return characters * (torch.arange(6) < lengths.unsqueeze(-1)), lengths > 0
 
 
+@pytest.mark.parametrize("pack", [True, False], ids=["packed (CPU)", "every slot (accelerators)"])
 @pytest.mark.parametrize("encoder", sorted(ENCODERS))
-def test_real_tokens_equal_character_encoding_and_padding_is_zero(encoder):
+def test_real_tokens_equal_character_encoding_and_padding_is_zero(encoder, pack):
     reference, packed = _pair(encoder)
     characters, tokens = _characters()
     expected = reference(characters)
-    output = packed(characters)
+    output = packed.encode(characters, pack=pack)
     assert output.shape == expected.shape == (3, 5, packed.get_output_dim())
     assert torch.allclose(output[tokens], expected[tokens], atol=1e-6)
     assert not output[~tokens].any()
@@ -74,3 +75,15 @@ def test_cnn_runs_as_matrix_products_not_through_the_convolutions(monkeypatch):
 
     monkeypatch.setattr(torch.nn.Conv1d, "forward", no_convolution)
     assert torch.allclose(packed(characters), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("pack", [True, False], ids=["packed (CPU)", "every slot (accelerators)"])
+def test_float16_autocast_masks_with_the_activations_dtype(pack):
+    reference, packed = _pair("cnn, tanh and projection")
+    characters, tokens = _characters()
+    expected = reference(characters)
+    with torch.autocast("cpu", dtype=torch.float16):
+        output = packed.encode(characters, pack=pack)
+    assert output.dtype == torch.float16
+    assert torch.allclose(output[tokens].float(), expected[tokens], atol=1e-2)
+    assert not output[~tokens].any()

@@ -94,9 +94,10 @@ def test_spans_for_bio_and_iob1_vocabularies(scheme_labels):
     assert got == expected
 
 
+@pytest.mark.parametrize("with_concepts", [True, False], ids=["spans listed", "spans counted on the device"])
 @pytest.mark.parametrize("seed", range(10))
-def test_metrics_equal_the_string_metrics(seed):
-    decoder = TagDecoder(_vocab(), verbose_metrics=True, concept_error_rate=True)
+def test_metrics_equal_the_string_metrics(seed, with_concepts):
+    decoder = TagDecoder(_vocab(), verbose_metrics=True, concept_error_rate=with_concepts)
     span_f1 = ConllSpanF1(decoder.entity_types)
     concept_error_rate = ConceptErrorRate("BIOUL")
     for batch in range(3):
@@ -120,8 +121,20 @@ def test_metrics_equal_the_string_metrics(seed):
     metrics = decoder.get_metrics(reset=True)
     expected = span_f1.get_metric(reset=True)
     assert {key: metrics[key] for key in expected} == expected
-    assert metrics["concept_error_rate"] == concept_error_rate.get_metric()["concept_error_rate"]
+    if with_concepts:
+        assert metrics["concept_error_rate"] == concept_error_rate.get_metric()["concept_error_rate"]
     assert 0.0 < metrics["accuracy"] < 1.0
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_span_counts_on_the_device_equal_the_listed_spans_counts(seed):
+    decoder = TagDecoder(_vocab())
+    gold, mask, _, sentence_spans = _random_batch(seed)
+    predicted = torch.where(torch.rand(gold.shape) < 0.3, torch.randint(len(LABELS), gold.shape), gold)
+    sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
+    expected = decoder.span_counts(*decoder.match(predicted, gold, mask, sentence_starts))
+    assert torch.equal(decoder.dense_span_counts(predicted, gold, mask, sentence_starts), expected)
+    assert expected[:, 0].sum() > 0 and expected[:, 1:].sum() > 0
 
 
 def test_accuracy_counts_only_unmasked_tokens():

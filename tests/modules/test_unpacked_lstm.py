@@ -80,3 +80,17 @@ def test_dropout_between_layers_only_while_training():
 def test_archives_are_interchangeable():
     reference, unpacked = _pair("two layers, bidirectional", torch.float32)
     assert list(unpacked.state_dict()) == list(reference.state_dict())
+
+
+def test_cpu_float16_autocast_runs_in_float32_with_the_same_outputs_and_gradients():
+    reference, unpacked = _pair("two layers, bidirectional", torch.float32)
+    inputs, mask = _batch(torch.float32)
+    expected = reference(inputs, mask)
+    (expected.sum()).backward()
+    with torch.autocast("cpu", dtype=torch.float16):
+        output = unpacked(inputs.half(), mask)
+    output.sum().backward()
+    assert output.dtype == torch.float32
+    assert torch.allclose(output, expected, atol=1e-2)
+    for (name, got), (_, wanted) in zip(unpacked.named_parameters(), reference.named_parameters()):
+        assert got.grad.dtype == torch.float32 and torch.allclose(got.grad, wanted.grad, atol=5e-2), name

@@ -96,11 +96,19 @@ class UnpackedLstm(LstmSeq2SeqEncoder):
 
     def _run(self, inputs: torch.Tensor, weights: List[torch.Tensor]) -> torch.Tensor:
         """One direction of one layer over `(batch_size, sequence_length, dim)`, from zero states."""
+        if inputs.device.type == "cpu" and _cpu_float16_autocast():
+            # oneDNN has no float16 LSTM on most CPUs: run this one in float32 (cuDNN runs float16).
+            with torch.autocast("cpu", enabled=False):
+                return self._run(inputs.float(), [weight.float() for weight in weights])
         zeros = inputs.new_zeros(1, inputs.size(0), self._module.hidden_size)
         output, _, _ = torch.lstm(
             inputs.contiguous(), (zeros, zeros), weights, self._module.bias, 1, 0.0, self.training, False, True
         )
         return output
+
+
+def _cpu_float16_autocast() -> bool:
+    return torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
 
 
 def _gather_positions(tensor: torch.Tensor, positions: torch.LongTensor) -> torch.Tensor:

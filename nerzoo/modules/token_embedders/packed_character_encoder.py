@@ -37,28 +37,42 @@ class PackedCharacterEncoder(TokenCharactersEncoder):
 
     def forward(self, token_characters: torch.Tensor) -> torch.Tensor:
         """`(batch_size, num_tokens, num_characters)` ids -> `(batch_size, num_tokens, output_dim)`."""
+        # Gathering the real tokens needs their number on the host: on an accelerator that would
+        # stall the device every batch, so there every slot is encoded and the padding zeroed.
+        return self.encode(token_characters, pack=token_characters.device.type == "cpu")
+
+    def encode(self, token_characters: torch.Tensor, pack: bool) -> torch.Tensor:
+        """`forward` with the real tokens gathered into one batch (`pack`) or every slot encoded."""
         character_mask = token_characters != 0
         tokens = character_mask.any(dim=-1)
-        characters = token_characters[tokens]
+        if pack:
+            encoded = self._encode_words(token_characters[tokens], character_mask[tokens])
+            output = encoded.new_zeros(*token_characters.shape[:2], encoded.size(-1))
+            output[tokens] = encoded
+        else:
+            words = token_characters.reshape(-1, token_characters.size(-1))
+            encoded = self._encode_words(words, character_mask.reshape(words.shape))
+            output = encoded.reshape(*token_characters.shape[:2], -1) * tokens.unsqueeze(-1)
+        return self._dropout(output)
+
+    def _encode_words(self, characters: torch.LongTensor, mask: torch.BoolTensor) -> torch.Tensor:
+        """`(num_words, num_characters)` ids -> `(num_words, output_dim)`."""
         embedded = self._embedding._module(characters)
         encoder = self._encoder._module
         if isinstance(encoder, CnnEncoder) and characters.size(-1) >= max(encoder._ngram_filter_sizes):
-            encoded = _cnn_encoder_as_products(encoder, embedded, character_mask[tokens])
-        else:
-            encoded = encoder(embedded, character_mask[tokens].long())
-        output = encoded.new_zeros(*token_characters.shape[:2], encoded.size(-1))
-        output[tokens] = encoded
-        return self._dropout(output)
+            return _cnn_encoder_as_products(encoder, embedded, mask)
+        return encoder(embedded, mask.long())
 
 
 def _cnn_encoder_as_products(encoder: CnnEncoder, embedded: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
     """
     `encoder(embedded, mask)` for an allennlp `CnnEncoder`, each convolution as a product of the
     windows with its weights: `(num_words, num_characters, dim)` -> `(num_words, output_dim)`.
+    Padded windows are masked with the lowest value of the activations' dtype (float16 under
+    autocast).
     """
     embedded = embedded * mask.unsqueeze(-1)
     num_words, num_characters, dim = embedded.shape
-    lowest = min_value_of_dtype(embedded.dtype)
     # Shape: (num_words, 1): windows starting at or after length - h + 1 reach padding.
     lengths = mask.sum(dim=1, keepdim=True)
     pooled = []
@@ -70,8 +84,9 @@ def _cnn_encoder_as_products(encoder: CnnEncoder, embedded: torch.Tensor, mask: 
         weight = convolution.weight.reshape(convolution.out_channels, dim * height)
         activations = encoder._activation(torch.nn.functional.linear(windows, weight, convolution.bias))
         outside = torch.arange(num_windows, device=embedded.device).unsqueeze(0) >= lengths - height + 1
-        pooled.append(activations.masked_fill(outside.unsqueeze(-1), lowest).max(dim=1)[0])
+        lowest = min_value_of_dtype(activations.dtype)
+        maxima = activations.masked_fill(outside.unsqueeze(-1), lowest).max(dim=1)[0]
+        # A word shorter than the window has no window: 0, as in CnnEncoder.
+        pooled.append(maxima.masked_fill(lengths < height, 0.0))
     maxpool = torch.cat(pooled, dim=1) if len(pooled) > 1 else pooled[0]
-    # A word shorter than the window has no window: 0, as in CnnEncoder.
-    maxpool = maxpool.masked_fill(maxpool == lowest, 0.0)
     return encoder.projection_layer(maxpool) if encoder.projection_layer else maxpool

@@ -81,7 +81,10 @@ class SpanSetF1(Metric):
         """
         if counts.shape != self._counts.shape:
             raise ValueError(f"counts of shape {tuple(counts.shape)}, expected {tuple(self._counts.shape)}")
-        self._counts += counts.to(device=self._counts.device, dtype=self._counts.dtype)
+        if self._counts.device != counts.device:
+            # The counts stay where they are made (a GPU) until `get_metric` reads them.
+            self._counts = self._counts.to(counts.device)
+        self._counts += counts.to(dtype=self._counts.dtype)
 
     def _index(self, label: str) -> int:
         try:
