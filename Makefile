@@ -12,7 +12,7 @@ SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvi
 # the first best epoch, still underfitted: on the fixtures keep the epoch of lowest dev loss instead.
 TRAIN_OVERRIDES ?= {"trainer.validation_metric": "-loss"}
 
-.PHONY: install install-bench install-contextual lock train test clean
+.PHONY: install install-bench install-contextual lock train test test-gpu clean
 
 install: $(STAMP)
 
@@ -62,6 +62,11 @@ test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup tests
+
+# The GPU suite (tests/gpu: CPU/GPU parity of the hand-written modules, a training step of every
+# config in float32 and under autocast, the CLI with --cuda-device 0); skipped without CUDA.
+test-gpu: install
+	NERZOO_TEST_GPU=1 PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -rs tests/gpu
 
 clean:
 	rm -rf runs .pytest_cache

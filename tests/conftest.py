@@ -10,6 +10,10 @@ import pytest
 from tests import FIXTURES_ROOT, PROJECT_ROOT
 
 warnings.filterwarnings("ignore", category=FutureWarning)
+# The configs train on a GPU when they see one; this suite checks the CPU, so it hides GPUs from
+# itself and the processes it starts. `make test-gpu` (NERZOO_TEST_GPU=1) runs tests/gpu on them.
+if os.environ.get("NERZOO_TEST_GPU") != "1":
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
 # Every test runs from the project root so that the configs' relative fixture paths resolve.
 os.chdir(PROJECT_ROOT)
 # spaCy parses are cached per test session (subprocesses inherit it), never in the user's cache.

@@ -191,3 +191,10 @@ def test_deptree_paper_schedule_in_its_header_is_not_cut_short():
     trainer = params.as_dict(quiet=True)["trainer"]
     assert trainer["optimizer"] == {"type": "sgd", "lr": 0.005, "momentum": 0.9}
     assert restart_conflict(trainer) == ""
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
+def test_config_leaves_the_device_to_allennlp(config: pathlib.Path):
+    """No hard-coded device: allennlp's trainer takes GPU 0 when there is one, else the CPU."""
+    trainer = Params.from_file(str(config)).as_dict(quiet=True)["trainer"]
+    assert "cuda_device" not in trainer

@@ -77,6 +77,5 @@ local lstm_dim = 200;  // per direction, as Ma & Hovy
     num_epochs: 50,
     patience: 5,
     validation_metric: "+f1-measure-overall",
-    cuda_device: -1,
   },
 }

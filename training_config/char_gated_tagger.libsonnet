@@ -91,6 +91,5 @@ function(representation)
       num_epochs: 30,
       patience: 7,
       validation_metric: "+f1-measure-overall",
-      cuda_device: -1,
     },
   }

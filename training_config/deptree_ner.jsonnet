@@ -109,6 +109,5 @@ local tree_dim = 100;
     num_epochs: 30,
     patience: 5,
     validation_metric: "+f1-measure-overall",
-    cuda_device: -1,
   },
 }

@@ -102,6 +102,5 @@ local word_dim = 50;
     num_epochs: 30,
     patience: 10,
     validation_metric: "+f1-measure-overall",
-    cuda_device: -1,
   },
 }

@@ -68,6 +68,5 @@ local hidden_dim = 50;
     num_epochs: 100,
     patience: 10,
     validation_metric: "+f1-measure-overall",
-    cuda_device: -1,
   },
 }

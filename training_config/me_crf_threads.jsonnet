@@ -80,6 +80,5 @@ local phi_encoder = { type: "gru", input_size: word_dim, hidden_size: phi_hidden
     num_epochs: 50,
     validation_metric: "+joint_f1",
     callbacks: [{ type: "crf_transition_curriculum", frozen_epochs: 20 }],
-    cuda_device: -1,
   },
 }

@@ -94,6 +94,5 @@ local reader = {
     num_epochs: 40,
     patience: 10,
     validation_metric: "+accuracy",
-    cuda_device: -1,
   },
 }
