@@ -28,7 +28,10 @@ TRANSITIONS = ("transitions", "start_transitions", "end_transitions")
 
 @TrainerCallback.register("test_record_transitions")
 class RecordTransitions(TrainerCallback):
-    """Test-only: snapshots of every parameter at the start and after each epoch."""
+    """
+    Test-only: snapshots of every parameter at the start and after each epoch, and whether the
+    transitions had a gradient after each training step (the optimizer saw one).
+    """
 
     instances: List["RecordTransitions"] = []
 
@@ -37,6 +40,7 @@ class RecordTransitions(TrainerCallback):
         self.at_start: Dict[str, torch.Tensor] = {}
         self.after_epoch: List[Dict[str, torch.Tensor]] = []
         self.grad_norms: List[float] = []
+        self.stepped_with_gradient: Dict[int, List[bool]] = {}
         RecordTransitions.instances.append(self)
 
     @staticmethod
@@ -44,7 +48,6 @@ class RecordTransitions(TrainerCallback):
         crf = model.head.crf
         snapshot = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
         snapshot.update({name: getattr(crf, name).detach().clone() for name in TRANSITIONS})
-        snapshot["requires_grad"] = crf.transitions.requires_grad
         return snapshot
 
     def on_start(self, trainer, is_primary=True, **kwargs):
@@ -54,6 +57,10 @@ class RecordTransitions(TrainerCallback):
     def on_batch(self, trainer, batch_inputs, batch_outputs, batch_metrics, epoch, batch_number, is_training, **kwargs):
         if is_training:
             self.grad_norms.append(kwargs.get("batch_grad_norm"))
+            crf = trainer.model.head.crf
+            with_gradient = [getattr(crf, name).grad is not None for name in TRANSITIONS]
+            assert len(set(with_gradient)) == 1
+            self.stepped_with_gradient.setdefault(epoch, []).append(with_gradient[0])
 
     def on_epoch(self, trainer, metrics, epoch, is_primary=True, **kwargs):
         self.after_epoch.append(self._snapshot(trainer.model))
@@ -105,9 +112,9 @@ def test_transitions_stay_zero_for_the_frozen_epochs_then_train(data, tmp_path, 
     for snapshot in (record.at_start, first, second):
         for name in TRANSITIONS:
             assert torch.equal(snapshot[name], torch.zeros_like(snapshot[name])), name
-    # Frozen during epoch 0 and 1, released once epoch 1 (the second) has completed.
-    assert record.at_start["requires_grad"] is False and first["requires_grad"] is False
-    assert second["requires_grad"] is True
+    # Frozen during epoch 0 and 1 (the optimizer never saw a gradient of theirs), released once
+    # epoch 1 (the second) has completed.
+    assert record.stepped_with_gradient == {0: [False] * 4, 1: [False] * 4, 2: [True] * 4, 3: [True] * 4}
     for name in TRANSITIONS:
         assert third[name].abs().sum() > 0, name
         assert not torch.equal(third[name], fourth[name]), name
@@ -128,7 +135,7 @@ def test_transitions_stay_zero_for_the_frozen_epochs_then_train(data, tmp_path, 
     _trainer(data, tmp_path, num_epochs=5).train()
     resumed = RecordTransitions.instances[-1]
     assert resumed is not record and len(resumed.after_epoch) == 1
-    assert resumed.at_start["requires_grad"] is True
+    assert resumed.stepped_with_gradient == {4: [True] * 4}
     for name in TRANSITIONS:
         assert torch.equal(resumed.at_start[name], fourth[name]), name
         assert not torch.equal(resumed.after_epoch[0][name], fourth[name]), name
@@ -138,18 +145,31 @@ def _fake_trainer(model):
     return SimpleNamespace(model=model, optimizer=torch.optim.Adam(p for p in model.parameters() if p.requires_grad))
 
 
+def _step_moves_transitions(trainer) -> bool:
+    """One optimizer step with a gradient of ones on the transitions: did they move?"""
+    parameters = transition_parameters(trainer.model.head.crf)
+    before = [parameter.detach().clone() for parameter in parameters]
+    for parameter in parameters:
+        parameter.grad = torch.ones_like(parameter)
+    trainer.optimizer.step()
+    trainer.optimizer.zero_grad()
+    return any(not torch.equal(old, parameter) for old, parameter in zip(before, parameters))
+
+
 def test_on_batch_releases_a_run_resumed_past_the_frozen_epochs(data):
     model = _model(data[1])
     trainer = _fake_trainer(model)
     curriculum = CrfTransitionCurriculum("unused", frozen_epochs=2)
     curriculum.on_start(trainer)
     parameters = transition_parameters(model.head.crf)
-    assert len(parameters) == 3 and not any(parameter.requires_grad for parameter in parameters)
+    # The parameters keep requiring gradients (DDP fixes its set when it wraps the model).
+    assert len(parameters) == 3 and all(parameter.requires_grad for parameter in parameters)
+    assert curriculum.frozen and not _step_moves_transitions(trainer)
     curriculum.on_batch(trainer, [], [], {}, epoch=1, batch_number=1, is_training=True)
     curriculum.on_batch(trainer, [], [], {}, epoch=2, batch_number=1, is_training=False)
-    assert not any(parameter.requires_grad for parameter in parameters)
+    assert curriculum.frozen and not _step_moves_transitions(trainer)
     curriculum.on_batch(trainer, [], [], {}, epoch=2, batch_number=1, is_training=True)
-    assert all(parameter.requires_grad for parameter in parameters)
+    assert not curriculum.frozen and _step_moves_transitions(trainer)
 
 
 def test_restored_state_past_the_frozen_epochs_leaves_transitions_alone(data):
@@ -159,7 +179,7 @@ def test_restored_state_past_the_frozen_epochs_leaves_transitions_alone(data):
     curriculum.load_state_dict({"epochs_completed": 3})
     curriculum.on_start(_fake_trainer(model))
     assert torch.equal(model.head.crf.transitions, before)
-    assert model.head.crf.transitions.requires_grad
+    assert not curriculum.frozen
     assert curriculum.state_dict() == {"epochs_completed": 3}
 
 

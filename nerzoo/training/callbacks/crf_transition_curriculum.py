@@ -13,6 +13,7 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules import ConditionalRandomField
 from allennlp.training.callbacks import TrainerCallback
+from torch.utils.hooks import RemovableHandle
 
 logger = logging.getLogger(__name__)
 
@@ -50,19 +51,24 @@ class CrfTransitionCurriculum(TrainerCallback):
 
     How the freezing works, and what it touches:
 
-    - In `on_start`, after the trainer has built its optimizer, the parameters are zeroed and given
-      `requires_grad = False`.  They stay in the optimizer's parameter groups (which is why this is
-      not done with the trainer's `no_grad` option: parameters frozen before the optimizer is
-      built are left out of it for good), but they get no gradient (`.grad` stays `None`).  Every
-      torch optimizer, allennlp's `DenseSparseAdam` and transformers' `AdamW` skip a parameter
-      whose `.grad` is `None`, so neither the update nor weight decay (L2-in-the-gradient or
-      decoupled) moves it: the values stay exactly 0.  Adam's moments for them are created at
-      their first step after the release, so they start fresh.  The trainer's `grad_norm` and
-      `grad_clipping` only look at parameters with a gradient, so the reported gradient norm
-      leaves the frozen ones out.
-    - They are released (`requires_grad = True`) at the end of epoch `frozen_epochs - 1` (0-based),
+    - In `on_start`, after the trainer has built its optimizer (and, under distributed training,
+      wrapped the model in DDP), the parameters are zeroed.  They keep `requires_grad = True` and
+      stay in the optimizer's parameter groups, so DDP, which fixes the parameters it reduces when
+      it wraps the model, reduces them like any other, and the curriculum has the same effect in
+      one process and in several.  Two hooks hold them, both public torch APIs:
+      a gradient hook on each parameter replaces its gradient with zeros as backward computes it
+      (before DDP reduces it), so the trainer's `grad_norm` and `grad_clipping` see nothing of it;
+      and a pre-step hook on the optimizer sets their `.grad` to `None` just before every step.
+      Every torch optimizer, allennlp's `DenseSparseAdam` and transformers' `AdamW` skip a
+      parameter whose `.grad` is `None`, so neither the update, momentum nor weight decay
+      (L2-in-the-gradient or decoupled) moves it: the values stay exactly 0.  Adam's moments for
+      them are created at their first step after the release, so they start fresh.  (The frozen
+      parameters are not left out of the trainer's `no_grad` option instead: parameters frozen
+      before the optimizer is built are left out of it for good.)
+    - They are released (both hooks removed) at the end of epoch `frozen_epochs - 1` (0-based),
       that is once `frozen_epochs` epochs have completed, or when training ends first (the values
-      then stay 0).  `frozen_epochs = 0` freezes nothing.
+      then stay 0).  `frozen_epochs = 0` freezes nothing.  Every worker of a distributed run
+      releases them after the same epoch.
     - A moving average (the trainer's `moving_average` option) copies the parameters when the
       trainer is built, before `on_start`; its averaged transitions then decay from their random
       initial values towards 0 during the frozen epochs rather than being 0, and validation and
@@ -73,8 +79,6 @@ class CrfTransitionCurriculum(TrainerCallback):
       therefore leaves the trained transitions alone.  Should a checkpoint lack that state, the
       `on_batch` guard releases the parameters at the first batch of an epoch past
       `frozen_epochs`, but `on_start` has zeroed them by then.
-    - Distributed training is untested: DDP expects a gradient for every parameter that required
-      one when the model was wrapped, so the frozen ones likely need `find_unused_parameters`.
 
     # Parameters
 
@@ -91,6 +95,12 @@ class CrfTransitionCurriculum(TrainerCallback):
         self.frozen_epochs = frozen_epochs
         self.epochs_completed = 0
         self._frozen: List[torch.nn.Parameter] = []
+        self._hooks: List[RemovableHandle] = []
+
+    @property
+    def frozen(self) -> bool:
+        """Whether the transitions are held at 0 now."""
+        return bool(self._frozen)
 
     def on_start(self, trainer, is_primary: bool = True, **kwargs) -> None:
         super().on_start(trainer, is_primary=is_primary, **kwargs)
@@ -123,8 +133,9 @@ class CrfTransitionCurriculum(TrainerCallback):
         with torch.no_grad():
             for parameter in parameters:
                 parameter.zero_()
-                parameter.requires_grad_(False)
         self._frozen = parameters
+        self._hooks = [parameter.register_hook(torch.zeros_like) for parameter in parameters]
+        self._hooks.append(trainer.optimizer.register_step_pre_hook(self._drop_gradients))
         logger.info(
             "CRF transition curriculum: transitions of %d CRF(s) set to 0 and frozen until %d epochs have completed",
             len(crfs),
@@ -155,13 +166,19 @@ class CrfTransitionCurriculum(TrainerCallback):
 
     def on_end(self, trainer, metrics=None, epoch=None, is_primary: bool = True, **kwargs) -> None:
         # Training stopped within the frozen epochs: the transitions stay 0, but the model is not
-        # left with parameters that silently refuse gradients.
+        # left with hooks that silently drop their gradients.
         if self._frozen:
             self._release("training ended within the frozen epochs; the transitions stay 0")
 
-    def _release(self, reason: str) -> None:
+    def _drop_gradients(self, optimizer, args, kwargs) -> None:
+        # The optimizer's pre-step hook: no gradient, no update and no optimizer state.
         for parameter in self._frozen:
-            parameter.requires_grad_(True)
+            parameter.grad = None
+
+    def _release(self, reason: str) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
         self._frozen = []
         logger.info("CRF transition curriculum: transitions released (%s)", reason)
 

@@ -14,6 +14,8 @@ from allennlp.training.callbacks import TrainerCallback
 from allennlp.training.gradient_descent_trainer import GradientDescentTrainer
 from allennlp.training.metric_tracker import MetricTracker
 
+from nerzoo.training.distributed import maximum_over_workers
+
 logger = logging.getLogger(__name__)
 
 REPORT_FILE = "time_budget.json"
@@ -34,6 +36,10 @@ class TimeBudget(TrainerCallback):
     callback asks for the stop through that tracker, in `_stop_after_this_epoch`, the one place that
     touches the trainer's internals; it checks their types and fails with a clear error if a
     different trainer or AllenNLP version lays them out otherwise.
+
+    Under distributed training every worker decides on the slowest worker's clock (the largest
+    elapsed time, all-reduced after each epoch), so all of them stop after the same epoch; a worker
+    that stopped alone would leave the others waiting in their next collective.
 
     # Parameters
 
@@ -67,7 +73,7 @@ class TimeBudget(TrainerCallback):
         if self.start_time is None or epoch < 0:
             return
         self.epochs_seen += 1
-        elapsed = time.time() - self.start_time
+        elapsed = maximum_over_workers(time.time() - self.start_time)
         mean_epoch = elapsed / self.epochs_seen
         if elapsed + mean_epoch <= self.max_seconds:
             return

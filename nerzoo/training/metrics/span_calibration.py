@@ -3,6 +3,8 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 from allennlp.training.metrics.metric import Metric
 
+from nerzoo.training.distributed import all_gather_rows
+
 
 @Metric.register("span_calibration")
 class SpanCalibration(Metric):
@@ -21,7 +23,13 @@ class SpanCalibration(Metric):
     score is the mean of (confidence - right)^2 over the spans.  Gold spans that no prediction
     matches (the recall side) do not enter either figure.
 
-    Keys: `span_ece`, `span_brier`, both absent before any span has been counted.
+    Both figures are functions of the multiset of `(confidence, right)` pairs, not of the order in
+    which the spans came: `get_metric` sorts the pairs by confidence, then rightness, before binning
+    and summing, so spans of equal confidence fall into the bins the same way whatever the batches.
+    Under distributed training `get_metric` gathers every worker's pairs (every worker must call
+    it, as allennlp's trainer does), so the figures are those of one process over all the data.
+
+    Keys: `span_ece`, `span_brier`, both absent before any span has been counted (by any worker).
 
     # Parameters
 
@@ -41,16 +49,21 @@ class SpanCalibration(Metric):
         self._correct.extend(bool(value) for value in correct)
 
     def pairs(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The confidences and the 0/1 correctness of every span counted since the last reset, `(num_spans,)` each."""
+        """
+        The confidences and the 0/1 correctness of every span this worker counted since the last
+        reset, `(num_spans,)` each, in the order they were counted.
+        """
         return (
             torch.tensor(self._confidences, dtype=torch.float64),
             torch.tensor(self._correct, dtype=torch.float64),
         )
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
+        # (num_spans, 2) over every worker.
+        pairs = all_gather_rows(torch.stack(self.pairs(), dim=1))
         metrics: Dict[str, float] = {}
-        if self._confidences:
-            confidences, correct = self.pairs()
+        if len(pairs):
+            confidences, correct = sorted_pairs(pairs[:, 0], pairs[:, 1])
             metrics["span_ece"] = expected_calibration_error(confidences, correct, self.num_bins)
             metrics["span_brier"] = float(((confidences - correct) ** 2).mean())
         if reset:
@@ -60,6 +73,13 @@ class SpanCalibration(Metric):
     def reset(self) -> None:
         self._confidences = []
         self._correct = []
+
+
+def sorted_pairs(confidences: torch.Tensor, correct: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """`confidences` and `correct` reordered by confidence, then correctness: one order for a multiset of pairs."""
+    by_correct = torch.argsort(correct, stable=True)
+    order = by_correct[torch.argsort(confidences[by_correct], stable=True)]
+    return confidences[order], correct[order]
 
 
 def equal_mass_bins(confidences: torch.Tensor, num_bins: int) -> List[torch.LongTensor]:
