@@ -1,0 +1,394 @@
+"""
+Every hand-written module computes on DEVICE what it computes on the CPU, in float32.
+
+One table of cases drives one test: each case builds a module with a fixed seed (for the CRF
+functions, the `ConditionalRandomField` that holds their parameters), makes CPU inputs (with the
+builders of the module's own tests in tests/modules), and runs the same call on the module and on a
+deep copy of it on DEVICE. The outputs (tensors on DEVICE, integer ones such as Viterbi paths
+exactly equal), the gradients of a fixed random projection of them with respect to the floating
+inputs, and the gradients of every parameter must equal the CPU's to 1e-5. Modules run in
+evaluation mode, since the two devices draw different dropout masks. Where a module takes another
+path on an accelerator (`packed_character_encoding` encodes every slot instead of packing the real
+tokens), a case runs each path on DEVICE against the CPU's own.
+"""
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Tuple
+
+import pytest
+import torch
+from allennlp.modules.seq2seq_encoders import LstmSeq2SeqEncoder
+
+from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
+from nerzoo.modules.crf_marginals import forward_backward, tag_marginals
+from nerzoo.modules.fofe import fofe_codes, prefix_codes, span_codes
+from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
+from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
+from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
+from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
+from nerzoo.modules.seq2seq_encoders.unpacked_lstm import UnpackedLstm
+from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
+from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
+from nerzoo.modules.span_character_cnn import SpanCharacterCnn
+from tests.gpu.device_under_test import DEVICE, skip_unless_the_device_is_available
+from tests.modules import test_attention_encoders as attention_tests
+from tests.modules import test_batched_crf as crf_tests
+from tests.modules import test_child_sum_tree_lstm as tree_tests
+from tests.modules import test_fofe as fofe_tests
+from tests.modules import test_memory_hop as memory_tests
+from tests.modules import test_packed_character_encoder as character_tests
+from tests.modules import test_span_character_cnn as span_cnn_tests
+from tests.modules import test_unpacked_lstm as lstm_tests
+
+skip_unless_the_device_is_available()
+
+TOLERANCE = 1e-5
+
+
+@dataclass(frozen=True)
+class Case:
+    """
+    `build()` gives the module (called under a fixed seed), `inputs()` its CPU inputs, `run(module,
+    *inputs)` a tensor or a (named) tuple of them on the CPU, and `run_on_device` the call on DEVICE
+    where it differs.
+    """
+
+    name: str
+    build: Callable[[], torch.nn.Module]
+    inputs: Callable[[], Tuple[Any, ...]]
+    run: Callable[..., Any]
+    run_on_device: Optional[Callable[..., Any]] = None
+
+
+class Alpha(torch.nn.Module):
+    """A trainable FOFE forgetting factor, for the FOFE functions that take one."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.alpha = torch.nn.Parameter(torch.tensor(value))
+
+
+def _crf_inputs(scale: float = 1.0):
+    logits, mask, tags, _ = crf_tests._random_batch(0, torch.float32)
+    return logits * scale, mask, tags
+
+
+def _crf_cases() -> List[Case]:
+    runs = {
+        "viterbi_decode": lambda crf, logits, mask, tags: viterbi_decode(crf, logits, mask),
+        "crf_log_likelihood": lambda crf, logits, mask, tags: crf_log_likelihood(crf, logits, tags, mask),
+        "forward_backward": lambda crf, logits, mask, tags: forward_backward(crf, logits, mask),
+        "forward_backward, transition temperature 2": lambda crf, logits, mask, tags: forward_backward(
+            crf, logits, mask, transition_temperature=2.0
+        ),
+        "tag_marginals": lambda crf, logits, mask, tags: tag_marginals(forward_backward(crf, logits, mask), mask),
+    }
+    cases = []
+    for name, run in runs.items():
+        for constrained, start_end in [(True, True), (False, False)]:
+            label = f"{name}, {'BIOUL constraints' if constrained else 'unconstrained'}"
+            label += ", start/end" if start_end else ""
+            cases.append(Case(label, lambda c=constrained, s=start_end: crf_tests._crf(c, s, seed=0), _crf_inputs, run))
+    # Scores hundreds of nats apart: the rescaled products underflow and forward_backward runs
+    # again with logsumexp (after reading the underflow flag back from the device).
+    for name in ("forward_backward", "tag_marginals"):
+        cases.append(
+            Case(
+                f"{name}, scores far apart (logsumexp fallback)",
+                lambda: crf_tests._crf(True, True, seed=0),
+                lambda: _crf_inputs(scale=30.0),
+                runs[name],
+            )
+        )
+    return cases
+
+
+def _tree_lstm(input_dim: int, num_layers: int, residual: bool, projected_residual: bool) -> ChildSumTreeLstm:
+    module = ChildSumTreeLstm(
+        input_dim, 5, num_layers=num_layers, residual=residual, dropout=0.2, projected_residual=projected_residual
+    )
+    for layer in module.layers:
+        if layer.layer_norm is not None:  # a non-trivial affine part
+            torch.nn.init.normal_(layer.layer_norm.weight)
+            torch.nn.init.normal_(layer.layer_norm.bias)
+    return module
+
+
+def _tree_inputs(input_dim: int, seed: int):
+    """Random valid dependency forests: one tree, several roots, a single token, a 40-deep chain, an empty row."""
+    mask, head_indices = tree_tests.random_batch(seed)
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(*mask.shape, input_dim, generator=generator), mask, head_indices
+
+
+def _tree_cases() -> List[Case]:
+    shapes = [(6, 1, False, True), (6, 2, True, True), (5, 2, True, True), (6, 2, True, False)]
+    return [
+        Case(
+            f"child_sum_tree_lstm, input {dim}, {layers} layer(s), residual {residual}, projected {projected}",
+            lambda d=dim, n=layers, r=residual, p=projected: _tree_lstm(d, n, r, p),
+            lambda d=dim, s=seed: _tree_inputs(d, s),
+            lambda module, inputs, mask, heads: module.encode(inputs, mask, heads),
+        )
+        for seed, (dim, layers, residual, projected) in enumerate(shapes)
+    ]
+
+
+def _memory_hop_cases() -> List[Case]:
+    return [
+        Case(
+            f"memory_hop {options}",
+            lambda o=options: memory_tests._encoder(**o),
+            memory_tests._inputs,
+            lambda module, inputs, mask: module.attend(inputs, mask),
+        )
+        for options in memory_tests.OPTIONS
+    ]
+
+
+def _fofe_inputs(lengths, dim=5, seed=0):
+    return fofe_tests.padded_batch(lengths, dim, dtype=torch.float32, seed=seed)
+
+
+def _spans(num_steps: int, batch_size: int, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, num_steps + 1, (batch_size, 25), generator=generator)
+    ends = torch.clamp(starts + torch.randint(0, 7, starts.shape, generator=generator), max=num_steps)
+    return starts, ends
+
+
+def _span_codes(module, inputs, mask, starts, ends, reverse):
+    return span_codes(prefix_codes(inputs, mask, module.alpha, reverse=reverse), starts, ends, module.alpha, reverse)
+
+
+def _fofe_cases() -> List[Case]:
+    cases = []
+    for reverse in (False, True):
+        direction = "right to left" if reverse else "left to right"
+        cases += [
+            Case(
+                f"fofe_codes, trainable alpha, blocks of 4, {direction}",
+                lambda: Alpha(0.6),
+                lambda: _fofe_inputs([11, 7, 1, 4]),
+                lambda module, inputs, mask, r=reverse: fofe_codes(inputs, mask, module.alpha, r, block_size=4),
+            ),
+            Case(
+                f"fofe_codes, alpha 0.7, 300 steps, {direction}",
+                torch.nn.Module,
+                lambda: _fofe_inputs([300, 200, 1], dim=4),
+                lambda module, inputs, mask, r=reverse: fofe_codes(inputs, mask, 0.7, r),
+            ),
+            Case(
+                f"prefix_codes and span_codes, trainable alpha, {direction}",
+                lambda: Alpha(0.45),
+                lambda: (*_fofe_inputs([11, 7, 1, 4]), *_spans(11, 4)),
+                lambda module, *inputs, r=reverse: _span_codes(module, *inputs, reverse=r),
+            ),
+        ]
+    for options in [{"alpha": 0.4, "trainable_alpha": True}, {"alpha": 1.0, "bidirectional": False}]:
+        cases.append(
+            Case(
+                f"fofe encoder {options}",
+                lambda o=options: FofeEncoder(5, **o),
+                lambda: _fofe_inputs([9, 3, 0, 1]),
+                lambda module, inputs, mask: module(inputs, mask),
+            )
+        )
+    return cases
+
+
+def _with_layer_norm(module: torch.nn.Module, layer_norm: str = "_layer_norm") -> torch.nn.Module:
+    attention_tests._randomise_layer_norm(getattr(module, layer_norm))
+    return module
+
+
+def _with_query(query_dim: int):
+    inputs, mask = attention_tests._batch(6)
+    return inputs, mask, torch.randn(inputs.size(0), query_dim, generator=torch.Generator().manual_seed(3))
+
+
+def _zero_padded(dim: int):
+    inputs, mask = attention_tests._batch(dim)
+    return inputs.masked_fill(~mask.unsqueeze(-1), 0.0), mask
+
+
+def _residual_stack() -> ResidualStack:
+    stack = ResidualStack(
+        [
+            LstmSeq2SeqEncoder(input_size=4, hidden_size=3, bidirectional=True),
+            UnpackedLstm(input_size=6, hidden_size=3, bidirectional=True),
+            RelativeAttention(input_dim=6, residual=False),
+        ],
+        dropout=0.3,
+    )
+    for index, layer_norm in stack._layer_norms.items():
+        attention_tests._randomise_layer_norm(layer_norm, seed=int(index))
+    return stack
+
+
+def _attention_cases() -> List[Case]:
+    # The attention tests' inputs hold NaN at padding, which the modules must never read.
+    attend = lambda module, inputs, mask: module.attend(inputs, mask)  # noqa: E731
+    return [
+        Case(
+            "relative_attention, residual",
+            lambda: _with_layer_norm(RelativeAttention(6, residual=True, dropout=0.1)),
+            lambda: attention_tests._batch(6),
+            attend,
+        ),
+        Case(
+            "relative_attention, plain",
+            lambda: RelativeAttention(6, residual=False),
+            lambda: attention_tests._batch(6),
+            attend,
+        ),
+        Case(
+            "global_attention, context, own query",
+            lambda: _with_layer_norm(GlobalAttention(6, 4)),
+            lambda: attention_tests._batch(6),
+            attend,
+        ),
+        Case(
+            "global_attention, scale, bidirectional input",
+            lambda: _with_layer_norm(GlobalAttention(6, 4, bidirectional_input=True, mode="scale")),
+            lambda: attention_tests._batch(6),
+            attend,
+        ),
+        Case(
+            "global_attention, context, given query",
+            lambda: _with_layer_norm(GlobalAttention(6, 4, query_dim=3)),
+            lambda: _with_query(3),
+            lambda module, inputs, mask, query: module.attend(inputs, mask, query),
+        ),
+        Case(
+            "residual_stack of lstm, unpacked_lstm and relative_attention",
+            _residual_stack,
+            lambda: _zero_padded(4),
+            lambda module, inputs, mask: module(inputs, mask),
+        ),
+    ]
+
+
+def _recurrent_cases() -> List[Case]:
+    run = lambda module, inputs, mask: module(inputs, mask)  # noqa: E731
+    cases = [
+        Case(
+            f"unpacked_lstm, {shape}",
+            lambda s=shape: lstm_tests._pair(s, torch.float32)[1],
+            lambda: lstm_tests._batch(torch.float32),
+            run,
+        )
+        for shape in sorted(lstm_tests.SHAPES)
+    ]
+    cases.append(
+        Case("summed_gru", lambda: SummedGruEncoder(5, 3, output_dim=4), lambda: lstm_tests._batch(torch.float32), run)
+    )
+    return cases
+
+
+def _character_cases() -> List[Case]:
+    # On the CPU `forward` packs the real tokens; on DEVICE it encodes every slot. Each path on
+    # DEVICE is checked against the CPU's forward.
+    on_device = {
+        "forward": None,
+        "every slot": lambda module, characters: module.encode(characters, pack=False),
+        "packed": lambda module, characters: module.encode(characters, pack=True),
+    }
+    cases = [
+        Case(
+            f"packed_character_encoding, {encoder}, {path} on the device",
+            lambda e=encoder: character_tests._pair(e)[1],
+            lambda: character_tests._characters()[:1],
+            lambda module, characters: module(characters),
+            run,
+        )
+        for encoder in sorted(character_tests.ENCODERS)
+        for path, run in on_device.items()
+    ]
+
+    def span_inputs():
+        generator = torch.Generator().manual_seed(2)
+        characters = torch.randn(2, 30, 6, generator=generator)
+        return (characters, *span_cnn_tests._random_ranges(2, 30, 60, generator))
+
+    cases.append(
+        Case(
+            "span_character_cnn",
+            lambda: SpanCharacterCnn(input_dim=6, num_filters=4, kernel_sizes=(1, 2, 3, 5)),
+            span_inputs,
+            lambda module, characters, starts, ends: module(characters, starts, ends),
+        )
+    )
+    return cases
+
+
+CASES = _crf_cases() + _tree_cases() + _memory_hop_cases() + _fofe_cases() + _attention_cases()
+CASES += _recurrent_cases() + _character_cases()
+
+
+def _leaves(value: Any) -> List[Any]:
+    """The tensors (and other values) of an output, a (named) tuple flattened in order."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+def _outputs_and_gradients(
+    module: torch.nn.Module, inputs: Tuple[Any, ...], run: Callable[..., Any], device: torch.device
+):
+    """
+    The outputs of `run(module, *inputs)` and the gradients of a fixed random projection of the
+    differentiable ones (of the floating inputs, of the parameters), all copied to the CPU.
+    """
+    module.zero_grad(set_to_none=True)
+    inputs = [
+        value.detach().clone().requires_grad_() if torch.is_tensor(value) and value.is_floating_point() else value
+        for value in inputs
+    ]
+    outputs = _leaves(run(module, *inputs))
+    # Nothing falls back to the CPU on the way.
+    assert all(output.device.type == device.type for output in outputs if torch.is_tensor(output))
+    differentiable = [output for output in outputs if torch.is_tensor(output) and output.requires_grad]
+    if differentiable:
+        generator = torch.Generator().manual_seed(123)
+        projections = [torch.randn(output.shape, generator=generator).to(output.device) for output in differentiable]
+        sum((output * projection).sum() for output, projection in zip(differentiable, projections)).backward()
+    return (
+        [output.detach().cpu() if torch.is_tensor(output) else output for output in outputs],
+        [value.grad.cpu() if torch.is_tensor(value) and value.grad is not None else None for value in inputs],
+        {name: parameter.grad.cpu() for name, parameter in module.named_parameters() if parameter.grad is not None},
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_module_on_the_device_equals_the_cpu(case: Case, ieee_float32):
+    torch.manual_seed(0)
+    module = case.build().eval()
+    inputs = case.inputs()
+    device_module = copy.deepcopy(module).to(DEVICE)
+    device_inputs = tuple(value.to(DEVICE) if torch.is_tensor(value) else value for value in inputs)
+
+    expected = _outputs_and_gradients(module, inputs, case.run, torch.device("cpu"))
+    got = _outputs_and_gradients(device_module, device_inputs, case.run_on_device or case.run, DEVICE)
+
+    def close(actual, wanted, what):
+        torch.testing.assert_close(
+            actual, wanted, atol=TOLERANCE, rtol=TOLERANCE, msg=lambda message: f"{case.name}, {what}: {message}"
+        )
+
+    assert len(got[0]) == len(expected[0])
+    for index, (actual, wanted) in enumerate(zip(got[0], expected[0])):
+        if torch.is_tensor(wanted):
+            close(actual, wanted, f"output {index}")  # integer outputs (Viterbi paths) exactly
+        else:
+            assert actual == wanted, (case.name, index)
+    assert [grad is None for grad in got[1]] == [grad is None for grad in expected[1]]
+    for index, (actual, wanted) in enumerate(zip(got[1], expected[1])):
+        if wanted is not None:
+            close(actual, wanted, f"gradient of input {index}")
+    assert got[2].keys() == expected[2].keys()
+    for name in expected[2]:
+        close(got[2][name], expected[2][name], f"gradient of {name}")
+    # Something was compared: every case has outputs, and each differentiable one reaches its parameters.
+    assert expected[0]
