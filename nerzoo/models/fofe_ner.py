@@ -642,7 +642,8 @@ class FofeNer(Model):
             ]
         hidden = _weighted_row_sums(terms)
         if cnn_features is not None:
-            hidden = hidden.addmm_(cnn_features, cnn_weight.t())
+            # Out of place: autocast casts addmm's operands to one dtype, never an in-place one's.
+            hidden = torch.addmm(hidden, cnn_features, cnn_weight.t())
         return hidden
 
     def _feedforward_from_first_layer(self, first_layer: torch.Tensor) -> torch.Tensor:
