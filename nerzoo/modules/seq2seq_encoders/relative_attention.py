@@ -5,6 +5,8 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
 from allennlp.nn.util import masked_softmax
 
+from nerzoo.modules.crf_marginals import full_precision, without_autocast
+
 
 class AttentionOutput(NamedTuple):
     """
@@ -96,7 +98,15 @@ class RelativeAttention(Seq2SeqEncoder):
         """
         Like `forward`, but also returns the attention matrix `A` of eq. 1,
         `(batch_size, sequence_length, sequence_length)` (before any dropout).
+
+        Computed in float32 under autocast (mixed precision): the scores are unbounded dot products
+        of `input_dim`-d vectors, and once training has sharpened the attention, float16's rounding
+        of two close, large scores decides which word a row attends to.
         """
+        with without_autocast(inputs):
+            return self._attend(full_precision(inputs), mask)
+
+    def _attend(self, inputs: torch.Tensor, mask: Optional[torch.BoolTensor]) -> AttentionOutput:
         batch_size, sequence_length, input_dim = inputs.size()
         if input_dim != self._input_dim:
             raise ConfigurationError(
