@@ -8,7 +8,7 @@ one after the other and with the same time budget each,
     deptree_ner   training_config/deptree_ner.jsonnet                 (BiLSTM + Tree-LSTM)
     blstm_only    the same with -o '{"model.syntactic_encoder": null}'  (ablation: no Tree-LSTM)
     tlstm_only    the same with -o '{"model.semantic_encoder": null}'   (ablation: no BiLSTM)
-    baseline      training_config/bilstm_crf.jsonnet                  (issue 2's BiLSTM-CRF)
+    baseline      training_config/bilstm_crf.jsonnet                  (the BiLSTM-CRF baseline)
 
 evaluates each archive on dev and test with `allennlp evaluate`, and adds one row per model to
 the table of the section "Dependency-aware NER (Aguilar & Solorio 2019) ..." of docs/RESULTS.md: span F1, wall

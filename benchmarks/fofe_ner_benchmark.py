@@ -12,7 +12,7 @@ It trains, one after the other and with the same time budget each,
                                                                         pass's entities as type tokens;
                                                                         needs the fofe_ner archive of
                                                                         this run, FOFE_FIRST_PASS)
-    baseline              training_config/bilstm_crf.jsonnet            (issue 2's BiLSTM-CRF)
+    baseline              training_config/bilstm_crf.jsonnet            (the BiLSTM-CRF baseline)
 
 on ../shared/data/conll2003/eng.train (dev eng.testa, test eng.testb), each config with its own
 reader (`entity_spans` for both FOFE passes, `conll_columns` for the baseline), evaluates each

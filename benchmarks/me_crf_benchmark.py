@@ -7,7 +7,7 @@ It trains, one after the other and with the same time budget each,
 
     me_crf     training_config/me_crf_conll2003.jsonnet   (1 memory hop over every earlier word of
                                                           the document, frozen GloVe, CRF over BIO)
-    baseline   training_config/bilstm_crf.jsonnet          (issue 2's BiLSTM-CRF)
+    baseline   training_config/bilstm_crf.jsonnet          (the BiLSTM-CRF baseline)
 
 on ../shared/data/conll2003/eng.train (dev eng.testa, test eng.testb), each config with its own
 reader (`conll_columns`: whole documents for me_crf, sentences for the baseline), evaluates each

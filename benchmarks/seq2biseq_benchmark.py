@@ -9,7 +9,7 @@ It trains, one after the other and with the same time budget each,
     seq2biseq_2opt  the same with model.backward_loss_weight 1: the backward decoder is also
                     trained on its own NLL (§4.3), with the same Adam, so the row differs from
                     seq2biseq in that alone
-    baseline        training_config/bilstm_crf_pos.jsonnet  (issue 2's BiLSTM-CNN-CRF, unconstrained CRF)
+    baseline        training_config/bilstm_crf_pos.jsonnet  (the BiLSTM-CNN-CRF baseline, unconstrained CRF)
 
 on two datasets:
 
