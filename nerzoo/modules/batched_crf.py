@@ -23,7 +23,8 @@ from typing import NamedTuple, Optional
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
 
-from nerzoo.modules.crf_marginals import constrained_scores, full_precision, without_autocast
+from nerzoo.modules.crf_marginals import constrained_scores
+from nerzoo.modules.full_precision import full_precision, without_autocast
 
 
 class ViterbiPaths(NamedTuple):

@@ -7,30 +7,15 @@ Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_s
 row's valid steps first (right padding), as everywhere in allennlp.
 """
 
-import contextlib
-from typing import ContextManager, NamedTuple, Tuple, Union
+from typing import NamedTuple, Tuple, Union
 
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
 
+from nerzoo.modules.full_precision import full_precision, without_autocast
+
 # allennlp's Viterbi gives forbidden transitions this score; we do the same.
 _FORBIDDEN = -10000.0
-
-
-def without_autocast(tensor: torch.Tensor) -> ContextManager:
-    """
-    Turns autocast off for the device of `tensor`: chain scores are summed over hundreds of steps
-    and products of probabilities underflow in float16, so the CRF computes in float32 (or in the
-    dtype it is given beyond that).
-    """
-    if tensor.device.type in ("cpu", "cuda"):
-        return torch.autocast(tensor.device.type, enabled=False)
-    return contextlib.nullcontext()
-
-
-def full_precision(logits: torch.Tensor) -> torch.Tensor:
-    """`logits` in float32 when they are float16 or bfloat16 (as under autocast)."""
-    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
 
 class ForwardBackward(NamedTuple):

@@ -5,7 +5,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
 from allennlp.nn.util import masked_softmax
 
-from nerzoo.modules.crf_marginals import full_precision, without_autocast
+from nerzoo.modules.full_precision import full_precision, without_autocast
 
 
 class AttentionOutput(NamedTuple):
