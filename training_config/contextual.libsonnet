@@ -19,21 +19,17 @@ local checked_dim = if dim > 0 then dim else error (
 {
   dim: checked_dim,
   // The config with the transformer's indexer in the reader and its embedder in the text field
-  // embedder (the encoder's input size is the caller's: add `dim`).
+  // embedder, or among `word_embedders` for fofe_ner (input sizes are the caller's: add `dim`).
   add(config)::
     assert checked_dim > 0;
     local reader = {
       token_indexers+: { transformer: { type: "contextual_word_pieces", model_name: model_name, max_length: max_length } },
     };
+    local embedder = { transformer: { type: "contextual_word_vectors", model_name: model_name, max_length: max_length } };
     config + { dataset_reader+: reader }
     + (if std.objectHas(config, "validation_dataset_reader") then { validation_dataset_reader+: reader } else {})
     + {
-    model+: {
-      text_field_embedder+: {
-        token_embedders+: {
-          transformer: { type: "contextual_word_vectors", model_name: model_name, max_length: max_length },
-        },
-      },
+      model+: if std.objectHas(config.model, "word_embedders") then { word_embedders+: embedder }
+      else { text_field_embedder+: { token_embedders+: embedder } },
     },
-  },
 }
