@@ -9,12 +9,15 @@ mean as the metric `<name>_loss`.  Modules need no base class for this, so
 it works for any TokenEmbedder or Seq2SeqEncoder used inside any nerzoo model.
 """
 
+import weakref
 from typing import Dict, Optional
 
 import torch
 from allennlp.training.metrics import Average
 
 _ATTRIBUTE = "_nerzoo_auxiliary_losses"
+# Modules holding reported terms, so that a model with none skips walking its modules.
+_PENDING: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
 
 
 def add_auxiliary_loss(module: torch.nn.Module, name: str, loss: torch.Tensor) -> None:
@@ -23,13 +26,17 @@ def add_auxiliary_loss(module: torch.nn.Module, name: str, loss: torch.Tensor) -
         raise ValueError(f"auxiliary loss {name!r} must be a scalar, got shape {tuple(loss.shape)}")
     pending: Dict[str, torch.Tensor] = module.__dict__.setdefault(_ATTRIBUTE, {})
     pending[name] = pending[name] + loss if name in pending else loss
+    _PENDING.add(module)
 
 
 def pop_auxiliary_losses(root: torch.nn.Module) -> Dict[str, torch.Tensor]:
     """Collects and clears the terms reported by `root` and all its submodules."""
     collected: Dict[str, torch.Tensor] = {}
+    if not _PENDING:
+        return collected
     for module in root.modules():
         pending = module.__dict__.pop(_ATTRIBUTE, None)
+        _PENDING.discard(module)
         for name, loss in (pending or {}).items():
             collected[name] = collected[name] + loss if name in collected else loss
     return collected
