@@ -92,6 +92,10 @@ MODELS: Dict[str, Dict[str, Any]] = {
     "char_gated_tagger": {"config": "training_config/char_gated_tagger.jsonnet", "overrides": {}},
     "char_gated_tagger_concat": {"config": "training_config/char_gated_tagger_concat.jsonnet", "overrides": {}},
     "char_gated_tagger_words": {"config": "training_config/char_gated_tagger_words.jsonnet", "overrides": {}},
+    "char_gated_tagger_contextual": {
+        "config": "training_config/char_gated_tagger_contextual.jsonnet",
+        "overrides": {},
+    },
     # Seq2Biseq (Dinarelli & Grobol 2019) and its 2-opt variant with the same Adam, and the baseline, on POS.
     "seq2biseq_pos": {"config": SEQ2BISEQ_POS, "overrides": {}, "schedule": True, "metric": "accuracy"},
     "seq2biseq_pos_2opt": {
