@@ -8,15 +8,19 @@ shard of the test set only, and the first collective of a metric (allennlp's `Ca
 and `Average` all-reduce in every `__call__`, nerzoo's metrics in `get_metric`) would wait for
 workers that are gone.  `LeaveProcessGroupAfterTraining`, added to allennlp's default trainer
 callbacks when this module is imported, ends the process group on every worker when training ends,
-so that the test evaluation that follows runs as one process over the whole test set, exactly as
-`allennlp evaluate` does.
+so that the test evaluation that follows runs as one process, exactly as `allennlp evaluate` does.
+But the test loader was built in the worker, whose reader read its shard of the test set only (a
+reader notes its worker's rank when it is built, and the loader reads at once): `TrainModel.finish`
+(the test evaluation) is wrapped here to read the whole test set again first.
 """
 
 import logging
+from collections import deque
 from typing import Any, Dict, Optional
 
 import torch
 import torch.distributed as dist
+from allennlp.commands.train import TrainModel
 from allennlp.common.util import is_distributed
 from allennlp.nn.util import distributed_device
 from allennlp.training import gradient_descent_trainer
@@ -93,3 +97,21 @@ if LeaveProcessGroupAfterTraining not in gradient_descent_trainer.DEFAULT_CALLBA
         *gradient_descent_trainer.DEFAULT_CALLBACKS,
         LeaveProcessGroupAfterTraining,
     )
+
+
+_finish = TrainModel.finish
+
+
+def _finish_on_the_whole_test_set(self: TrainModel, metrics: Dict[str, Any]) -> None:
+    loader = self.evaluation_data_loader
+    reader = getattr(loader, "reader", None)
+    if self.evaluate_on_test and reader is not None and reader._distributed_info is not None and not is_distributed():
+        logger.info("Reading the whole test set for the test evaluation after distributed training")
+        reader._set_distributed_info(None)
+        loader._instances = None  # type: ignore[union-attr]
+        deque(loader.iter_instances(), maxlen=0)  # type: ignore[union-attr]
+    _finish(self, metrics)
+
+
+if TrainModel.finish.__name__ != "_finish_on_the_whole_test_set":
+    TrainModel.finish = _finish_on_the_whole_test_set  # type: ignore[method-assign]
