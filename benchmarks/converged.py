@@ -80,6 +80,7 @@ MODELS: Dict[str, Dict[str, Any]] = {
     # ME-CRF (Liu et al. 2017): one CRF chain per sentence (the paper's) or per document.
     "me_crf": {"config": ME_CRF, "overrides": {}},
     "me_crf_document": {"config": ME_CRF, "overrides": {"model.head.crf_per_sentence": False}},
+    "me_crf_contextual": {"config": "training_config/me_crf_conll2003_contextual.jsonnet", "overrides": {}},
     # FOFE-NER (Xu 2017): first and second pass.
     "fofe_ner": {"config": FOFE, "overrides": {}, "schedule": True},
     "fofe_ner_second_pass": {
