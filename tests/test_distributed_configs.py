@@ -39,6 +39,13 @@ CONFIG_OVERRIDES = {
 NOT_COMPARED = ("loss", "_loss", "training_duration")
 
 
+def _same(key, value, expected):
+    """Counts give equal figures; confidences differ in float32 rounding with the batch padding."""
+    if "ece" in key or "brier" in key:
+        return math.isclose(value, expected, abs_tol=1e-5)
+    return math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-12)
+
+
 def _data_paths(run):
     config = json.loads((run / "config.json").read_text())
     return config["validation_data_path"], config.get("test_data_path")
@@ -78,10 +85,10 @@ def test_two_process_training_gives_the_single_process_metrics(config, tmp_path)
     assert distributed_validation, metrics
     assert distributed_validation.keys() <= expected_validation.keys()
     for key, value in distributed_validation.items():
-        assert math.isclose(value, expected_validation[key], rel_tol=1e-6, abs_tol=1e-9), (key, value)
+        assert _same(key, value, expected_validation[key]), (key, value, expected_validation[key])
     if test:
         expected_test = _compared(evaluate(run / "model.tar.gz", test, tmp_path / "test.json"), "")
         distributed_test = _compared(metrics, "test_")
         assert distributed_test.keys() == expected_test.keys()
         for key, value in distributed_test.items():
-            assert math.isclose(value, expected_test[key], rel_tol=1e-6, abs_tol=1e-9), (key, value)
+            assert _same(key, value, expected_test[key]), (key, value, expected_test[key])
