@@ -440,7 +440,7 @@ def test_encoder_checks_its_input_dim():
 
 def test_fofe_character_encoder_from_params():
     """The FOFE character encoder of §5.2.2 inside allennlp's TokenCharactersEncoder ("character_encoding")."""
-    indexer = TokenCharactersIndexer("token_characters")
+    indexer = TokenCharactersIndexer("token_characters", min_padding_length=1)
     sentences = [["Toronto", "Maple", "Leafs"], ["NHL", "a"]]
     instances = [
         Instance({"tokens": TextField([Token(word) for word in words], {"characters": indexer})}) for words in sentences
