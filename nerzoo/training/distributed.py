@@ -105,7 +105,8 @@ _finish = TrainModel.finish
 def _finish_on_the_whole_test_set(self: TrainModel, metrics: Dict[str, Any]) -> None:
     loader = self.evaluation_data_loader
     reader = getattr(loader, "reader", None)
-    if self.evaluate_on_test and reader is not None and reader._distributed_info is not None and not is_distributed():
+    sharded = getattr(reader, "_distributed_info", None) is not None and hasattr(loader, "_instances")
+    if self.evaluate_on_test and sharded and not is_distributed():
         logger.info("Reading the whole test set for the test evaluation after distributed training")
         reader._set_distributed_info(None)
         loader._instances = None  # type: ignore[union-attr]
