@@ -51,7 +51,7 @@ def _data_paths(run):
     return config["validation_data_path"], config.get("test_data_path")
 
 
-def _train_two_processes(config, run, tmp_path, env=None):
+def _train_two_processes(config, run, env=None):
     overrides = {**OVERRIDES, **CONFIG_OVERRIDES.get(config, {})}
     train(f"training_config/{config}.jsonnet", run, json.dumps(overrides), env=env)
 
@@ -74,10 +74,10 @@ def test_two_process_training_gives_the_single_process_metrics(config, tmp_path)
     env = None
     if config == "fofe_ner_second_pass":
         first = tmp_path / "first"
-        _train_two_processes("fofe_ner", first, tmp_path)
+        _train_two_processes("fofe_ner", first)
         env = {"FOFE_FIRST_PASS": str(first / "model.tar.gz")}
     run = tmp_path / "run"
-    _train_two_processes(config, run, tmp_path, env=env)
+    _train_two_processes(config, run, env=env)
     metrics = json.loads((run / "metrics.json").read_text())
     validation, test = _data_paths(run)
     expected_validation = _compared(evaluate(run / "model.tar.gz", validation, tmp_path / "dev.json"), "")

@@ -141,9 +141,7 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         # layers: (batch_size, num_words, num_layers, hidden_size)
         if self.scalar_mix is None:
             return layers[:, :, 0]
-        # AllenNLP's ScalarMix (its parameters, no layer norm) as one product over the layer axis.
-        weights = torch.softmax(torch.cat(list(self.scalar_mix.scalar_parameters)), dim=0)
-        return self.scalar_mix.gamma * torch.matmul(weights.unsqueeze(0), layers).squeeze(-2)
+        return self.scalar_mix(list(layers.unbind(2)), mask)
 
     def _word_layers(
         self,
