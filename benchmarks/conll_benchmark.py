@@ -143,30 +143,30 @@ def batches_cell(resolved: Dict[str, Any]) -> str:
 
 
 def allennlp_embedder(embedder: Dict[str, Any]) -> Dict[str, Any]:
-    """The embedder config with nerzoo's `packed_character_encoding` spelled as allennlp's
+    """The embedder config with nerzoo's `fast_character_encoding` spelled as allennlp's
     `character_encoding`: the same module on every real token, so the reference can build it."""
     embedders = {
-        name: dict(params, type="character_encoding") if params.get("type") == "packed_character_encoding" else params
+        name: dict(params, type="character_encoding") if params.get("type") == "fast_character_encoding" else params
         for name, params in embedder.get("token_embedders", {}).items()
     }
     return dict(embedder, token_embedders=embedders) if embedders else embedder
 
 
 def allennlp_indexers(indexers: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The token indexers with nerzoo's `batched_characters` spelled as allennlp's `characters`
+    """The token indexers with nerzoo's `fast_characters` spelled as allennlp's `characters`
     (the same ids and tensors), so the reference pads as allennlp does."""
     if indexers is None:
         return None
     return {
-        name: dict(params, type="characters") if params.get("type") == "batched_characters" else params
+        name: dict(params, type="characters") if params.get("type") == "fast_characters" else params
         for name, params in indexers.items()
     }
 
 
 def allennlp_encoder(encoder: Dict[str, Any]) -> Dict[str, Any]:
-    """The encoder config with nerzoo's `unpacked_lstm` spelled as allennlp's `lstm` (the same
+    """The encoder config with nerzoo's `fast_lstm` spelled as allennlp's `lstm` (the same
     parameters and outputs at real tokens, run on packed sequences), so the reference runs allennlp's."""
-    return dict(encoder, type="lstm") if encoder.get("type") == "unpacked_lstm" else encoder
+    return dict(encoder, type="lstm") if encoder.get("type") == "fast_lstm" else encoder
 
 
 def reference_config(

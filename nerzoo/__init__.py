@@ -7,7 +7,7 @@ It also sets the ext vars of the contextual configs where unset (`nerzoo.transfo
 """
 
 from nerzoo.commands.calibrate import Calibrate
-from nerzoo.commands.cross_validate_threads import CrossValidateThreads
+from nerzoo.commands.cross_validate_thread_discourse import CrossValidateThreadDiscourse
 from nerzoo.commands.draw_attention import DrawAttention
 from nerzoo.commands.draw_calibration import DrawCalibration
 from nerzoo.commands.draw_memory import DrawMemory
@@ -15,31 +15,31 @@ from nerzoo.commands.tag_text import TagText
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
 from nerzoo.data.dataset_readers.entity_spans import EntitySpansReader
-from nerzoo.data.dataset_readers.forum_threads import ForumThreadsReader
 from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReader
-from nerzoo.data.token_indexers.batched_characters_indexer import BatchedCharactersIndexer
+from nerzoo.data.dataset_readers.thread_discourse import ThreadDiscourseReader
 from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
+from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
-from nerzoo.models.bilstm_crf import BiLstmCrfTagger
-from nerzoo.models.deptree_ner import DeptreeNerTagger
+from nerzoo.models.bilstm_crf import BiLstmCrf
+from nerzoo.models.deptree_ner import DeptreeNer
 from nerzoo.models.fofe_ner import FofeNer
-from nerzoo.models.me_crf import MeCrfTagger
-from nerzoo.models.me_crf_threads import MeCrfThreadTagger
+from nerzoo.models.me_crf import MeCrf
+from nerzoo.models.me_crf_thread_discourse import MeCrfThreadDiscourse
 from nerzoo.models.seq2biseq import Seq2Biseq
-from nerzoo.modules.crf_tag_head import CrfTagHead
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
+from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
 from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
-from nerzoo.modules.seq2seq_encoders.unpacked_lstm import UnpackedLstm
 from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
 from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
+from nerzoo.modules.tag_head import TagHead
 from nerzoo.modules.token_embedders.char_gated_embedder import CharGatedEmbedder
 from nerzoo.modules.token_embedders.contextual_word_vectors import ContextualWordVectors
+from nerzoo.modules.token_embedders.fast_character_encoding import FastCharacterEncoder
 from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeaturesEmbedder
-from nerzoo.modules.token_embedders.packed_character_encoder import PackedCharacterEncoder
 from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
@@ -57,8 +57,8 @@ set_default_ext_vars()
 
 __all__ = [
     "Calibrate",
-    "BatchedCharactersIndexer",
-    "BiLstmCrfTagger",
+    "FastCharactersIndexer",
+    "BiLstmCrf",
     "CharGatedEmbedder",
     "ChildSumTreeLstm",
     "ConceptErrorRate",
@@ -67,10 +67,10 @@ __all__ = [
     "ContextualWordPiecesIndexer",
     "ContextualWordVectors",
     "ConlluNerReader",
-    "CrfTagHead",
+    "TagHead",
     "CrfTransitionCurriculum",
-    "CrossValidateThreads",
-    "DeptreeNerTagger",
+    "CrossValidateThreadDiscourse",
+    "DeptreeNer",
     "DrawAttention",
     "DrawCalibration",
     "DrawMemory",
@@ -79,15 +79,15 @@ __all__ = [
     "SequenceTaggerPredictor",
     "FofeEncoder",
     "FofeNer",
-    "ForumThreadsReader",
+    "ThreadDiscourseReader",
     "GeometricDecay",
     "GlobalAttention",
     "LexicalFeaturesEmbedder",
     "LexicalFeaturesIndexer",
-    "MeCrfTagger",
-    "MeCrfThreadTagger",
+    "MeCrf",
+    "MeCrfThreadDiscourse",
     "MemoryHopEncoder",
-    "PackedCharacterEncoder",
+    "FastCharacterEncoder",
     "RelativeAttention",
     "ResidualStack",
     "Seq2Biseq",
@@ -99,6 +99,6 @@ __all__ = [
     "TagText",
     "ThreadDiscourseF1",
     "ThreadDiscoursePredictor",
-    "UnpackedLstm",
+    "FastLstm",
     "WordAndCharactersIndexer",
 ]

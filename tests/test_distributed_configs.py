@@ -21,7 +21,7 @@ pytestmark = pytest.mark.end_to_end
 CONFIGS = sorted(path.stem for path in (PROJECT_ROOT / "training_config").glob("*.jsonnet"))
 # Run by `make test`: span classification, and thread discourse with its curriculum (the CRF
 # taggers' validation is checked in tests/test_end_to_end.py).
-EVERY_RUN = {"fofe_ner", "me_crf_threads"}
+EVERY_RUN = {"fofe_ner", "me_crf_thread_discourse"}
 EVERY_CONFIG = os.environ.get("NERZOO_TEST_DISTRIBUTED") == "1"
 # Two epochs; the curriculum unfreezes the CRF's transitions after the first, under DDP.
 OVERRIDES = {
@@ -33,7 +33,7 @@ OVERRIDES = {
     "validation_data_loader.batch_sampler.batch_size": 1000,
 }
 CONFIG_OVERRIDES = {
-    "me_crf_threads": {"trainer.callbacks": [{"type": "crf_transition_curriculum", "frozen_epochs": 1}]}
+    "me_crf_thread_discourse": {"trainer.callbacks": [{"type": "crf_transition_curriculum", "frozen_epochs": 1}]}
 }
 # Not a property of the predictions: losses are per-batch averages, which depend on the batching.
 NOT_COMPARED = ("loss", "_loss", "training_duration")

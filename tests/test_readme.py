@@ -57,7 +57,7 @@ def _runnable(block):
         return None
     lines = []
     for line in block.replace("\\\n", " ").splitlines():
-        if re.search(r"allennlp (train|cross-validate-threads)\b", line) and " -o " not in line:
+        if re.search(r"allennlp (train|cross-validate-thread-discourse)\b", line) and " -o " not in line:
             line += """ -o '{"trainer.num_epochs": 1}'"""
         lines.append(re.sub(r"--folds \d+", "--folds 2", line))
     return "set -euo pipefail\n" + "\n".join(lines) + "\n"

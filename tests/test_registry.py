@@ -29,7 +29,7 @@ COMPONENTS = {
     (DatasetReader, "conll_columns"): {"tag_column": 3},
     (DatasetReader, "conllu_ner"): {},
     (DatasetReader, "spacy_parsed_conll"): {"tag_column": 3},
-    (DatasetReader, "forum_threads"): {},
+    (DatasetReader, "thread_discourse"): {},
     (TokenIndexer, "lexical_features"): {},
     (TokenEmbedder, "lexical_features"): {},
     (Seq2SeqEncoder, "child_sum_tree_lstm"): {"input_dim": 6, "hidden_dim": 4, "num_layers": 2, "residual": True},
@@ -42,14 +42,17 @@ COMPONENTS = {
             {"type": "lstm", "input_size": 6, "hidden_size": 3, "bidirectional": True},
         ]
     },
-    (Seq2SeqEncoder, "unpacked_lstm"): {"input_size": 6, "hidden_size": 3, "num_layers": 2, "bidirectional": True},
+    (Seq2SeqEncoder, "fast_lstm"): {"input_size": 6, "hidden_size": 3, "num_layers": 2, "bidirectional": True},
     (Model, "deptree_ner"): None,  # built and trained in tests/models/test_deptree_ner.py
     (TrainerCallback, "crf_transition_curriculum"): {"serialization_dir": "unused", "frozen_epochs": 3},
     (Metric, "conll_span_f1"): {"entity_types": ["LOC", "PER"]},
     (Metric, "thread_discourse_f1"): None,  # hand-worked counts in tests/training/test_thread_discourse_f1.py
-    (Model, "me_crf_threads"): None,  # built and trained in tests/models/test_me_crf_threads.py
-    (Predictor, "thread_discourse"): None,  # needs a model: tests/models/test_me_crf_threads.py
-    (Subcommand, "cross-validate-threads"): None,  # parsed and run in tests/commands/test_cross_validate_threads.py
+    (Model, "me_crf_thread_discourse"): None,  # built and trained in tests/models/test_me_crf_thread_discourse.py
+    (Predictor, "thread_discourse"): None,  # needs a model: tests/models/test_me_crf_thread_discourse.py
+    (
+        Subcommand,
+        "cross-validate-thread-discourse",
+    ): None,  # parsed and run in tests/commands/test_cross_validate_thread_discourse.py
     (Model, "bilstm_crf"): None,  # built and trained in tests/models/test_bilstm_crf.py
     (Predictor, "sequence_tagger"): None,  # needs a model: tests/predictors/
     (Subcommand, "tag-text"): None,  # see test_tag_text_subcommand_parses
@@ -67,7 +70,7 @@ COMPONENTS = {
     (LearningRateScheduler, "geometric_decay"): None,  # needs an optimiser: tests/training/test_geometric_decay.py
     (Model, "fofe_ner"): None,  # built and trained in tests/models/test_fofe_ner.py
     (TokenIndexer, "word_and_characters"): {"lowercase_tokens": True},
-    (TokenIndexer, "batched_characters"): {"min_padding_length": 3},
+    (TokenIndexer, "fast_characters"): {"min_padding_length": 3},
     (
         TokenEmbedder,
         "contextual_word_vectors",
@@ -80,7 +83,7 @@ COMPONENTS = {
     (Seq2VecEncoder, "summed_gru"): {"input_dim": 6, "hidden_dim": 3, "output_dim": 5, "num_layers": 2},
     (Metric, "concept_error_rate"): {"tag_scheme": "BIO"},
     (Model, "seq2biseq"): None,  # built and trained in tests/models/test_seq2biseq.py
-    (TokenEmbedder, "packed_character_encoding"): {
+    (TokenEmbedder, "fast_character_encoding"): {
         "embedding": {"embedding_dim": 4, "num_embeddings": 20},
         "encoder": {"type": "cnn", "embedding_dim": 4, "num_filters": 5, "ngram_filter_sizes": [2]},
     },
@@ -88,7 +91,7 @@ COMPONENTS = {
 # The file each reader reads in test_component_builds_from_params.
 READER_FILES = {
     "conllu_ner": FIXTURES_ROOT / "ud" / "ner_misc.conllu",
-    "forum_threads": FIXTURES_ROOT / "threads" / "dev.jsonl",
+    "thread_discourse": FIXTURES_ROOT / "thread_discourse" / "dev.jsonl",
 }
 # One perfect prediction per metric, in its own input format.
 METRIC_INPUTS = {
@@ -96,6 +99,17 @@ METRIC_INPUTS = {
     "span_set_f1": ([[(0, 1, "PER")]], [[(0, 1, "PER")]]),
     "concept_error_rate": ([["B-PER", "O", "B-LOC"]], [["B-PER", "O", "B-LOC"]]),
     "span_calibration": ([1.0, 1.0, 0.0], [True, True, False]),  # perfectly calibrated
+}
+
+
+# Earlier names, kept so that archives trained under them still load: each is the same class as
+# its current name.
+ALIASES = {
+    (TokenIndexer, "batched_characters"): "fast_characters",
+    (TokenEmbedder, "packed_character_encoding"): "fast_character_encoding",
+    (Seq2SeqEncoder, "unpacked_lstm"): "fast_lstm",
+    (DatasetReader, "forum_threads"): "thread_discourse",
+    (Model, "me_crf_threads"): "me_crf_thread_discourse",
 }
 
 
@@ -107,7 +121,13 @@ def _nerzoo_registrations():
 
 
 def test_every_registered_component_is_in_the_table():
-    assert set(_nerzoo_registrations()) == set(COMPONENTS)
+    assert set(_nerzoo_registrations()) == set(COMPONENTS) | set(ALIASES)
+
+
+@pytest.mark.parametrize("key", list(ALIASES), ids=lambda key: key[1])
+def test_earlier_name_is_the_same_component(key):
+    base, earlier = key
+    assert base.by_name(earlier) is base.by_name(ALIASES[key])
 
 
 def test_names_do_not_clash_with_allennlp_models():

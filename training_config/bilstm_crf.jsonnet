@@ -18,10 +18,10 @@
 // evaluate with -o '{"validation_data_loader.batch_sampler.batch_size": 16}' rather than --batch-size.
 //
 // The character CNN is allennlp's `character_encoding` run on the real tokens only
-// (`packed_character_encoding`: the same parameters and outputs, no work on padded slots), and its
-// ids are padded by `batched_characters` (allennlp's `characters` indexer with the same ids and
+// (`fast_character_encoding`: the same parameters and outputs, no work on padded slots), and its
+// ids are padded by `fast_characters` (allennlp's `characters` indexer with the same ids and
 // tensors, padded in one array instead of nested Python lists, and looked up without a Token per
-// character). The BiLSTM is `unpacked_lstm`: allennlp's `lstm` (the same parameters, the same outputs
+// character). The BiLSTM is `fast_lstm`: allennlp's `lstm` (the same parameters, the same outputs
 // at real tokens) run on the padded batch, each row reversed within its length for the backward
 // direction, so that oneDNN's (cuDNN's) fused LSTM runs instead of a packed sequence step by step.
 local glove = "fixtures/embeddings/tiny_glove.txt";
@@ -38,7 +38,7 @@ local lstm_dim = 200;  // per direction, as Ma & Hovy
     tag_scheme: "BIOUL",
     token_indexers: {
       tokens: { type: "single_id", lowercase_tokens: true },
-      token_characters: { type: "batched_characters", min_padding_length: 3 },
+      token_characters: { type: "fast_characters", min_padding_length: 3 },
     },
   },
   train_data_path: "fixtures/conll2003/train.txt",
@@ -56,13 +56,13 @@ local lstm_dim = 200;  // per direction, as Ma & Hovy
       token_embedders: {
         tokens: { type: "embedding", embedding_dim: word_dim, pretrained_file: glove, trainable: true },
         token_characters: {
-          type: "packed_character_encoding",
+          type: "fast_character_encoding",
           embedding: { embedding_dim: char_dim, vocab_namespace: "token_characters" },
           encoder: { type: "cnn", embedding_dim: char_dim, num_filters: char_filters, ngram_filter_sizes: [3], conv_layer_activation: "relu" },
         },
       },
     },
-    encoder: { type: "unpacked_lstm", input_size: word_dim + char_filters, hidden_size: lstm_dim, num_layers: 1, bidirectional: true },
+    encoder: { type: "fast_lstm", input_size: word_dim + char_filters, hidden_size: lstm_dim, num_layers: 1, bidirectional: true },
     dropout: 0.5,
     head: { tag_scheme: "BIOUL", constrain_crf_decoding: true },
   },

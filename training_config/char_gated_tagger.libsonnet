@@ -19,7 +19,7 @@
 // Batches hold sentences of similar length (the `bucket` batch sampler sorted by tokens, 10% noise,
 // shuffled batches; validation batches in length order without noise), so the BiLSTMs over words
 // and characters run over little padding; see bilstm_crf.jsonnet for overriding batch sizes. The
-// word BiLSTM is `unpacked_lstm` (allennlp's `lstm` on the padded batch, see bilstm_crf.jsonnet).
+// word BiLSTM is `fast_lstm` (allennlp's `lstm` on the padded batch, see bilstm_crf.jsonnet).
 //
 // Data: CoNLL-style column files, the chunk column (tag_column 2, BIO in CoNLL-2000). The configs
 // train on the CoNLL-2003 fixtures' chunk column by default; for CoNLL-2000 (no dev set: every 9th
@@ -75,7 +75,7 @@ function(representation)
       type: "bilstm_crf",
       text_field_embedder: { token_embedders: { tokens: embedder } },
       encoder: {
-        type: "unpacked_lstm",
+        type: "fast_lstm",
         input_size: if representation == "concatenate" then 2 * word_dim else word_dim,
         hidden_size: lstm_dim,
         bidirectional: true,

@@ -32,8 +32,8 @@
 // Trains on the fixtures by default, parsing them with spaCy on the given tokens (cached on disk).
 // README "Dependency-aware NER" shows the overrides for CoNLL-2003 (spaCy trees), UNER English-EWT
 // (gold UD trees) and the ablations of Table 2 (e.g. -o '{"model.semantic_encoder": null}').
-// Character ids: `batched_characters`, allennlp's `characters` padded faster; BiLSTM layers:
-// `unpacked_lstm`, allennlp's `lstm` run on the padded batch (see bilstm_crf.jsonnet).
+// Character ids: `fast_characters`, allennlp's `characters` padded faster; BiLSTM layers:
+// `fast_lstm`, allennlp's `lstm` run on the padded batch (see bilstm_crf.jsonnet).
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local glove_dim = 50;
 local char_dim = 16;
@@ -54,7 +54,7 @@ local tree_dim = 100;
     pos_attribute: "tag",
     token_indexers: {
       tokens: { type: "single_id", lowercase_tokens: true },
-      token_characters: { type: "batched_characters", min_padding_length: 3 },
+      token_characters: { type: "fast_characters", min_padding_length: 3 },
     },
   },
   train_data_path: "fixtures/conll2003/train.txt",
@@ -72,7 +72,7 @@ local tree_dim = 100;
       token_embedders: {
         tokens: { type: "embedding", embedding_dim: glove_dim, pretrained_file: glove, trainable: true },
         token_characters: {
-          type: "packed_character_encoding",
+          type: "fast_character_encoding",
           embedding: { embedding_dim: char_dim },
           encoder: { type: "cnn", embedding_dim: char_dim, num_filters: char_filters, ngram_filter_sizes: [3], conv_layer_activation: "relu" },
         },
@@ -83,8 +83,8 @@ local tree_dim = 100;
     semantic_encoder: {
       type: "residual_stack",
       layers: [
-        { type: "unpacked_lstm", input_size: input_dim, hidden_size: lstm_dim, bidirectional: true },
-        { type: "unpacked_lstm", input_size: 2 * lstm_dim, hidden_size: lstm_dim, bidirectional: true },
+        { type: "fast_lstm", input_size: input_dim, hidden_size: lstm_dim, bidirectional: true },
+        { type: "fast_lstm", input_size: 2 * lstm_dim, hidden_size: lstm_dim, bidirectional: true },
       ],
       dropout: 0.3,
     },

@@ -41,7 +41,7 @@
 // '{"model.decoding": ["longest_first", "highest_first"], "model.thresholds": [0.5, 0.5]}'
 // (highest-first at the outer level would let a confident inner entity remove the outer one).
 // The second pass (§5.4) is training_config/fofe_ner_second_pass.jsonnet.
-// Character ids: `batched_characters`, allennlp's `characters` padded faster (see bilstm_crf.jsonnet).
+// Character ids: `fast_characters`, allennlp's `characters` padded faster (see bilstm_crf.jsonnet).
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 
@@ -53,7 +53,7 @@ local word_dim = 50;
     token_indexers: {
       tokens: { type: "single_id", namespace: "tokens" },
       lowercase_tokens: { type: "single_id", namespace: "lowercase_tokens", lowercase_tokens: true },
-      token_characters: { type: "batched_characters", min_padding_length: 1 },
+      token_characters: { type: "fast_characters", min_padding_length: 1 },
     },
   },
   train_data_path: "fixtures/conll2003/train.txt",

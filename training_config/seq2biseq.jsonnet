@@ -32,7 +32,7 @@
 //   no lexical input to the decoders (Seq2Biseq vs Seq2Biseq_le):  -o '{"model.lexical_decoders": false}'.
 // POS tagging: seq2biseq_pos.jsonnet. Trains on the CoNLL-2003 fixtures' chunk column by default; for
 // CoNLL-2000 see char_gated_tagger.libsonnet (same data overrides).
-// Character ids: `batched_characters`, allennlp's `characters` padded faster (see bilstm_crf.jsonnet).
+// Character ids: `fast_characters`, allennlp's `characters` padded faster (see bilstm_crf.jsonnet).
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local char_dim = 30;
@@ -46,7 +46,7 @@ local reader = {
   tag_scheme: "BIO",
   token_indexers: {
     tokens: { type: "single_id", lowercase_tokens: true },
-    token_characters: { type: "batched_characters", min_padding_length: 1 },
+    token_characters: { type: "fast_characters", min_padding_length: 1 },
   },
 };
 
@@ -68,7 +68,7 @@ local reader = {
       token_embedders: {
         tokens: { type: "embedding", embedding_dim: word_dim, pretrained_file: glove, trainable: true },
         token_characters: {
-          type: "packed_character_encoding",
+          type: "fast_character_encoding",
           embedding: { embedding_dim: char_dim, vocab_namespace: "token_characters" },
           encoder: { type: "summed_gru", input_dim: char_dim, hidden_dim: char_gru_dim, output_dim: char_gru_dim },
         },

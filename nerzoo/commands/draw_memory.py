@@ -20,7 +20,7 @@ NULL_LABEL = "(head)"
 class DrawMemory(Subcommand):
     """
     `allennlp draw-memory ARCHIVE DATA_FILE --output memory.png` runs a trained ME-CRF model
-    (`me_crf` on documents, `me_crf_threads` on forum threads) on one instance of `DATA_FILE`, read
+    (`me_crf` on documents, `me_crf_thread_discourse` on forum threads) on one instance of `DATA_FILE`, read
     with the archive's own dataset reader (`--index`, default the first), and draws its memory
     attention `p_{t,i}` (eq. 4 of Liu, Baldwin & Cohn 2017) as a heatmap: one row per current step
     (word or post, with its predicted label), one column per memory position it attends to, the
@@ -40,7 +40,7 @@ class DrawMemory(Subcommand):
             description=self.__doc__,
             help="Draw an ME-CRF model's memory attention over a document as a PNG.",
         )
-        subparser.add_argument("archive_file", help="a model.tar.gz of an me_crf or me_crf_threads model")
+        subparser.add_argument("archive_file", help="a model.tar.gz of an me_crf or me_crf_thread_discourse model")
         subparser.add_argument(
             "data_file", help="a file the archive's dataset reader reads (CoNLL, JSON-lines threads)"
         )
@@ -80,7 +80,9 @@ def draw(
     import matplotlib.pyplot as plt
 
     if "memory_attention" not in output:
-        raise ConfigurationError("this model has no memory attention to draw (expected me_crf or me_crf_threads)")
+        raise ConfigurationError(
+            "this model has no memory attention to draw (expected me_crf or me_crf_thread_discourse)"
+        )
     weights = numpy.asarray(output["memory_attention"])
     if not -weights.shape[0] <= hop < weights.shape[0]:
         raise ConfigurationError(f"--hop {hop}: the model has {weights.shape[0]} hops")
@@ -145,7 +147,7 @@ def _draw_memory(args: argparse.Namespace) -> None:
         model = archive.model
         if not isinstance(getattr(model, "memory", None), MemoryHopEncoder):
             raise ConfigurationError(
-                f"{type(model).__name__} has no memory to draw (expected me_crf or me_crf_threads)"
+                f"{type(model).__name__} has no memory to draw (expected me_crf or me_crf_thread_discourse)"
             )
         model.eval()
         output = model.forward_on_instance(instance)

@@ -10,18 +10,18 @@ from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
 from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
-from nerzoo.modules.crf_tag_head import CrfTagHead
+from nerzoo.modules.tag_head import TagHead
 
 
 @Model.register("bilstm_crf")
-class BiLstmCrfTagger(Model):
+class BiLstmCrf(Model):
     """
     The baseline tagger: word (and character) embeddings, a Seq2SeqEncoder (a BiLSTM in the shipped
-    config), and `CrfTagHead`.  This is the BiLSTM-CNN-CRF of Ma & Hovy (2016), "End-to-end Sequence
+    config), and `TagHead`.  This is the BiLSTM-CNN-CRF of Ma & Hovy (2016), "End-to-end Sequence
     Labeling via Bi-directional LSTM-CNNs-CRF", https://aclanthology.org/P16-1101, and the yardstick
     every paper model in nerzoo is compared against.
 
-    Span confidence: `CrfTagHead`'s, the CRF posterior of the span's exact tags (temperature-scaled
+    Span confidence: `TagHead`'s, the CRF posterior of the span's exact tags (temperature-scaled
     once `allennlp calibrate` has fitted `head.temperature`).
 
     Registered as a `Model` with name "bilstm_crf".
@@ -33,7 +33,7 @@ class BiLstmCrfTagger(Model):
         Embeds `tokens` to `(batch_size, num_tokens, embedding_dim)`.
     encoder : `Seq2SeqEncoder`, required
         Maps that to `(batch_size, num_tokens, encoder_dim)`.
-    head : `Lazy[CrfTagHead]`, optional (default = `CrfTagHead` with its defaults)
+    head : `Lazy[TagHead]`, optional (default = `TagHead` with its defaults)
         Built with `input_dim = encoder_dim`; configure its tag scheme, hidden layer and dropout here.
     dropout : `float`, optional (default = `0.0`)
         Variational (per-sequence) dropout on the embeddings and on the encoder output.
@@ -47,7 +47,7 @@ class BiLstmCrfTagger(Model):
         vocab: Vocabulary,
         text_field_embedder: TextFieldEmbedder,
         encoder: Seq2SeqEncoder,
-        head: Lazy[CrfTagHead] = Lazy(CrfTagHead),
+        head: Lazy[TagHead] = Lazy(TagHead),
         dropout: float = 0.0,
         initializer: InitializerApplicator = InitializerApplicator(),
         **kwargs,
@@ -82,7 +82,7 @@ class BiLstmCrfTagger(Model):
 
         # Returns
 
-        What `CrfTagHead.forward` returns, plus `words` when metadata is given.
+        What `TagHead.forward` returns, plus `words` when metadata is given.
         """
         mask = get_text_field_mask(tokens)
         embedded = self.dropout(self.text_field_embedder(tokens))

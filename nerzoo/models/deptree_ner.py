@@ -11,14 +11,14 @@ from allennlp.nn.util import get_final_encoder_states, get_text_field_mask
 
 from nerzoo.data.dependency_trees import DEPENDENCY_NAMESPACE, POS_NAMESPACE
 from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
-from nerzoo.modules.crf_tag_head import CrfTagHead
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
 from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
+from nerzoo.modules.tag_head import TagHead
 
 
 @Model.register("deptree_ner")
-class DeptreeNerTagger(Model):
+class DeptreeNer(Model):
     """
     Dependency-aware NER of Aguilar & Solorio (2019), "Dependency-Aware Named Entity Recognition with
     Relative and Global Attentions", https://arxiv.org/abs/1909.05166, §3.2.6 and Figure 2:
@@ -41,7 +41,7 @@ class DeptreeNerTagger(Model):
     ablations of Table 2.  The l2 term of eq. 6 is the trainer's `regularizer` (see
     `training_config/deptree_ner.jsonnet`).
 
-    Span confidence: `CrfTagHead`'s, the CRF posterior of the span's exact tags (temperature-scaled
+    Span confidence: `TagHead`'s, the CRF posterior of the span's exact tags (temperature-scaled
     once `allennlp calibrate` has fitted `head.temperature`).
 
     Registered as a `Model` with name "deptree_ner".
@@ -67,7 +67,7 @@ class DeptreeNerTagger(Model):
     global_attention : `Lazy[GlobalAttention]`, optional (default = `None`)
         Built with that `input_dim` and `query_dim` = Tree-LSTM root size + BiLSTM final-state size
         (the query is `[h_root ; s_n]`).
-    head : `Lazy[CrfTagHead]`, optional (default = `CrfTagHead` with its defaults)
+    head : `Lazy[TagHead]`, optional (default = `TagHead` with its defaults)
         Linear projection to tag scores and the CRF.
     dropout : `float`, optional (default = `0.3`)
         Input variational dropout on the input of every component (embeddings, attention, head).
@@ -86,7 +86,7 @@ class DeptreeNerTagger(Model):
         dependency_label_dim: int = 0,
         relative_attention: Optional[Lazy[RelativeAttention]] = None,
         global_attention: Optional[Lazy[GlobalAttention]] = None,
-        head: Lazy[CrfTagHead] = Lazy(CrfTagHead),
+        head: Lazy[TagHead] = Lazy(TagHead),
         dropout: float = 0.3,
         initializer: InitializerApplicator = InitializerApplicator(),
         **kwargs,
@@ -159,7 +159,7 @@ class DeptreeNerTagger(Model):
 
         # Returns
 
-        What `CrfTagHead.forward` returns, plus `relative_attention` `(batch_size, num_tokens,
+        What `TagHead.forward` returns, plus `relative_attention` `(batch_size, num_tokens,
         num_tokens)` and `global_attention` `(batch_size, num_tokens)` when those layers exist.
         """
         mask = get_text_field_mask(tokens)

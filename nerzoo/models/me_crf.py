@@ -9,12 +9,12 @@ from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
 from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
-from nerzoo.modules.crf_tag_head import CrfTagHead
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
+from nerzoo.modules.tag_head import TagHead
 
 
 @Model.register("me_crf")
-class MeCrfTagger(Model):
+class MeCrf(Model):
     """
     ME-CRF for named-entity recognition over whole documents: Liu, Baldwin and Cohn, "Capturing
     Long-range Contextual Dependencies with Memory-enhanced Conditional Random Fields", IJCNLP 2017,
@@ -24,7 +24,7 @@ class MeCrfTagger(Model):
     is embedded (`x_t = Φ(x_t)`, GloVe in place of SENNA, concatenated with the six word-shape
     features `Φ_l(x_t)` of the `lexical_features` embedder), written to the document memories and
     read by the memory hops of `MemoryHopEncoder` (eq. 1-6), whose output `u^{K+1}` feeds a
-    linear-chain CRF (eq. 7-10, `CrfTagHead`).  Attention reaches every earlier word of the document,
+    linear-chain CRF (eq. 7-10, `TagHead`).  Attention reaches every earlier word of the document,
     across sentence boundaries.  With the head's `crf_per_sentence: true` (the shipped config) the
     CRF runs over each sentence on its own, as in the paper, where `x_t` is "a word in a sentence"
     (§3); with `false` one chain runs over the whole document, its transitions crossing sentence
@@ -33,7 +33,7 @@ class MeCrfTagger(Model):
 
     `forward` also returns the attention of every hop, for `allennlp draw-memory`.
 
-    Span confidence: `CrfTagHead`'s, the CRF posterior of the span's exact tags (in its sentence's
+    Span confidence: `TagHead`'s, the CRF posterior of the span's exact tags (in its sentence's
     chain with `crf_per_sentence`; temperature-scaled once `allennlp calibrate` has fitted them).
 
     Registered as a `Model` with name "me_crf".
@@ -46,7 +46,7 @@ class MeCrfTagger(Model):
     memory : `Lazy[MemoryHopEncoder]`, required
         Built with `input_dim = embedding_dim`; configure `hidden_dim`, `num_hops`, `window`,
         `dropout` here (no `type`).
-    head : `Lazy[CrfTagHead]`, optional (default = `CrfTagHead` with its defaults)
+    head : `Lazy[TagHead]`, optional (default = `TagHead` with its defaults)
         Built with `input_dim = memory_dim`; `use_crf: false` gives the MEMNET baseline (eq. 13).
     initializer : `InitializerApplicator`, optional
     """
@@ -58,7 +58,7 @@ class MeCrfTagger(Model):
         vocab: Vocabulary,
         text_field_embedder: TextFieldEmbedder,
         memory: Lazy[MemoryHopEncoder],
-        head: Lazy[CrfTagHead] = Lazy(CrfTagHead),
+        head: Lazy[TagHead] = Lazy(TagHead),
         initializer: InitializerApplicator = InitializerApplicator(),
         **kwargs,
     ) -> None:
@@ -85,7 +85,7 @@ class MeCrfTagger(Model):
 
         # Returns
 
-        What `CrfTagHead.forward` returns, plus `memory_attention` `(batch_size, num_hops,
+        What `TagHead.forward` returns, plus `memory_attention` `(batch_size, num_hops,
         num_tokens, num_keys)` (every hop's weights, band form) and `memory_key_positions`
         `(batch_size, num_tokens, num_keys)` (the document position of each column, see
         `MemoryHopOutput`), and `words` when metadata is given.

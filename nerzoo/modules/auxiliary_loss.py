@@ -4,7 +4,7 @@ A way for any embedder or encoder inside a nerzoo model to add a term to the mod
 A module calls `add_auxiliary_loss(self, "name", loss)` during its forward pass; the model, after
 its forward pass, calls `pop_auxiliary_losses(self)`, which collects every reported term from all
 submodules (and clears them, so a loss is never counted twice).  An `AuxiliaryLosses` (held by
-`CrfTagHead` and by models with their own loss) adds them to the loss and reports each one's running
+`TagHead` and by models with their own loss) adds them to the loss and reports each one's running
 mean as the metric `<name>_loss`.  Modules need no base class for this, so
 it works for any TokenEmbedder or Seq2SeqEncoder used inside any nerzoo model.
 """

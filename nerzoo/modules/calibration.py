@@ -15,7 +15,7 @@ Two likelihoods can be minimised (`fit_temperatures`'s `objective`):
   likelihood of what a user thresholds on; the sequence likelihood is dominated by the many easy
   `O` tokens and can leave the entity spans over-confident.
 
-A module of a model that supports calibration (the model itself, or e.g. its `CrfTagHead`) has:
+A module of a model that supports calibration (the model itself, or e.g. its `TagHead`) has:
 
 - `calibration_site(config_prefix) -> CalibrationSite`: where its temperatures are in the config
   (its module name, which is also its path under `model`), and its likelihoods;

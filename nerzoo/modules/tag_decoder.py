@@ -1,6 +1,6 @@
 """
 From tag ids to what a user reads and what a metric counts, shared by every tagger (the CRF and
-softmax heads of `CrfTagHead`, Seq2Biseq's decoders): labels, entity spans per sentence with
+softmax heads of `TagHead`, Seq2Biseq's decoders): labels, entity spans per sentence with
 confidences, accuracy, span F1 and (optionally) the concept error rate.
 
 Spans are decoded from tag-id tensors with conlleval's chunk rules (the rules of

@@ -7,7 +7,7 @@ from allennlp.data import DatasetReader, Instance
 from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
-from nerzoo.data.dataset_readers.forum_threads import ForumThreadsReader
+from nerzoo.data.dataset_readers.thread_discourse import ThreadDiscourseReader
 from nerzoo.predictors.input_lines import InputLine, parse_line, predict_lines
 
 # Keys of a post that hold labels; the predictor drops them, so labelled threads can be predicted.
@@ -17,13 +17,13 @@ LABEL_KEYS = ("links", "dialogue_acts")
 @Predictor.register("thread_discourse")
 class ThreadDiscoursePredictor(Predictor):
     """
-    Predicts the discourse structure of forum threads with an `me_crf_threads` model (ME-CRF, Liu,
+    Predicts the discourse structure of forum threads with an `me_crf_thread_discourse` model (ME-CRF, Liu,
     Baldwin & Cohn, 2017, https://aclanthology.org/I17-1056, §4): for every post, the earlier post
     it responds to and the dialogue act of that link.
 
     Registered as a `Predictor` with name "thread_discourse".
 
-    Input: one thread per JSON object, in the `forum_threads` reader's format
+    Input: one thread per JSON object, in the `thread_discourse` reader's format
     (`{"thread_id": ..., "posts": [{"title": ..., "text": ..., "author": ..., "initiator": ...},
     ...]}`); `links` and `dialogue_acts`, if present, are ignored.  The reader's `text_to_instance`
     builds the instance, so its checks apply: `predict_json` raises `ConfigurationError` on an
@@ -46,7 +46,7 @@ class ThreadDiscoursePredictor(Predictor):
 
     model : `Model`, required
     dataset_reader : `DatasetReader`, required
-        A `forum_threads` reader.
+        A `thread_discourse` reader.
     return_attention : `bool`, optional (default = `False`)
         Add each post's `memory_attention`.
     """
@@ -55,9 +55,9 @@ class ThreadDiscoursePredictor(Predictor):
         self, model: Model, dataset_reader: DatasetReader, return_attention: bool = False, frozen: bool = True
     ) -> None:
         super().__init__(model, dataset_reader, frozen)
-        if not isinstance(dataset_reader, ForumThreadsReader):
+        if not isinstance(dataset_reader, ThreadDiscourseReader):
             raise ConfigurationError(
-                f"thread_discourse needs a model trained on forum threads (a forum_threads reader), "
+                f"thread_discourse needs a model trained on forum threads (a thread_discourse reader), "
                 f"not {type(dataset_reader).__name__}"
             )
         self.return_attention = return_attention

@@ -8,7 +8,7 @@ deep copy of it on DEVICE. The outputs (tensors on DEVICE, integer ones such as 
 exactly equal), the gradients of a fixed random projection of them with respect to the floating
 inputs, and the gradients of every parameter must equal the CPU's to 1e-5. Modules run in
 evaluation mode, since the two devices draw different dropout masks. Where a module takes another
-path on an accelerator (`packed_character_encoding` encodes every slot instead of packing the real
+path on an accelerator (`fast_character_encoding` encodes every slot instead of packing the real
 tokens), a case runs each path on DEVICE against the CPU's own.
 """
 
@@ -24,10 +24,10 @@ from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
 from nerzoo.modules.crf_marginals import forward_backward, tag_marginals
 from nerzoo.modules.fofe import fofe_codes, prefix_codes, span_codes
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
+from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
 from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
-from nerzoo.modules.seq2seq_encoders.unpacked_lstm import UnpackedLstm
 from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
 from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
 from nerzoo.modules.span_character_cnn import SpanCharacterCnn
@@ -35,11 +35,11 @@ from tests.gpu.device_under_test import DEVICE, skip_unless_the_device_is_availa
 from tests.modules import test_attention_encoders as attention_tests
 from tests.modules import test_batched_crf as crf_tests
 from tests.modules import test_child_sum_tree_lstm as tree_tests
+from tests.modules import test_fast_character_encoding as character_tests
+from tests.modules import test_fast_lstm as lstm_tests
 from tests.modules import test_fofe as fofe_tests
 from tests.modules import test_memory_hop as memory_tests
-from tests.modules import test_packed_character_encoder as character_tests
 from tests.modules import test_span_character_cnn as span_cnn_tests
-from tests.modules import test_unpacked_lstm as lstm_tests
 
 skip_unless_the_device_is_available()
 
@@ -217,7 +217,7 @@ def _residual_stack() -> ResidualStack:
     stack = ResidualStack(
         [
             LstmSeq2SeqEncoder(input_size=4, hidden_size=3, bidirectional=True),
-            UnpackedLstm(input_size=6, hidden_size=3, bidirectional=True),
+            FastLstm(input_size=6, hidden_size=3, bidirectional=True),
             RelativeAttention(input_dim=6, residual=False),
         ],
         dropout=0.3,
@@ -262,7 +262,7 @@ def _attention_cases() -> List[Case]:
             lambda module, inputs, mask, query: module.attend(inputs, mask, query),
         ),
         Case(
-            "residual_stack of lstm, unpacked_lstm and relative_attention",
+            "residual_stack of lstm, fast_lstm and relative_attention",
             _residual_stack,
             lambda: _zero_padded(4),
             lambda module, inputs, mask: module(inputs, mask),
@@ -274,7 +274,7 @@ def _recurrent_cases() -> List[Case]:
     run = lambda module, inputs, mask: module(inputs, mask)  # noqa: E731
     cases = [
         Case(
-            f"unpacked_lstm, {shape}",
+            f"fast_lstm, {shape}",
             lambda s=shape: lstm_tests._pair(s, torch.float32)[1],
             lambda: lstm_tests._batch(torch.float32),
             run,
@@ -297,7 +297,7 @@ def _character_cases() -> List[Case]:
     }
     cases = [
         Case(
-            f"packed_character_encoding, {encoder}, {path} on the device",
+            f"fast_character_encoding, {encoder}, {path} on the device",
             lambda e=encoder: character_tests._pair(e)[1],
             lambda: character_tests._characters()[:1],
             lambda module, characters: module(characters),

@@ -90,12 +90,12 @@ def test_auxiliary_losses_reach_the_total_and_the_metrics():
 
 
 def test_document_spans_stay_inside_sentences():
-    from nerzoo.modules.crf_tag_head import CrfTagHead
+    from nerzoo.modules.tag_head import TagHead
 
     vocab = Vocabulary()
     for tag in ["O", "B-PER", "I-PER", "L-PER", "U-PER"]:
         vocab.add_token_to_namespace(tag, "labels")
-    head = CrfTagHead(vocab, input_dim=5).eval()
+    head = TagHead(vocab, input_dim=5).eval()
     torch.nn.init.eye_(head.tag_projection._module.weight)
     torch.nn.init.zeros_(head.tag_projection._module.bias)
     index = vocab.get_token_to_index_vocabulary("labels")

@@ -20,7 +20,7 @@ from tests import PROJECT_ROOT
 
 # Every config under training_config/ but the thread model, which has its own predictor.
 CONFIGS = sorted(
-    path.stem for path in (PROJECT_ROOT / "training_config").glob("*.jsonnet") if path.stem != "me_crf_threads"
+    path.stem for path in (PROJECT_ROOT / "training_config").glob("*.jsonnet") if path.stem != "me_crf_thread_discourse"
 )
 OPTIONS = [
     {},

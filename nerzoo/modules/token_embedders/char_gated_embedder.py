@@ -45,7 +45,7 @@ class CharGatedEmbedder(TokenEmbedder):
     `cosine_loss_weight`, is summed over every in-vocabulary token of the batch (like the CRF
     loss, a sum over the batch), computed in float32 against `x_t.detach()`, and reported with
     `nerzoo.modules.auxiliary_loss.add_auxiliary_loss(self, "char_cosine", loss)` at every forward
-    pass with `cosine_loss_weight > 0`; nerzoo models add it to their loss and `CrfTagHead` reports
+    pass with `cosine_loss_weight > 0`; nerzoo models add it to their loss and `TagHead` reports
     it as the metric "char_cosine_loss".  A token is OOV when its word id is the vocabulary's
     OOV id in `vocab_namespace`, and padding when its word id is 0.  (A forward pass outside a
     nerzoo model leaves the term pending on the module until `pop_auxiliary_losses` collects it.)

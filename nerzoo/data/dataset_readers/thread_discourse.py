@@ -87,7 +87,7 @@ def validate_thread_posts(posts: Any, where: str, thread_id: Optional[str] = Non
     """
     Checks the `posts` of one thread (parsed JSON) and returns them as `ForumPost`s, with
     `initiator` filled in where the post does not give it.  The first problem raises
-    `ThreadFormatError`; see `ForumThreadsReader` for the rules.
+    `ThreadFormatError`; see `ThreadDiscourseReader` for the rules.
     """
 
     def fail(message: str, post: Optional[int] = None) -> None:
@@ -191,8 +191,9 @@ def most_recent_link(links: List[int], dialogue_acts: List[str]) -> Tuple[int, s
     return links[position], dialogue_acts[position]
 
 
-@DatasetReader.register("forum_threads")
-class ForumThreadsReader(DatasetReader):
+@DatasetReader.register("thread_discourse")
+@DatasetReader.register("forum_threads")  # the earlier name: archives trained under it still load
+class ThreadDiscourseReader(DatasetReader):
     """
     Reads forum threads annotated with links and dialogue acts, for thread discourse structure
     prediction (Liu, Baldwin and Cohn, 2017, "Capturing Long-range Contextual Dependencies with
@@ -200,7 +201,7 @@ class ForumThreadsReader(DatasetReader):
     Baldwin, 2010, on CNET forum threads).  Each post of a thread responds to one or more earlier
     posts, or to a virtual head (0) for the first post, and each such link has a dialogue act.
 
-    Registered as a `DatasetReader` with name "forum_threads".
+    Registered as a `DatasetReader` with name "thread_discourse".
 
     The CNET data is not distributed with nerzoo, so the reader defines its own JSON-lines format:
     one thread per line (blank lines are skipped), UTF-8:

@@ -1,11 +1,11 @@
-"""`unpacked_lstm` against allennlp's `lstm` (packed sequences), which it must equal on real tokens."""
+"""`fast_lstm` against allennlp's `lstm` (packed sequences), which it must equal on real tokens."""
 
 import pytest
 import torch
 from allennlp.common import Params
 from allennlp.modules.seq2seq_encoders import LstmSeq2SeqEncoder, Seq2SeqEncoder
 
-from nerzoo.modules.seq2seq_encoders.unpacked_lstm import UnpackedLstm
+from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
 
 SHAPES = {
     "one layer, one direction": {"num_layers": 1, "bidirectional": False, "bias": True},
@@ -21,8 +21,8 @@ def _pair(shape, dtype):
 
     torch.manual_seed(0)
     reference = Seq2SeqEncoder.from_params(params("lstm"))
-    unpacked = Seq2SeqEncoder.from_params(params("unpacked_lstm"))
-    assert isinstance(unpacked, UnpackedLstm) and type(reference) is LstmSeq2SeqEncoder
+    unpacked = Seq2SeqEncoder.from_params(params("fast_lstm"))
+    assert isinstance(unpacked, FastLstm) and type(reference) is LstmSeq2SeqEncoder
     unpacked.load_state_dict(reference.state_dict())
     return reference.to(dtype), unpacked.to(dtype)
 
@@ -65,7 +65,7 @@ def test_without_mask_every_position_is_real():
 
 
 def test_dropout_between_layers_only_while_training():
-    params = Params({"type": "unpacked_lstm", "input_size": 5, "hidden_size": 4, "num_layers": 2, "dropout": 0.5})
+    params = Params({"type": "fast_lstm", "input_size": 5, "hidden_size": 4, "num_layers": 2, "dropout": 0.5})
     encoder = Seq2SeqEncoder.from_params(params)
     inputs, mask = _batch(torch.float32)
     encoder.train()

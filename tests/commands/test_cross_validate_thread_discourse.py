@@ -9,11 +9,15 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 
 import nerzoo  # noqa: F401
-from nerzoo.commands.cross_validate_threads import cross_validate_threads, read_thread_lines, stratified_thread_folds
+from nerzoo.commands.cross_validate_thread_discourse import (
+    cross_validate_thread_discourse,
+    read_thread_lines,
+    stratified_thread_folds,
+)
 from tests import FIXTURES_ROOT, PROJECT_ROOT
 
-CONFIG = "training_config/me_crf_threads.jsonnet"
-TRAIN = FIXTURES_ROOT / "threads" / "train.jsonl"
+CONFIG = "training_config/me_crf_thread_discourse.jsonnet"
+TRAIN = FIXTURES_ROOT / "thread_discourse" / "train.jsonl"
 
 
 def _check_partition(folds, num_threads):
@@ -62,7 +66,7 @@ def test_fixture_threads_split_into_disjoint_folds():
     threads, acts = read_thread_lines(str(TRAIN))
     lengths = [thread.num_posts for thread in threads]
     assert len(threads) == 24 and sum(lengths) == 138
-    # 4 posts with two links (fixtures/threads/README.md).
+    # 4 posts with two links (fixtures/thread_discourse/README.md).
     assert sum(thread.gold["link"] for thread in threads) == sum(thread.gold["joint"] for thread in threads) == 142
     assert "Question-Question" in acts
     folds = stratified_thread_folds(lengths, 10, seed=13)
@@ -84,23 +88,23 @@ def test_bad_fold_counts_are_configuration_errors(lengths, num_folds, message):
 def test_errors_before_any_training(tmp_path):
     output = tmp_path / "out"
     with pytest.raises(ConfigurationError, match="data file not found: .*missing.jsonl"):
-        cross_validate_threads(CONFIG, str(tmp_path / "missing.jsonl"), str(output), num_folds=2)
+        cross_validate_thread_discourse(CONFIG, str(tmp_path / "missing.jsonl"), str(output), num_folds=2)
     with pytest.raises(ConfigurationError, match="25 folds but only 24 threads"):
-        cross_validate_threads(CONFIG, str(TRAIN), str(output), num_folds=25)
+        cross_validate_thread_discourse(CONFIG, str(TRAIN), str(output), num_folds=25)
     unlabelled = tmp_path / "unlabelled.jsonl"
     unlabelled.write_text(json.dumps({"posts": [{"title": "t", "text": "x", "author": "a"}]}) + "\n")
     with pytest.raises(ConfigurationError, match="needs labelled threads"):
-        cross_validate_threads(CONFIG, str(unlabelled), str(output), num_folds=2)
+        cross_validate_thread_discourse(CONFIG, str(unlabelled), str(output), num_folds=2)
     (output / "fold-1").mkdir(parents=True)
     with pytest.raises(ConfigurationError, match="not empty"):
-        cross_validate_threads(CONFIG, str(TRAIN), str(output), num_folds=2)
+        cross_validate_thread_discourse(CONFIG, str(TRAIN), str(output), num_folds=2)
 
 
 def test_subcommand_parses():
     parser = argparse.ArgumentParser()
-    Subcommand.by_name("cross-validate-threads")().add_subparser(parser.add_subparsers())
+    Subcommand.by_name("cross-validate-thread-discourse")().add_subparser(parser.add_subparsers())
     args = parser.parse_args(
-        ["cross-validate-threads", CONFIG, "threads.jsonl", "-s", "out", "--folds", "3", "-o", "{}"]
+        ["cross-validate-thread-discourse", CONFIG, "threads.jsonl", "-s", "out", "--folds", "3", "-o", "{}"]
     )
     assert (args.param_path, args.data_file, args.serialization_dir) == (CONFIG, "threads.jsonl", "out")
     assert args.folds == 3 and args.seed == 13 and args.overrides == "{}" and callable(args.func)
@@ -113,7 +117,7 @@ def test_cross_validate_end_to_end(tmp_path):
         sys.executable,
         "-m",
         "allennlp",
-        "cross-validate-threads",
+        "cross-validate-thread-discourse",
         CONFIG,
         str(TRAIN),
         "--folds",

@@ -16,7 +16,7 @@ from nerzoo.modules.tag_scorers import CrfScorer, SoftmaxScorer, TagPosteriors
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
-class CrfTagHead(torch.nn.Module, FromParams):
+class TagHead(torch.nn.Module, FromParams):
     """
     The tagging head every nerzoo tagger composes: optional hidden layer, linear projection to tag
     scores, then a scorer (`nerzoo.modules.tag_scorers`): a linear-chain CRF (allennlp's
@@ -25,7 +25,7 @@ class CrfTagHead(torch.nn.Module, FromParams):
     posterior marginals (forward-backward); and a `TagDecoder` for labels, entity spans with
     confidences, and the metrics (computed from tag-id tensors).
 
-    Models take it as `Lazy[CrfTagHead]` and construct it with their encoder's output size, so a
+    Models take it as `Lazy[TagHead]` and construct it with their encoder's output size, so a
     config only names the options that differ from the defaults (`"head": {"hidden_dim": 50}`).
 
     Confidence of a predicted entity = the exact posterior probability that its tokens carry exactly

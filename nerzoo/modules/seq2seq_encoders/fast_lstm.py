@@ -5,8 +5,9 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders import LstmSeq2SeqEncoder, Seq2SeqEncoder
 
 
-@Seq2SeqEncoder.register("unpacked_lstm")
-class UnpackedLstm(LstmSeq2SeqEncoder):
+@Seq2SeqEncoder.register("fast_lstm")
+@Seq2SeqEncoder.register("unpacked_lstm")  # the earlier name: archives trained under it still load
+class FastLstm(LstmSeq2SeqEncoder):
     """
     allennlp's `lstm` Seq2SeqEncoder (a (Bi)LSTM, Hochreiter & Schmidhuber 1997; bidirectional as in
     Graves & Schmidhuber 2005) run on the padded batch instead of a `PackedSequence`.
@@ -24,7 +25,7 @@ class UnpackedLstm(LstmSeq2SeqEncoder):
     parameters are `lstm`'s, under the same names, so the two are interchangeable in a config and
     an archive.
 
-    Registered as a `Seq2SeqEncoder` with name "unpacked_lstm".
+    Registered as a `Seq2SeqEncoder` with name "fast_lstm".
 
     # Parameters
 
@@ -67,7 +68,7 @@ class UnpackedLstm(LstmSeq2SeqEncoder):
         `(batch_size, sequence_length, get_output_dim())`, zeros at padding.
         """
         if hidden_state is not None:
-            raise ConfigurationError("unpacked_lstm starts from zero states; use allennlp's lstm for hidden_state")
+            raise ConfigurationError("fast_lstm starts from zero states; use allennlp's lstm for hidden_state")
         batch_size, sequence_length = inputs.shape[:2]
         if mask is None:
             mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)

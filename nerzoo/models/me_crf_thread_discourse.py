@@ -11,13 +11,14 @@ from allennlp.nn.util import get_text_field_mask
 from allennlp.training.metrics import Average
 
 from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
-from nerzoo.modules.crf_tag_head import CrfTagHead
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
+from nerzoo.modules.tag_head import TagHead
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 
 
-@Model.register("me_crf_threads")
-class MeCrfThreadTagger(Model):
+@Model.register("me_crf_thread_discourse")
+@Model.register("me_crf_threads")  # the earlier name: archives trained under it still load
+class MeCrfThreadDiscourse(Model):
     """
     ME-CRF for forum thread discourse structure: Liu, Baldwin & Cohn (2017), "Capturing Long-range
     Contextual Dependencies with Memory-enhanced Conditional Random Fields", IJCNLP,
@@ -35,7 +36,7 @@ class MeCrfThreadTagger(Model):
         link_t = argmax_i p^k_{t,i}  for the supervised hop k = `link_hop`
 
     `Phi_s` are the two structural features (initiator, relative position) and `Phi_p` the three
-    punctuation features (numbers of "?", "!" and URLs) of the `forum_threads` reader; `W_s` and
+    punctuation features (numbers of "?", "!" and URLs) of the `thread_discourse` reader; `W_s` and
     `W_p` are linear maps without bias (50 x 2 and 100 x 3 in the paper).  `Phi_title` and
     `Phi_text` are any `Seq2VecEncoder`s over the shared word embeddings, with separate parameters
     (a bidirectional `gru` in the shipped config, whose output is exactly [last forward state;
@@ -60,7 +61,7 @@ class MeCrfThreadTagger(Model):
     finite (about 87 per such post in float32) instead of becoming infinite.  Evaluation is
     against all gold links and DAs of every post (`ThreadDiscourseF1`, from the metadata).
 
-    Registered as a `Model` with name "me_crf_threads".
+    Registered as a `Model` with name "me_crf_thread_discourse".
 
     # Parameters
 
@@ -77,7 +78,7 @@ class MeCrfThreadTagger(Model):
         Built with `input_dim = 2 * post_dim + structural_dim + punctuation_dim`; give
         `hidden_dim` (50), `tie_memories: true`, `null_memory: true`, `include_self: false`,
         `dropout`.
-    head : `Lazy[CrfTagHead]`, optional (default = `CrfTagHead` with plain labels)
+    head : `Lazy[TagHead]`, optional (default = `TagHead` with plain labels)
         Built with `input_dim` = the memory's output size and `tag_scheme = None` (DAs are plain
         labels); `use_crf: false` gives the MEMNET baseline (eq. 13).
     post_dim : `int`, optional (default = `20`)
@@ -106,7 +107,7 @@ class MeCrfThreadTagger(Model):
         title_encoder: Seq2VecEncoder,
         text_encoder: Seq2VecEncoder,
         memory: Lazy[MemoryHopEncoder],
-        head: Lazy[CrfTagHead] = Lazy(CrfTagHead),
+        head: Lazy[TagHead] = Lazy(TagHead),
         post_dim: int = 20,
         structural_dim: int = 50,
         punctuation_dim: int = 100,
@@ -118,11 +119,11 @@ class MeCrfThreadTagger(Model):
     ) -> None:
         super().__init__(vocab, **kwargs)
         if not 0.0 <= alpha <= 1.0:
-            raise ConfigurationError(f"me_crf_threads needs 0 <= alpha <= 1, got {alpha}")
+            raise ConfigurationError(f"me_crf_thread_discourse needs 0 <= alpha <= 1, got {alpha}")
         sizes = (("post_dim", post_dim), ("structural_dim", structural_dim), ("punctuation_dim", punctuation_dim))
         for name, value in sizes:
             if value <= 0:
-                raise ConfigurationError(f"me_crf_threads needs {name} > 0, got {value}")
+                raise ConfigurationError(f"me_crf_thread_discourse needs {name} > 0, got {value}")
         for name, encoder in (("title_encoder", title_encoder), ("text_encoder", text_encoder)):
             check_dimensions_match(
                 text_field_embedder.get_output_dim(),
@@ -151,7 +152,7 @@ class MeCrfThreadTagger(Model):
             if bad
         ]
         if problems:
-            raise ConfigurationError("me_crf_threads memory: " + "; ".join(problems))
+            raise ConfigurationError("me_crf_thread_discourse memory: " + "; ".join(problems))
         if not -self.memory.num_hops <= link_hop < self.memory.num_hops:
             raise ConfigurationError(
                 f"link_hop {link_hop} is out of range for a memory of {self.memory.num_hops} hop(s)"
@@ -214,7 +215,7 @@ class MeCrfThreadTagger(Model):
 
         # Returns
 
-        What `CrfTagHead.forward` returns for the posts (`logits` `(batch_size, num_posts,
+        What `TagHead.forward` returns for the posts (`logits` `(batch_size, num_posts,
         num_tags)`, `mask` `(batch_size, num_posts)`, `tags`: per thread the DA id of each post,
         `sentence_spans`), and
 

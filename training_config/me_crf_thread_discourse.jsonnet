@@ -14,15 +14,15 @@
 //   ME-CRF, no curriculum:   -o '{"trainer.callbacks": []}'
 //   MEMNET, no CRF (eq. 13): -o '{"model.head.use_crf": false, "trainer.callbacks": []}'
 //
-// Trains on the synthetic fixtures by default (fixtures/threads, see its README: the CNET data is
+// Trains on the synthetic fixtures by default (fixtures/thread_discourse, see its README: the CNET data is
 // not distributed).  Other data: -o '{"train_data_path": "...", "validation_data_path": "...",
 // "test_data_path": "..."}'.  The paper's evaluation is 10-fold cross-validation over threads:
-//   allennlp cross-validate-threads training_config/me_crf_threads.jsonnet threads.jsonl --folds 10 -s OUT \
+//   allennlp cross-validate-thread-discourse training_config/me_crf_thread_discourse.jsonnet threads.jsonl --folds 10 -s OUT \
 //     --include-package nerzoo
 // Not given in the paper, chosen here: words are lower-cased; the learning rate is 0.01 (Adam's
 // default 0.001 moves 50 one-batch epochs of the 24 fixture threads too little: dev joint F1 0.50
 // instead of 0.64); the link loss is supervised on the one hop's attention (model.link_hop); the
-// archived model is the epoch with the best dev joint F1 (cross-validate-threads trains without
+// archived model is the epoch with the best dev joint F1 (cross-validate-thread-discourse trains without
 // validation data and keeps the last epoch).
 //
 // Batches hold threads of similar length in posts (the `bucket` batch sampler sorted by the number
@@ -41,15 +41,15 @@ local phi_encoder = { type: "gru", input_size: word_dim, hidden_size: phi_hidden
 
 {
   dataset_reader: {
-    type: "forum_threads",
+    type: "thread_discourse",
     token_indexers: { tokens: { type: "single_id", lowercase_tokens: true } },
   },
-  train_data_path: "fixtures/threads/train.jsonl",
-  validation_data_path: "fixtures/threads/dev.jsonl",
-  test_data_path: "fixtures/threads/test.jsonl",
+  train_data_path: "fixtures/thread_discourse/train.jsonl",
+  validation_data_path: "fixtures/thread_discourse/dev.jsonl",
+  test_data_path: "fixtures/thread_discourse/test.jsonl",
   evaluate_on_test: true,
   model: {
-    type: "me_crf_threads",
+    type: "me_crf_thread_discourse",
     text_field_embedder: {
       token_embedders: { tokens: { type: "embedding", embedding_dim: word_dim, trainable: true } },
     },

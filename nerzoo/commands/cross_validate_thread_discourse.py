@@ -1,5 +1,5 @@
 """
-`allennlp cross-validate-threads`: k-fold cross-validation over forum threads, the evaluation protocol of
+`allennlp cross-validate-thread-discourse`: k-fold cross-validation over forum threads, the evaluation protocol of
 Liu, Baldwin & Cohn (2017), "Capturing Long-range Contextual Dependencies with Memory-enhanced
 Conditional Random Fields", IJCNLP, https://aclanthology.org/I17-1056, §4.3: "All experiments were
 carried out with 10-fold cross validation, stratifying at the thread level."
@@ -69,7 +69,7 @@ class ThreadLine(NamedTuple):
 
 def read_thread_lines(path: str) -> Tuple[List[ThreadLine], List[str]]:
     """
-    The threads of a labelled `forum_threads` JSON-lines file (non-blank lines) and the sorted set
+    The threads of a labelled `thread_discourse` JSON-lines file (non-blank lines) and the sorted set
     of dialogue acts used.  Only what splitting and counting need is checked here (each line a
     JSON object with a non-empty `posts` list, each post with `links` and `dialogue_acts` lists);
     the reader checks the rest when training.
@@ -169,11 +169,11 @@ def pooled_scores(per_fold: List[Dict[str, Any]], gold_items: List[Dict[str, int
     return scores
 
 
-@Subcommand.register("cross-validate-threads")
-class CrossValidateThreads(Subcommand):
+@Subcommand.register("cross-validate-thread-discourse")
+class CrossValidateThreadDiscourse(Subcommand):
     """
-    `allennlp cross-validate-threads CONFIG DATA.jsonl --folds 10 -s OUT [--seed 13] [-o OVERRIDES]` runs
-    k-fold cross-validation of a thread discourse model (`me_crf_threads`) over a `forum_threads`
+    `allennlp cross-validate-thread-discourse CONFIG DATA.jsonl --folds 10 -s OUT [--seed 13] [-o OVERRIDES]` runs
+    k-fold cross-validation of a thread discourse model (`me_crf_thread_discourse`) over a `thread_discourse`
     file, the protocol of Liu, Baldwin & Cohn (2017, §4.3): 10 folds, "stratifying at the thread
     level".
 
@@ -196,15 +196,17 @@ class CrossValidateThreads(Subcommand):
     DA that its training threads lack: it is then scored like any other gold DA the model misses.
     Words are taken from the training folds only.
 
-    Registered as a `Subcommand` with name "cross-validate-threads".
+    Registered as a `Subcommand` with name "cross-validate-thread-discourse".
     """
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
         subparser = parser.add_parser(
             self.name, description=self.__doc__, help="k-fold cross-validation over forum threads."
         )
-        subparser.add_argument("param_path", help="training config (e.g. training_config/me_crf_threads.jsonnet)")
-        subparser.add_argument("data_file", help="labelled forum_threads JSON lines, split into the folds")
+        subparser.add_argument(
+            "param_path", help="training config (e.g. training_config/me_crf_thread_discourse.jsonnet)"
+        )
+        subparser.add_argument("data_file", help="labelled thread_discourse JSON lines, split into the folds")
         subparser.add_argument("--folds", type=int, default=10, help="number of folds (default 10)")
         subparser.add_argument("-s", "--serialization-dir", required=True, help="output directory")
         subparser.add_argument("--seed", type=int, default=13, help="seed of the fold split's tie-breaking")
@@ -213,13 +215,13 @@ class CrossValidateThreads(Subcommand):
         subparser.add_argument(
             "--cuda-device", type=int, default=None, help="device to train and evaluate on (default: the config's)"
         )
-        subparser.set_defaults(func=_cross_validate_threads)
+        subparser.set_defaults(func=_cross_validate_thread_discourse)
         return subparser
 
 
-def _cross_validate_threads(args: argparse.Namespace) -> None:
+def _cross_validate_thread_discourse(args: argparse.Namespace) -> None:
     try:
-        cross_validate_threads(
+        cross_validate_thread_discourse(
             args.param_path,
             args.data_file,
             args.serialization_dir,
@@ -234,7 +236,7 @@ def _cross_validate_threads(args: argparse.Namespace) -> None:
         sys.exit(f"error: {error}")
 
 
-def cross_validate_threads(
+def cross_validate_thread_discourse(
     config_file: str,
     data_file: str,
     output_dir: str,
@@ -245,7 +247,7 @@ def cross_validate_threads(
     cuda_device: Optional[int] = None,
     include_package: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
-    """Runs the cross-validation described in `CrossValidateThreads`; returns what it writes to `cross_validation.json`."""
+    """Runs the cross-validation described in `CrossValidateThreadDiscourse`; returns what it writes to `cross_validation.json`."""
     from allennlp.commands.evaluate import evaluate_from_archive
     from allennlp.commands.train import train_model
 
@@ -274,7 +276,9 @@ def cross_validate_threads(
         with open(test_path, "w", encoding="utf-8") as handle:
             handle.writelines(threads[index].line for index in test_threads)
 
-        logger.info("cross-validate-threads: fold %d of %d, %d test threads", fold_number, num_folds, len(test_threads))
+        logger.info(
+            "cross-validate-thread-discourse: fold %d of %d, %d test threads", fold_number, num_folds, len(test_threads)
+        )
         params = fold_params(config_file, overrides, train_path, acts, cuda_device)
         model_dir = os.path.join(fold_dir, "model")
         evaluation_device = params.get("trainer", {}).get("cuda_device", -1) if cuda_device is None else cuda_device
@@ -288,8 +292,8 @@ def cross_validate_threads(
         missing = [name for name in SCORES if name not in metrics]
         if missing:
             raise ConfigurationError(
-                f"the model reports no {', '.join(missing)}: cross-validate-threads needs a thread discourse "
-                "model (me_crf_threads)"
+                f"the model reports no {', '.join(missing)}: cross-validate-thread-discourse needs a thread discourse "
+                "model (me_crf_thread_discourse)"
             )
         per_fold.append(
             {

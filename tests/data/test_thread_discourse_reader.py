@@ -9,22 +9,22 @@ from allennlp.data.dataset_readers.dataset_reader import WorkerInfo
 from allennlp.data.tokenizers import SpacyTokenizer
 from allennlp.nn import util
 
-from nerzoo.data.dataset_readers.forum_threads import (
+from nerzoo.data.dataset_readers.thread_discourse import (
     CNET_DIALOGUE_ACTS,
     EMPTY_POST_TOKEN,
-    ForumThreadsReader,
+    ThreadDiscourseReader,
     ThreadFormatError,
     punctuation_counts,
 )
 from tests import FIXTURES_ROOT
 
-THREADS = FIXTURES_ROOT / "threads"
+THREADS = FIXTURES_ROOT / "thread_discourse"
 TRAIN = THREADS / "train.jsonl"
 
 
 @pytest.fixture(scope="module")
 def reader():
-    return ForumThreadsReader()
+    return ThreadDiscourseReader()
 
 
 @pytest.fixture(scope="module")
@@ -371,9 +371,11 @@ def test_default_tokenizer_is_offline_spacy(reader):
 
 def test_truncation_label_namespace_and_params(train):
     reader = DatasetReader.from_params(
-        Params({"type": "forum_threads", "max_title_tokens": 2, "max_text_tokens": 3, "label_namespace": "da_labels"})
+        Params(
+            {"type": "thread_discourse", "max_title_tokens": 2, "max_text_tokens": 3, "label_namespace": "da_labels"}
+        )
     )
-    assert isinstance(reader, ForumThreadsReader)
+    assert isinstance(reader, ThreadDiscourseReader)
     instances = list(reader.read(TRAIN))
     assert max(len(field) for instance in instances for field in instance["titles"]) == 2
     assert max(len(field) for instance in instances for field in instance["texts"]) == 3
@@ -381,13 +383,13 @@ def test_truncation_label_namespace_and_params(train):
     vocab = Vocabulary.from_instances(instances)
     assert vocab.get_vocab_size("da_labels") == len({tag for i in train for tag in i["tags"].labels})
     with pytest.raises(ConfigurationError):
-        ForumThreadsReader(max_text_tokens=0)
+        ThreadDiscourseReader(max_text_tokens=0)
 
 
 def test_worker_sharding_splits_the_threads():
     ids = []
     for worker in range(2):
-        reader = ForumThreadsReader()
+        reader = ThreadDiscourseReader()
         reader._set_worker_info(WorkerInfo(2, worker))
         ids.append([instance["metadata"]["thread_id"] for instance in reader.read(TRAIN)])
     everything = [thread["thread_id"] for thread in _raw_threads(TRAIN)]

@@ -10,8 +10,9 @@ from allennlp.data.token_indexers.token_indexer import IndexedTokenList
 from allennlp.data.tokenizers import CharacterTokenizer
 
 
-@TokenIndexer.register("batched_characters")
-class BatchedCharactersIndexer(TokenCharactersIndexer):
+@TokenIndexer.register("fast_characters")
+@TokenIndexer.register("batched_characters")  # the earlier name: archives trained under it still load
+class FastCharactersIndexer(TokenCharactersIndexer):
     """
     allennlp's `characters` indexer (`TokenCharactersIndexer`: each token as the ids of its
     characters, for a character CNN such as Ma & Hovy 2016, https://aclanthology.org/P16-1101,
@@ -25,7 +26,7 @@ class BatchedCharactersIndexer(TokenCharactersIndexer):
     characters are looked up in the vocabulary directly.  Same parameters, vocabulary, ids and
     tensors (truncation included), so the two are interchangeable in a config and an archive.
 
-    Registered as a `TokenIndexer` with name "batched_characters".  Parameters: those of
+    Registered as a `TokenIndexer` with name "fast_characters".  Parameters: those of
     `characters` (`namespace`, `character_tokenizer`, `start_tokens`, `end_tokens`,
     `min_padding_length`, `token_min_padding_length`).
     """

@@ -1,4 +1,4 @@
-"""`batched_characters` against allennlp's `characters` indexer, whose tensors it must equal."""
+"""`fast_characters` against allennlp's `characters` indexer, whose tensors it must equal."""
 
 import random
 
@@ -8,7 +8,7 @@ from allennlp.data import Batch, Instance, Token, Vocabulary
 from allennlp.data.fields import TextField
 from allennlp.data.token_indexers import TokenCharactersIndexer
 
-from nerzoo.data.token_indexers.batched_characters_indexer import BatchedCharactersIndexer
+from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
 
 
 def _sentences(seed: int):
@@ -28,7 +28,7 @@ def _sentences(seed: int):
 def test_batch_tensors_equal_allennlps(min_padding_length, seed):
     sentences = _sentences(seed)
     tensors = []
-    for indexer_class in (TokenCharactersIndexer, BatchedCharactersIndexer):
+    for indexer_class in (TokenCharactersIndexer, FastCharactersIndexer):
         indexer = indexer_class(min_padding_length=min_padding_length, start_tokens=["@@S@@"])
         instances = [
             Instance({"tokens": TextField([Token(word) for word in words], {"chars": indexer})}) for words in sentences
@@ -53,7 +53,7 @@ def test_batch_tensors_equal_allennlps(min_padding_length, seed):
 def test_padding_and_truncation_equal_allennlps(padding_lengths):
     tokens = {"token_characters": [[3, 4, 5, 6, 7], [2], [8, 9, 10]]}
     expected = TokenCharactersIndexer(min_padding_length=1).as_padded_tensor_dict(tokens, padding_lengths)
-    result = BatchedCharactersIndexer(min_padding_length=1).as_padded_tensor_dict(tokens, padding_lengths)
+    result = FastCharactersIndexer(min_padding_length=1).as_padded_tensor_dict(tokens, padding_lengths)
     assert result["token_characters"].shape == expected["token_characters"].shape
     assert torch.equal(result["token_characters"], expected["token_characters"])
 
@@ -69,7 +69,7 @@ def test_ids_equal_allennlps_with_unknown_characters(tokenizer):
     train = [Token(word) for word in ["Abc", "déjà", "x-Y"]]
     test = [Token(word) for word in ["Zq", "ABC", "vu", "é"]]  # Z, q, v, u unseen
     ids = []
-    for indexer_class in (TokenCharactersIndexer, BatchedCharactersIndexer):
+    for indexer_class in (TokenCharactersIndexer, FastCharactersIndexer):
         indexer = indexer_class(
             min_padding_length=1, character_tokenizer=CharacterTokenizer(**tokenizer), end_tokens=["@@E@@"]
         )

@@ -1,5 +1,5 @@
 """
-`CrfTagHead` with and without its CRF.  Without it the head is the MEMNET baseline of Liu, Baldwin &
+`TagHead` with and without its CRF.  Without it the head is the MEMNET baseline of Liu, Baldwin &
 Cohn (2017), eq. 13 (https://aclanthology.org/I17-1056): a softmax over the tags at each position.
 """
 
@@ -17,7 +17,7 @@ from allennlp.modules import ConditionalRandomField
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.tag_schemes import convert_tags, tags_to_spans
-from nerzoo.modules.crf_tag_head import CrfTagHead
+from nerzoo.modules.tag_head import TagHead
 from tests import FIXTURES_ROOT
 
 TAGS = ["O", "B-PER", "I-PER", "L-PER", "U-PER"]
@@ -42,21 +42,21 @@ def _batch(input_dim=6, num_steps=4):
 
 def _identity_head(vocab, use_crf):
     """A head whose tag scores are its input (one input dimension per tag)."""
-    head = CrfTagHead(vocab, input_dim=len(TAGS), use_crf=use_crf).eval()
+    head = TagHead(vocab, input_dim=len(TAGS), use_crf=use_crf).eval()
     torch.nn.init.eye_(head.tag_projection._module.weight)
     torch.nn.init.zeros_(head.tag_projection._module.bias)
     return head
 
 
 def test_softmax_head_has_no_crf(vocab):
-    head = CrfTagHead(vocab, input_dim=6, use_crf=False)
+    head = TagHead(vocab, input_dim=6, use_crf=False)
     assert head.crf is None
     assert not any("crf" in name for name, _ in head.named_parameters())
-    assert isinstance(CrfTagHead(vocab, input_dim=6).crf, ConditionalRandomField)
+    assert isinstance(TagHead(vocab, input_dim=6).crf, ConditionalRandomField)
 
 
 def test_softmax_loss_is_summed_cross_entropy_over_unmasked_tokens(vocab):
-    head = CrfTagHead(vocab, input_dim=6, use_crf=False)
+    head = TagHead(vocab, input_dim=6, use_crf=False)
     encoded, mask, tags = _batch()
     output = head(encoded, mask, tags)
     logits = output["logits"]
@@ -74,7 +74,7 @@ def test_softmax_loss_is_summed_cross_entropy_over_unmasked_tokens(vocab):
 
 
 def test_softmax_predictions_are_the_argmax_and_probabilities_sum_to_one(vocab):
-    head = CrfTagHead(vocab, input_dim=6, use_crf=False).eval()
+    head = TagHead(vocab, input_dim=6, use_crf=False).eval()
     encoded, mask, tags = _batch()
     output = head(encoded, mask, tags)
     logits = output["logits"]
@@ -91,7 +91,7 @@ def test_softmax_predictions_are_the_argmax_and_probabilities_sum_to_one(vocab):
 
 
 def test_softmax_metrics_count_the_argmax(vocab):
-    head = CrfTagHead(vocab, input_dim=6, use_crf=False).eval()
+    head = TagHead(vocab, input_dim=6, use_crf=False).eval()
     encoded, mask, tags = _batch()
     output = head(encoded, mask, tags)
     predicted = output["logits"].argmax(-1)
@@ -154,7 +154,7 @@ def test_tags_to_spans_tolerates_any_bioul_sequence():
 
 
 def test_crf_head_loss_is_the_crf_negative_log_likelihood(vocab):
-    head = CrfTagHead(vocab, input_dim=6)
+    head = TagHead(vocab, input_dim=6)
     encoded, mask, tags = _batch()
     output = head(encoded, mask, tags)
     assert output["loss"].item() == pytest.approx(-head.crf(output["logits"], tags, mask).item(), rel=1e-6)
@@ -167,20 +167,20 @@ def test_crf_head_loss_is_the_crf_negative_log_likelihood(vocab):
 @pytest.mark.parametrize("use_crf", [True, False])
 def test_mean_loss_reduction_averages_over_the_instances(vocab, use_crf):
     torch.manual_seed(3)
-    summed = CrfTagHead(vocab, input_dim=6, use_crf=use_crf)
-    averaged = CrfTagHead(vocab, input_dim=6, use_crf=use_crf, loss_reduction="mean")
+    summed = TagHead(vocab, input_dim=6, use_crf=use_crf)
+    averaged = TagHead(vocab, input_dim=6, use_crf=use_crf, loss_reduction="mean")
     averaged.load_state_dict(summed.state_dict())
     encoded, mask, tags = _batch()
     total = summed(encoded, mask, tags)["loss"]
     assert averaged(encoded, mask, tags)["loss"].item() == pytest.approx(total.item() / mask.size(0), rel=1e-6)
     with pytest.raises(ConfigurationError, match="loss_reduction"):
-        CrfTagHead(vocab, input_dim=6, loss_reduction="token_mean")
+        TagHead(vocab, input_dim=6, loss_reduction="token_mean")
 
 
 def test_crf_with_zero_transitions_has_the_softmax_loss(vocab):
     """With A = 0 (ME-CRF+'s frozen epochs) the CRF likelihood is the independent-softmax one."""
-    crf_head = CrfTagHead(vocab, input_dim=6)
-    softmax_head = CrfTagHead(vocab, input_dim=6, use_crf=False)
+    crf_head = TagHead(vocab, input_dim=6)
+    softmax_head = TagHead(vocab, input_dim=6, use_crf=False)
     softmax_head.tag_projection.load_state_dict(crf_head.tag_projection.state_dict())
     with torch.no_grad():
         for parameter in (crf_head.crf.transitions, crf_head.crf.start_transitions, crf_head.crf.end_transitions):
@@ -229,7 +229,7 @@ def _documents():
 
 
 def test_per_sentence_crf_scores_each_sentence_on_its_own(vocab):
-    head = CrfTagHead(vocab, input_dim=len(TAGS), crf_per_sentence=True).eval()
+    head = TagHead(vocab, input_dim=len(TAGS), crf_per_sentence=True).eval()
     torch.nn.init.normal_(head.crf.transitions, std=2.0)
     torch.nn.init.normal_(head.crf.start_transitions, std=2.0)
     torch.nn.init.normal_(head.crf.end_transitions, std=2.0)
@@ -238,7 +238,7 @@ def test_per_sentence_crf_scores_each_sentence_on_its_own(vocab):
     readable = head.make_output_human_readable(dict(output))
     # The slow reference: allennlp's CRF on every sentence alone, and the head on a batch of one.
     expected_loss = 0.0
-    single = CrfTagHead(vocab, input_dim=len(TAGS)).eval()
+    single = TagHead(vocab, input_dim=len(TAGS)).eval()
     single.load_state_dict(head.state_dict())
     for row, document in enumerate(metadata):
         path = []
@@ -257,14 +257,14 @@ def test_per_sentence_crf_scores_each_sentence_on_its_own(vocab):
         assert output["tags"][row] == path
     assert output["loss"].item() == pytest.approx(expected_loss, rel=1e-5)
     # One chain per document scores differently: the boundaries matter.
-    document_head = CrfTagHead(vocab, input_dim=len(TAGS)).eval()
+    document_head = TagHead(vocab, input_dim=len(TAGS)).eval()
     document_head.load_state_dict(head.state_dict())
     assert document_head(encoded, mask, tags, metadata)["loss"].item() != pytest.approx(expected_loss, rel=1e-3)
 
 
 def test_per_sentence_crf_equals_the_document_chain_for_one_sentence(vocab):
-    head = CrfTagHead(vocab, input_dim=6, crf_per_sentence=True)
-    plain = CrfTagHead(vocab, input_dim=6)
+    head = TagHead(vocab, input_dim=6, crf_per_sentence=True)
+    plain = TagHead(vocab, input_dim=6)
     plain.load_state_dict(head.state_dict())
     encoded, mask, tags = _batch()
     a, b = head(encoded, mask, tags), plain(encoded, mask, tags)

@@ -12,9 +12,9 @@ import nerzoo  # noqa: F401
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from tests import FIXTURES_ROOT
 
-CONFIG = FIXTURES_ROOT / "experiments" / "me_crf_threads_tiny.jsonnet"
-DATA = FIXTURES_ROOT / "threads" / "dev.jsonl"
-TRAIN = FIXTURES_ROOT / "threads" / "train.jsonl"
+CONFIG = FIXTURES_ROOT / "experiments" / "me_crf_thread_discourse_tiny.jsonnet"
+DATA = FIXTURES_ROOT / "thread_discourse" / "dev.jsonl"
+TRAIN = FIXTURES_ROOT / "thread_discourse" / "train.jsonl"
 
 
 class TestMeCrfThreads(ModelTestCase):

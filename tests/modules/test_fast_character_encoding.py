@@ -1,11 +1,11 @@
-"""`packed_character_encoding` against allennlp's `character_encoding`, which it must equal on real tokens."""
+"""`fast_character_encoding` against allennlp's `character_encoding`, which it must equal on real tokens."""
 
 import pytest
 import torch
 from allennlp.common import Params
 from allennlp.modules.token_embedders import TokenCharactersEncoder, TokenEmbedder
 
-from nerzoo.modules.token_embedders.packed_character_encoder import PackedCharacterEncoder
+from nerzoo.modules.token_embedders.fast_character_encoding import FastCharacterEncoder
 
 ENCODERS = {
     "cnn": {"type": "cnn", "embedding_dim": 6, "num_filters": 7, "ngram_filter_sizes": [2, 3]},
@@ -29,8 +29,8 @@ def _pair(encoder):
         )
 
     reference = TokenEmbedder.from_params(params("character_encoding"))
-    packed = TokenEmbedder.from_params(params("packed_character_encoding"))
-    assert isinstance(packed, PackedCharacterEncoder) and type(reference) is TokenCharactersEncoder
+    packed = TokenEmbedder.from_params(params("fast_character_encoding"))
+    assert isinstance(packed, FastCharacterEncoder) and type(reference) is TokenCharactersEncoder
     packed.load_state_dict(reference.state_dict())
     return reference, packed
 

@@ -4,8 +4,9 @@ from allennlp.modules.token_embedders import TokenCharactersEncoder, TokenEmbedd
 from allennlp.nn.util import min_value_of_dtype
 
 
-@TokenEmbedder.register("packed_character_encoding")
-class PackedCharacterEncoder(TokenCharactersEncoder):
+@TokenEmbedder.register("fast_character_encoding")
+@TokenEmbedder.register("packed_character_encoding")  # the earlier name: archives trained under it still load
+class FastCharacterEncoder(TokenCharactersEncoder):
     """
     allennlp's `character_encoding` (`TokenCharactersEncoder`: embed each token's characters, then
     a `Seq2VecEncoder` per token, e.g. the character CNN of Ma & Hovy 2016,
@@ -23,7 +24,7 @@ class PackedCharacterEncoder(TokenCharactersEncoder):
     then the same masking and max-pooling.  On the CPU oneDNN's convolution spends more on setting up
     every batch's shapes than on these small products.
 
-    Registered as a `TokenEmbedder` with name "packed_character_encoding".
+    Registered as a `TokenEmbedder` with name "fast_character_encoding".
 
     # Parameters
 

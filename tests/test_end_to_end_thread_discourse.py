@@ -8,8 +8,8 @@ from tests import FIXTURES_ROOT, allennlp
 
 pytestmark = pytest.mark.end_to_end
 
-CONFIG = "training_config/me_crf_threads.jsonnet"
-TEST = FIXTURES_ROOT / "threads" / "test.jsonl"
+CONFIG = "training_config/me_crf_thread_discourse.jsonnet"
+TEST = FIXTURES_ROOT / "thread_discourse" / "test.jsonl"
 
 
 def test_train_evaluate_predict_threads(tmp_path):
