@@ -1,23 +1,20 @@
 #!/usr/bin/env python
 """
 Calibration of span confidences on CoNLL-2003: for each trained archive, fits the temperatures on dev
-(`allennlp calibrate`'s code: the span and the sequence objective, one temperature and, for CRF
-heads, two), then scores the span confidences of the archive and of the four calibrated archives on
-test: span F1 (unchanged by design),
-ECE over 10 equal-count bins (`span_ece` of `allennlp evaluate`) and over the fixed bins 0, 0.5, 0.6,
-0.7, 0.8, 0.9, 0.95, 0.99, 1, the Brier score, the precision of the 80% and 90% most confident spans,
-and, as a diagnosis only, the ECE with one temperature fitted on test itself ("oracle": what a
-temperature could do if dev and test were alike).
+(`allennlp calibrate`'s code: span and sequence objective, one or two temperatures), then scores the
+span confidences of the archive and of the four calibrated archives on test: span F1 (unchanged by
+design), ECE over 10 equal-count bins (`span_ece`) and over the fixed bins 0, 0.5, 0.6, 0.7, 0.8, 0.9,
+0.95, 0.99, 1, the Brier score, the precision of the 80% and 90% most confident spans, and, as a
+diagnosis, the ECE with one temperature fitted on test itself ("oracle").
 
-    .venv/bin/python benchmarks/calibration_benchmark.py \\
-        --archive bilstm_crf:1=runs/converged/bilstm_crf-conll2003-1/model/model.tar.gz \\
-        --archive deptree_ner:1=runs/converged/deptree_ner_decay-conll2003-1/model/model.tar.gz \\
-        --overrides deptree_ner:1='{"model.type": "deptree_ner"}' --record calibration
+    .venv/bin/python benchmarks/calibration_benchmark.py --record calibration \
+        --archive bilstm_crf:1=runs/reproduce/bilstm_crf-conll2003-1/model/model.tar.gz
 
-`--overrides NAME=JSON` loads an archive with config overrides (archives trained before the model was
-renamed need `{"model.type": "deptree_ner"}`).  The calibrated archives are written to `--output-dir`
-(default `runs/calibration/<timestamp>`).  With `--record TABLE` the rows also go to
-docs/results/TABLE.jsonl and the table TABLE of docs/RESULTS.md (`results.py`).
+`--overrides NAME=JSON` loads an archive with config overrides.  `--seen-words TRAIN_FILE` also splits
+the test spans of each archive calibrated by default (span objective, one temperature) by whether
+every word of the span occurs in TRAIN_FILE ("seen") or not ("unseen").  The calibrated archives go to
+`--output-dir` (default `runs/calibration/<timestamp>`); `--record TABLE` adds the rows to
+docs/results/TABLE.jsonl and docs/RESULTS.md.
 """
 
 import argparse
@@ -25,13 +22,15 @@ import datetime
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import harness
 import results
 
-from nerzoo.commands.calibrate import calibrate, evaluate, evaluate_archive
+from nerzoo.commands.calibrate import calibrate, data_loader, evaluate, evaluate_archive
+from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.modules.calibration import fit_temperatures, has_spans
+from nerzoo.modules.tag_decoder import TagDecoder
 from nerzoo.training.metrics.span_calibration import (
     calibration_error,
     expected_calibration_error,
@@ -90,6 +89,38 @@ def oracle_ece(archive_file: str, test: str, overrides: str) -> float:
     return expected_calibration_error(evaluation.confidences, evaluation.correct)
 
 
+def seen_words(archive_file: str, data_file: str, seen: Set[str]) -> Dict[str, Dict[str, float]]:
+    """The predicted spans of a CRF tagger on `data_file` whose words are all in `seen`, and the others."""
+    import torch
+    from allennlp.models.archival import load_archive
+
+    archive = load_archive(archive_file)
+    model, head = archive.model.eval(), archive.model.head
+    groups: Dict[str, List[Tuple[float, bool]]] = {"seen": [], "unseen": []}
+    with torch.no_grad():
+        for batch in data_loader(archive, data_file, 64):
+            output = model(**batch)
+            mask, paths = output["mask"].bool(), output["paths"]
+            starts = TagDecoder.sentence_starts(output["sentence_spans"], mask)
+            predicted, _, right = head.decoder.match(paths, batch["tags"], mask, starts)
+            posteriors = head.posteriors(output["logits"], mask, paths, output["sentence_spans"])
+            confidences = posteriors.segment_log_probabilities(predicted.rows, predicted.starts, predicted.ends)
+            spans = zip(predicted.rows.tolist(), predicted.starts.tolist(), predicted.ends.tolist())
+            for confidence, ok, (row, start, end) in zip(
+                confidences.clamp_max(0.0).exp().tolist(), right.tolist(), spans
+            ):
+                words = output["words"][row][start:end]
+                groups["seen" if all(word in seen for word in words) else "unseen"].append((confidence, ok))
+    return {
+        name: {
+            "spans": len(pairs),
+            "mean_confidence": round(sum(c for c, _ in pairs) / max(len(pairs), 1), 4),
+            "precision": round(sum(ok for _, ok in pairs) / max(len(pairs), 1), 4),
+        }
+        for name, pairs in groups.items()
+    }
+
+
 def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any]:
     print(f"=== {name}: {archive_file}", flush=True)
     variants: Dict[str, Dict[str, Any]] = {}
@@ -115,6 +146,9 @@ def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any
             "test": scores(output_file, args.test, "")["figures"],
         }
         print(f"  {key}: {report['temperatures']} test ECE {variants[key]['test']['ece']:.4f}", flush=True)
+        if args.seen and (objective, count) == VARIANTS[0]:
+            variants[key]["test_seen_words"] = seen_words(output_file, args.test, args.seen)
+            print(f"  {key}, test spans by seen words: {json.dumps(variants[key]['test_seen_words'])}", flush=True)
     return {
         "name": name,
         "archive": archive_file,
@@ -174,7 +208,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--test", default=DEFAULT_TEST)
     parser.add_argument("--output-dir", default=None)
     parser.add_argument("--record", metavar="TABLE", default=None)
+    parser.add_argument("--seen-words", metavar="TRAIN_FILE", default=None)
     args = parser.parse_args(argv)
+    args.seen = set()
+    if args.seen_words:
+        documents = ConllColumnsReader(file_tag_scheme=None).read_documents(args.seen_words)
+        args.seen = {row[0] for _, sentences in documents for _, _, rows in sentences for row in rows}
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     started = datetime.datetime.now()
     args.output_dir = args.output_dir or os.path.join(

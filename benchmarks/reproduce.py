@@ -1,30 +1,28 @@
 #!/usr/bin/env python
 """
-Trains models until their dev F1 stops improving, and prints one results row per run.
+Trains models until their dev score stops improving, and prints one results row per run: the one
+accuracy protocol of nerzoo's results.
 
-Each run is `allennlp train CONFIG --include-package nerzoo` on a data set of ../shared/data with
-GloVe 6B 50d, `trainer.patience` (default 5: training stops after that many epochs without a better
-dev F1) and `trainer.num_epochs` as a cap (default 60), the three seeds of the config set to
-`--seed`, and the test set evaluated with the best epoch's weights (`evaluate_on_test`).  Nothing
-else of the config changes, so each model keeps its own optimiser, batches and loss.
+    .venv/bin/python benchmarks/reproduce.py --threads 1 --max-epochs 50 --output-root runs/X --runs bilstm_crf:conll2003:1
 
-    .venv/bin/python benchmarks/converged.py --runs deptree_ner:conll2003:1,bilstm_crf:conll2003:1
-
-RUN is MODEL:DATASET:SEED, MODEL one of the names below (a config and its overrides), DATASET one of
-`conll2003` (spaCy trees for the dependency-aware models, whole documents for ME-CRF), `uner_ewt`
-(gold UD trees), `conll2000_chunking` (the chunk column; dev = every 9th training sentence),
-`conll2000_pos` (the POS column, same split) or `ewt_upos` (UD English-EWT r2.16 UPOS).  Each run
-writes `runs/converged/<model>-<dataset>-<seed>/` (the serialization directory, the command, the
-log) and `result.json`, and the rows are printed as a markdown table (for docs/RESULTS.md) at the
-end; `--table` prints the table of runs already finished.  `--overrides` changes every run of a
-batch, e.g. `'{"trainer.learning_rate_scheduler": null}'` (keep it apart with `--output-root`).
+RUN is MODEL:DATASET:SEED, MODEL one of the names below (a config and its overrides), DATASET a data
+set of training_config/data.libsonnet (`conll2003`, `uner_ewt`, `conll2000_chunking`, `conll2000_pos`,
+`ewt_upos`, or `fixtures` for a smoke test), given to the config as NERZOO_DATA: its files, its reader
+and GloVe 6B 50d.  Each run is `allennlp train CONFIG --include-package nerzoo` with
+`trainer.patience` (default 5: training stops after that many epochs without a better dev score),
+`trainer.num_epochs` as a cap (`--max-epochs`, default 60), the three seeds set to SEED, and the test
+set evaluated with the best epoch's weights (`evaluate_on_test`); nothing else of the config changes.
+Each run writes `<output-root>/<model>-<dataset>-<seed>/` (default root runs/reproduce: the
+serialization directory `model/`, the command, `train.log`, `result.json`); the rows are printed as a
+markdown table.  `--table` prints the table of the runs already finished in `--output-root`,
+`--record TABLE` adds the rows to docs/results/TABLE.jsonl and docs/RESULTS.md (`results.py`), and
+`--overrides` changes every run of a batch (keep it apart with `--output-root`).
 
 Models whose learning-rate schedule is defined over the trainer's epochs (`"schedule": True`:
 FOFE-NER's geometric decay, Seq2Biseq's linear decay) keep their config's `num_epochs` and
-`patience` instead of `--max-epochs` and `--patience`: the schedule is the training length, and the
-best dev epoch is kept.  POS taggers are scored by token accuracy (`"metric": "accuracy"`).  The
-FOFE-NER second pass reads the first pass trained with the same data and seed in the same
-`--output-root` (`fofe_ner:conll2003:SEED` first).
+`patience`.  POS taggers are scored by token accuracy (`"metric": "accuracy"`).  The FOFE-NER second
+pass reads the first pass trained with the same data and seed in the same `--output-root`
+(`fofe_ner:DATASET:SEED` first).
 """
 
 import argparse
@@ -35,22 +33,22 @@ import sys
 import time
 from typing import Any, Dict, List, Tuple
 
-import char_gated_benchmark
-import deptree_benchmark
+import _jsonnet
 import harness
 import results
-import seq2biseq_benchmark
-import suite_benchmark
 
-REPO_ROOT = suite_benchmark.REPO_ROOT
-OUTPUT_ROOT = os.path.join(REPO_ROOT, "runs", "converged")
-DEPTREE = "training_config/deptree_ner.jsonnet"
-ME_CRF = "training_config/me_crf_conll2003.jsonnet"
-FOFE = "training_config/fofe_ner.jsonnet"
-SEQ2BISEQ_POS = "training_config/seq2biseq_pos.jsonnet"
+REPO_ROOT = harness.REPO_ROOT
 
+
+def config(name: str) -> str:
+    return f"training_config/{name}.jsonnet"
+
+
+DEPTREE, ME_CRF, FOFE, SEQ2BISEQ_POS = map(config, ("deptree_ner", "me_crf_conll2003", "fofe_ner", "seq2biseq_pos"))
+# name -> "config", its "overrides", and optionally "schedule" (the config keeps its num_epochs and
+# patience), "metric" (default span F1) and "first_pass" (the model whose archive it reads).
 MODELS: Dict[str, Dict[str, Any]] = {
-    "deptree_ner": {"config": DEPTREE, "overrides": {}},
+    "deptree_ner": {"config": DEPTREE},
     "deptree_ner_scale": {"config": DEPTREE, "overrides": {"model.global_attention.mode": "scale"}},
     "deptree_ner_sgd": {
         "config": DEPTREE,
@@ -63,109 +61,72 @@ MODELS: Dict[str, Dict[str, Any]] = {
     },
     "deptree_ner_dropout05": {
         "config": DEPTREE,
-        "overrides": {
-            "model.dropout": 0.5,
-            "model.semantic_encoder.dropout": 0.5,
-            "model.syntactic_encoder.dropout": 0.5,
-        },
+        "overrides": dict.fromkeys(
+            ("model.dropout", "model.semantic_encoder.dropout", "model.syntactic_encoder.dropout"), 0.5
+        ),
     },
     "blstm_only": {"config": DEPTREE, "overrides": {"model.syntactic_encoder": None}},
     "tlstm_only": {"config": DEPTREE, "overrides": {"model.semantic_encoder": None}},
     "no_global_attention": {"config": DEPTREE, "overrides": {"model.global_attention": None}},
     "no_relative_attention": {"config": DEPTREE, "overrides": {"model.relative_attention": None}},
-    "bilstm_crf": {"config": "training_config/bilstm_crf.jsonnet", "overrides": {}},
+    "bilstm_crf": {"config": config("bilstm_crf")},
     # Contextual word vectors (TRANSFORMER_MODEL, default the bundled all-MiniLM-L6-v2).
-    "bilstm_crf_contextual": {"config": "training_config/bilstm_crf_contextual.jsonnet", "overrides": {}},
-    "deptree_ner_contextual": {"config": "training_config/deptree_ner_contextual.jsonnet", "overrides": {}},
+    "bilstm_crf_contextual": {"config": config("bilstm_crf_contextual")},
+    "deptree_ner_contextual": {"config": config("deptree_ner_contextual")},
     # ME-CRF (Liu et al. 2017): one CRF chain per sentence (the paper's) or per document.
-    "me_crf": {"config": ME_CRF, "overrides": {}},
+    "me_crf": {"config": ME_CRF},
     "me_crf_document": {"config": ME_CRF, "overrides": {"model.head.crf_per_sentence": False}},
-    "me_crf_contextual": {"config": "training_config/me_crf_conll2003_contextual.jsonnet", "overrides": {}},
+    "me_crf_contextual": {"config": config("me_crf_conll2003_contextual")},
     # FOFE-NER (Xu 2017): first and second pass.
-    "fofe_ner": {"config": FOFE, "overrides": {}, "schedule": True},
-    "fofe_ner_second_pass": {
-        "config": "training_config/fofe_ner_second_pass.jsonnet",
-        "overrides": {},
-        "schedule": True,
-        "first_pass": "fofe_ner",
-    },
+    "fofe_ner": {"config": FOFE, "schedule": True},
+    "fofe_ner_second_pass": {"config": config("fofe_ner_second_pass"), "schedule": True, "first_pass": "fofe_ner"},
     # Rei et al. (2016): words, concatenation and gate, on chunking.
-    "char_gated_tagger": {"config": "training_config/char_gated_tagger.jsonnet", "overrides": {}},
-    "char_gated_tagger_concat": {"config": "training_config/char_gated_tagger_concat.jsonnet", "overrides": {}},
-    "char_gated_tagger_words": {"config": "training_config/char_gated_tagger_words.jsonnet", "overrides": {}},
-    "char_gated_tagger_contextual": {
-        "config": "training_config/char_gated_tagger_contextual.jsonnet",
-        "overrides": {},
-    },
+    "char_gated_tagger": {"config": config("char_gated_tagger")},
+    "char_gated_tagger_concat": {"config": config("char_gated_tagger_concat")},
+    "char_gated_tagger_words": {"config": config("char_gated_tagger_words")},
+    "char_gated_tagger_contextual": {"config": config("char_gated_tagger_contextual")},
     # Seq2Biseq (Dinarelli & Grobol 2019) and its 2-opt variant with the same Adam, and the baseline, on POS.
-    "seq2biseq_pos": {"config": SEQ2BISEQ_POS, "overrides": {}, "schedule": True, "metric": "accuracy"},
+    "seq2biseq_pos": {"config": SEQ2BISEQ_POS, "schedule": True, "metric": "accuracy"},
     "seq2biseq_pos_2opt": {
         "config": SEQ2BISEQ_POS,
         "overrides": {"model.backward_loss_weight": 1.0},
         "schedule": True,
         "metric": "accuracy",
     },
-    "bilstm_crf_pos": {"config": "training_config/bilstm_crf_pos.jsonnet", "overrides": {}, "metric": "accuracy"},
+    "bilstm_crf_pos": {"config": config("bilstm_crf_pos"), "metric": "accuracy"},
 }
-DATASETS = {
-    **deptree_benchmark.DATASETS,
-    "conll2000_chunking": char_gated_benchmark.DATASETS["conll2000"],
-    "conll2000_pos": seq2biseq_benchmark.DATASETS["conll2000"],
-    "ewt_upos": seq2biseq_benchmark.DATASETS["ewt"],
-}
+# The data sets of training_config/data.libsonnet, which the environment variable NERZOO_DATA picks.
+DATASETS = json.loads(
+    _jsonnet.evaluate_snippet(os.path.join(REPO_ROOT, "training_config", "_"), '(import "data.libsonnet").datasets')
+)
 
 
-def overrides_for(
-    model: Dict[str, Any], dataset: Dict[str, Any], args, seed: int, ext_vars: Dict[str, str]
-) -> Dict[str, Any]:
-    from allennlp.common.params import Params
-
-    config_params = Params.from_file(os.path.join(REPO_ROOT, model["config"]), ext_vars=ext_vars).as_dict(quiet=True)
+def overrides_for(model: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
     overrides: Dict[str, Any] = {
-        "train_data_path": dataset["train"],
-        "validation_data_path": dataset["dev"],
-        "test_data_path": dataset["test"],
         "evaluate_on_test": True,
-        "random_seed": seed,
-        "numpy_seed": seed,
-        "pytorch_seed": seed,
+        **dict.fromkeys(("random_seed", "numpy_seed", "pytorch_seed"), seed),
     }
     if not model.get("schedule"):
         overrides.update({"trainer.num_epochs": args.max_epochs, "trainer.patience": args.patience})
-    overrides.update(harness.embedding_overrides(config_params, args.glove))
-    overrides.update(suite_benchmark.reader_overrides(config_params, dataset))
-    overrides.update(dataset.get("overrides") or {})
-    overrides.update(model["overrides"])
-    overrides.update(args.overrides)
-    return overrides
+    return {**overrides, **model.get("overrides", {}), **args.overrides}
 
 
 def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
-    model, dataset = MODELS[name], DATASETS[dataset_name]
+    model = MODELS[name]
     run_dir = os.path.join(args.output_root, f"{name}-{dataset_name}-{seed}")
     serialization_dir = os.path.join(run_dir, "model")
     os.makedirs(run_dir, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    env = dict(
+        os.environ, NERZOO_DATA=dataset_name, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads)
+    )
     if model.get("first_pass"):
-        archive = os.path.join(
-            args.output_root, f"{model['first_pass']}-{dataset_name}-{seed}", "model", "model.tar.gz"
-        )
+        archive = os.path.join(args.output_root, f"{model['first_pass']}-{dataset_name}-{seed}", "model/model.tar.gz")
         if not os.path.exists(archive):
             raise SystemExit(f"{name}: train {model['first_pass']}:{dataset_name}:{seed} first (no {archive})")
         env["FOFE_FIRST_PASS"] = archive
-    overrides = overrides_for(model, dataset, args, seed, ext_vars=env)
-    command = [
-        harness.ALLENNLP,
-        "train",
-        model["config"],
-        "-s",
-        serialization_dir,
-        "-f",
-        "--include-package",
-        "nerzoo",
-        "-o",
-        json.dumps(overrides),
-    ]
+    overrides = overrides_for(model, args, seed)
+    command = [harness.ALLENNLP, "train", model["config"], "-s", serialization_dir, "-f", "--include-package", "nerzoo"]
+    command += ["-o", json.dumps(overrides)]
     with open(os.path.join(run_dir, "command.json"), "w") as handle:
         json.dump(command, handle, indent=1)
     started = time.time()
@@ -173,19 +134,11 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
         returncode = subprocess.call(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     wall = time.time() - started
     metric = model.get("metric", "f1-measure-overall")
-    result: Dict[str, Any] = {
-        "model": name,
-        "dataset": dataset_name,
-        "seed": seed,
-        "wall_s": round(wall),
-        "metric": metric,
-        "returncode": returncode,
-        "threads": args.threads,
-        "config": model["config"],
-        "overrides": {**model["overrides"], **args.overrides},
-        "patience": args.patience,
-        "max_epochs": args.max_epochs,
-    }
+    result: Dict[str, Any] = {"model": name, "dataset": dataset_name, "seed": seed, "wall_s": round(wall)}
+    result.update(metric=metric, returncode=returncode, threads=args.threads, config=model["config"])
+    result.update(
+        overrides={**model.get("overrides", {}), **args.overrides}, patience=args.patience, max_epochs=args.max_epochs
+    )
     metrics_path = os.path.join(serialization_dir, "metrics.json")
     if returncode == 0 and os.path.exists(metrics_path):
         with open(metrics_path) as handle:
@@ -199,6 +152,8 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
         )
     with open(os.path.join(run_dir, "result.json"), "w") as handle:
         json.dump(result, handle, indent=1)
+    if returncode != 0:
+        print(f"{name}:{dataset_name}:{seed} failed, see {os.path.join(run_dir, 'train.log')}", flush=True)
     return result
 
 
@@ -239,12 +194,11 @@ def record(table_name: str, runs: List[Dict[str, Any]], argv: List[str]) -> None
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
-    parser.add_argument("--runs", default="", help="comma-separated MODEL:DATASET:SEED")
+    parser.add_argument("--runs", nargs="+", default=[], help="MODEL:DATASET:SEED, separated by spaces or commas")
     parser.add_argument("--patience", type=int, default=5)
     parser.add_argument("--max-epochs", type=int, default=60)
     parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
-    parser.add_argument("--glove", default=suite_benchmark.DEFAULT_GLOVE)
-    parser.add_argument("--output-root", default=OUTPUT_ROOT)
+    parser.add_argument("--output-root", default=os.path.join(REPO_ROOT, "runs", "reproduce"))
     parser.add_argument(
         "--overrides",
         type=json.loads,
@@ -261,25 +215,17 @@ def main() -> int:
         "and the table TABLE of docs/RESULTS.md",
     )
     args = parser.parse_args()
+    label = {"label": args.label} if args.label else {}
     finished = []
-    if args.table:
-        for folder in sorted(os.listdir(args.output_root)):
-            path = os.path.join(args.output_root, folder, "result.json")
-            if os.path.exists(path):
-                with open(path) as handle:
-                    finished.append(dict(json.load(handle), **({"label": args.label} if args.label else {})))
-        print(table(finished))
-        if args.record:
-            record(args.record, finished, sys.argv[1:])
-        return 0
-    for spec in filter(None, args.runs.split(",")):
+    for folder in sorted(os.listdir(args.output_root)) if args.table else []:
+        if os.path.exists(path := os.path.join(args.output_root, folder, "result.json")):
+            with open(path) as handle:
+                finished.append(dict(json.load(handle), **label))
+    for spec in [] if args.table else filter(None, ",".join(args.runs).split(",")):
         name, dataset_name, seed = spec.split(":")
         if name not in MODELS or dataset_name not in DATASETS:
             parser.error(f"unknown model or dataset in {spec!r}: models {sorted(MODELS)}, datasets {sorted(DATASETS)}")
-        missing = suite_benchmark.missing_files(DATASETS[dataset_name])
-        if missing:
-            parser.error(f"missing data for {dataset_name}: {', '.join(missing)}")
-        finished.append(dict(run(name, dataset_name, int(seed), args), **({"label": args.label} if args.label else {})))
+        finished.append(dict(run(name, dataset_name, int(seed), args), **label))
         print(table(finished[-1:]).splitlines()[-1], flush=True)
     print(table(finished))
     if args.record:

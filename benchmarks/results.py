@@ -2,21 +2,11 @@
 """
 Benchmark results as JSON lines, and the tables of docs/RESULTS.md rendered from them.
 
-Every benchmark run appends one record (a JSON object on one line) to `docs/results/<table>.jsonl`:
-
-    {"table": "deptree_suite", "started": "2026-11-22 10:53", "command": "...",
-     "columns": ["date", "model", ...], "rows": [{"date": ..., "model": ..., ...}, ...],
-     "results": [{...raw figures of each model...}], "note": "- 2026-11-22 10:53: ... (markdown)"}
-
-`columns` and `rows` are the table as shown; `results` holds the unformatted figures the rows were
-made from (absent in rows written by hand); `note` is the run's note under the table. In the results
-file each table is the generated block between
-
-    <!-- rows: TABLE -->
-    <!-- /rows: TABLE -->
-
-with the prose around it written by hand. The block holds the table (the columns of the table's last
-record; every record's rows in order) and, when any record has a note, "Runs:" and the notes.
+A run appends one record (one JSON object per line) to `docs/results/<table>.jsonl`: `columns` and
+`rows` (the table as shown), optionally `results` (the raw figures) and `note` (markdown under the
+table), `command`, `started`.  In docs/RESULTS.md each table is the block between
+`<!-- rows: TABLE -->` and `<!-- /rows: TABLE -->`, rendered from its records (the columns of the
+last record, every record's rows in order, then "Runs:" and the notes); the prose around is by hand.
 
     .venv/bin/python benchmarks/results.py            re-renders docs/RESULTS.md from docs/results/
     .venv/bin/python benchmarks/results.py --check    exits 1 when docs/RESULTS.md differs from them

@@ -2,43 +2,19 @@
 Speed of the FOFE-NER word features of every candidate fragment, computed in prefix form
 (`nerzoo/modules/fofe.py`) against recomputing each fragment's codes from scratch, same run.
 
-Usage (from the repository root):
+    .venv/bin/python benchmarks/speed/fofe_span_speed.py [--sentences 2000] [--max-width 7] [--dim 64]
+        [--batch-size 32] [--alpha 0.5] [--threads N] [--data ../shared/data/conll2003/eng.train]
 
-    .venv/bin/python benchmarks/fofe_span_speed.py
-    .venv/bin/python benchmarks/fofe_span_speed.py --sentences 2000 --max-width 7 --dim 64 \
-        --batch-size 32 --alpha 0.5 --data ../shared/data/conll2003/eng.train
-
-Data: the first `--sentences` sentences of `--data` (CoNLL-2003 columns; the word column, blank lines
-between sentences, `-DOCSTART-` lines skipped), read in place.  Words are embedded by a random
-float32 table (`--seed`), one row per distinct word.
-
-Features (Xu, "Fixed-size Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York
-University, 2017, §5.2.1, plus the fragment's own codes of §5.2.2 applied to words), for every
-fragment `x_i .. x_{j-1}` of at most `--max-width` words of every sentence of length `n`:
-
-    bag of words of the fragment                        sum_{i <= s < j} x_s
-    left context including / excluding the fragment     code of x_0 .. x_{j-1} / x_0 .. x_{i-1}
-    right context including / excluding the fragment    right-to-left code of x_i .. x_{n-1} / x_j .. x_{n-1}
-    fragment, left to right and right to left           codes of x_i .. x_{j-1}
-
-concatenated, `7 * --dim` numbers per fragment.
-
-A (nerzoo): sentences in batches of `--batch-size`; per batch `prefix_codes` once left to right,
-once right to left and once with alpha = 1 (prefix sums, for the bags of words), then `span_codes`
-and gathers for all fragments at once (eq. 4.1-4.2 and the prefix form).
-B (reference): a loop over fragments; each of the seven codes is computed from its own token slice
-as one vectorised weighted sum `weights @ x[slice]` (alpha powers, or ones for the bag of words).
-
-Both get the embedded sentences and the fragment boundaries prepared beforehand (padding and
-index tensors for A, per-sentence tensors for B): the timings cover computing the features into one
-`(fragments, 7 * dim)` float32 matrix (about 295 MB with the defaults).  The
-script checks that A and B agree (max abs difference < 1e-4), warms each up once, times A three
-times (the best counts) and B once, prints fragments/s of each, and ends with the line
-`speedup: <B time / A time>x`.  Threads: torch's default unless `--threads`; B's tiny products run
-on one thread either way.  Run it on an idle machine: with another process busy on the cores,
-torch's intra-op threads in A wait on each other (on 2 cores at load average 3-4, A's best of 3
-with 2 threads took 0.7-3.3 s against 0.25 s with `--threads 1`; idle, 0.13 s with 2 threads), so
-the load average is printed.
+The first `--sentences` sentences of `--data`, words embedded by a random float32 table (`--seed`).
+For every fragment `x_i .. x_{j-1}` of at most `--max-width` words, seven codes (Xu 2017, §5.2.1-5.2.2):
+its bag of words, the left context with and without it, the right context with and without it, and
+the fragment's own codes left to right and right to left, `7 * --dim` numbers per fragment.  A
+(nerzoo): per batch of `--batch-size` sentences, `prefix_codes` three times (left to right, right to
+left, alpha = 1 for the bags of words), then `span_codes` and gathers for all fragments at once.  B
+(reference): each code of each fragment as one weighted sum over its own slice.  The script checks
+that A and B agree, times A three times (the best counts) and B once, and ends with `speedup: <B / A>x`.
+Run it on an idle machine (the load average is printed): torch's threads in A wait on each other
+when another process is busy on the cores.
 """
 
 import argparse
@@ -47,15 +23,13 @@ import os
 import time
 from typing import List, Tuple
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import torch
 
-import torch  # noqa: E402
+from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
+from nerzoo.modules.fofe import prefix_codes, span_codes
 
-from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader  # noqa: E402
-from nerzoo.modules.fofe import prefix_codes, span_codes  # noqa: E402
-
-SHARED_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
-DEFAULT_DATA = os.path.join(SHARED_DATA, "conll2003", "eng.train")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "conll2003", "eng.train")
 NUM_FEATURES = 7
 
 Span = Tuple[int, int]

@@ -2,27 +2,15 @@
 Speed of the level-batched `ChildSumTreeLstm` against the node-by-node reference
 (`nerzoo/modules/seq2seq_encoders/tree_lstm_reference.py`), same weights, same run.
 
-Usage (from the repository root):
+    .venv/bin/python benchmarks/speed/tree_lstm_speed.py [--batch-size 32] [--input-dim 100] [--hidden-dim 100]
+        [--repeats 5] [--threads 1] [--data ../shared/data/ud_english_ewt/r2.9/en_ewt-ud-dev.conllu]
 
-    .venv/bin/python benchmarks/tree_lstm_speed.py
-    .venv/bin/python benchmarks/tree_lstm_speed.py --batch-size 32 --input-dim 100 --hidden-dim 100 \
-        --repeats 5 --threads 1 --data /work/shared/data/ud_english_ewt/r2.9/en_ewt-ud-dev.conllu
-
-Sample: the first `--batch-size` sentences of `--data` (in file order) that have at least
-`--min-tokens` (default 5) tokens, with their gold trees (CoNLL-U `HEAD`; only the basic rows are read,
-multiword-token ranges like `1-2` and empty nodes like `1.1` are skipped).  Inputs are random
-(`--seed`), float32, one layer, no residual, no dropout.
-
-Each timing is forward + backward (`states.sum() + root.sum()` backward, parameter gradients cleared
-before each run), median over `--repeats` runs after `--warmup` runs.  The script checks that both
-give the same outputs and gradients (allclose), prints the setup and the timings, and ends with the
-line `speedup: <reference median / batched median>x`.
-
-It also counts the reads of tensor data from the device (what a GPU makes the host wait for: a
-copy to the host, `.item()`, `torch.equal`, data-dependent shapes such as `nonzero`) in one forward
-and backward pass of the level-batched module, on the meta device, where every such read fails:
-the schedule's one copy of the mask and heads to the host is answered with the real values and
-counted, and any other read stops the count with its error.
+Sample: the first `--batch-size` sentences of `--data` with at least `--min-tokens` (default 5) basic
+tokens and their gold trees (CoNLL-U `HEAD`); random float32 inputs (`--seed`), one layer.  Each
+timing is forward + backward, median over `--repeats` runs after `--warmup` runs; the script checks
+that both give the same outputs and gradients and ends with `speedup: <reference / batched>x`.  It
+also counts the reads of tensor data from the device (what makes a GPU wait for the host) in one
+forward and backward pass of the batched module, on the meta device, where every such read fails.
 """
 
 import argparse
@@ -32,15 +20,14 @@ import statistics
 import time
 from typing import List, Tuple
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import torch
 
-import torch  # noqa: E402
+from nerzoo.modules.seq2seq_encoders import child_sum_tree_lstm
+from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
+from nerzoo.modules.seq2seq_encoders.tree_lstm_reference import reference_tree_lstm
 
-from nerzoo.modules.seq2seq_encoders import child_sum_tree_lstm  # noqa: E402
-from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm  # noqa: E402
-from nerzoo.modules.seq2seq_encoders.tree_lstm_reference import reference_tree_lstm  # noqa: E402
-
-DEFAULT_DATA = "/work/shared/data/ud_english_ewt/r2.9/en_ewt-ud-dev.conllu"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "ud_english_ewt", "r2.9", "en_ewt-ud-dev.conllu")
 
 
 def read_heads(path: str, count: int, min_tokens: int) -> List[List[int]]:

@@ -1,20 +1,16 @@
 #!/usr/bin/env python
 """
-The CRF head's per-batch work, nerzoo's batched code against allennlp's, in one run:
+The CRF head's per-batch work, nerzoo's batched code against allennlp's, in one run: Viterbi
+(`viterbi_decode` vs `ConditionalRandomField.viterbi_tags`, both ending in lists of tag ids), the
+likelihood forward + backward (`crf_log_likelihood` vs `ConditionalRandomField.forward`), and the
+training metrics (`TagDecoder.update_metrics` on tensors vs ids to labels, `ConllSpanF1` on label
+lists and `CategoricalAccuracy`).
 
-- Viterbi: `nerzoo.modules.batched_crf.viterbi_decode` vs `ConditionalRandomField.viterbi_tags`
-  (one sentence at a time), both ending in Python lists of tag ids;
-- likelihood, forward + backward: `crf_log_likelihood` vs `ConditionalRandomField.forward`;
-- training metrics: `TagDecoder.update_metrics` (accuracy and span counts from tensors) vs the
-  string path (ids to labels per token, `ConllSpanF1` on the label lists, `CategoricalAccuracy`).
+    .venv/bin/python benchmarks/speed/crf_speed.py [--data ../shared/data/conll2003/eng.train] [--batches 100]
 
-    .venv/bin/python benchmarks/crf_speed.py [--data ../shared/data/conll2003/eng.train] [--batches 100]
-
-Batches are consecutive sentences of the data file (`conll_columns`, BIOUL tags of CoNLL-2003's
-17 labels), `--batch-size` each; logits are random (seeded), the CRF has allowed-transition
-constraints and start/end transitions.  Each variant is timed over the same batches, the variants
-alternating batch by batch; the medians of three passes are printed with the ratios
-(allennlp / nerzoo: above 1 means nerzoo is faster).  Torch keeps its default number of threads.
+Batches of `--batch-size` consecutive sentences (BIOUL tags of CoNLL-2003), random logits (seeded),
+a constrained CRF with start/end transitions.  The variants alternate batch by batch; the medians of
+three passes are printed with `speedup` (allennlp / nerzoo: above 1, nerzoo is faster).
 """
 
 import argparse
@@ -25,18 +21,16 @@ import time
 from typing import Callable, Dict, List
 
 import torch
+from allennlp.data import Vocabulary
+from allennlp.training.metrics import CategoricalAccuracy
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
+from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
+from nerzoo.modules.tag_decoder import TagDecoder
+from nerzoo.modules.tag_scorers import CrfScorer
+from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 
-from allennlp.data import Vocabulary  # noqa: E402
-from allennlp.training.metrics import CategoricalAccuracy  # noqa: E402
-
-from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader  # noqa: E402
-from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode  # noqa: E402
-from nerzoo.modules.tag_decoder import TagDecoder  # noqa: E402
-from nerzoo.modules.tag_scorers import CrfScorer  # noqa: E402
-from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1  # noqa: E402
-
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "conll2003", "eng.train")
 
 

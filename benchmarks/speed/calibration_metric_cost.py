@@ -6,7 +6,7 @@ one evaluation pass over DATA_FILE with the head's `calibration_metrics` off and
 compared with the mean epoch time of the archive's own training (`training_duration` / epochs in the
 `metrics.json` beside the archive, validation included).
 
-    .venv/bin/python benchmarks/calibration_metric_cost.py \\
+    .venv/bin/python benchmarks/speed/calibration_metric_cost.py \\
         runs/converged/bilstm_crf-conll2003-1/model/model.tar.gz ../shared/data/conll2003/eng.testa
 """
 
@@ -17,11 +17,13 @@ import statistics
 import sys
 import time
 
-import harness
 import torch
 from allennlp.models.archival import load_archive
 
 from nerzoo.commands.calibrate import data_loader
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/: harness
+import harness  # noqa: E402
 
 
 def main() -> int:

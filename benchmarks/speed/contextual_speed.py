@@ -4,16 +4,15 @@ What the cache of `contextual_word_vectors` saves: epoch times and prediction sp
 with frozen contextual word vectors (the cache on, and off) against the same tagger with GloVe and
 characters only, in one run, like for like.
 
-    .venv/bin/python benchmarks/contextual_speed.py [--model bilstm_crf] [--train-sentences 2000]
+    .venv/bin/python benchmarks/speed/contextual_speed.py [--model bilstm_crf] [--train-sentences 2000]
         [--dev-sentences 500] [--epochs 3] [--threads 1] [--record contextual_speed]
 
 The three rows train `training_config/MODEL.jsonnet`, `MODEL_contextual.jsonnet` and
 `MODEL_contextual.jsonnet` with `cache_size_mb: 0`, each with its config's own optimiser and
 batches, for `--epochs` epochs (no early stopping) on the first `--train-sentences` sentences of
 CoNLL-2003's eng.train and the first `--dev-sentences` of eng.testa (files written to the output
-folder under runs/, never to the project), with GloVe 6B 50d.  An epoch's time is the trainer's:
-one pass over the training data and the validation pass over dev (the difference of consecutive
-`training_duration`s in metrics_epoch_K.json).  Then each archive predicts eng.testb's first
+folder under runs/, never to the project), with GloVe 6B 50d (NERZOO_DATA=conll2003).  An epoch's
+time is the trainer's: one pass over the training data and the validation pass over dev.  Then each archive predicts eng.testb's first
 `--dev-sentences` sentences four times in one process through its `sequence_tagger` predictor
 (batches of 64): the first pass fills the cache, the later ones read it (the best of them is shown;
 the GloVe tagger's best pass is the reference).  The transformer is TRANSFORMER_MODEL
@@ -23,13 +22,14 @@ the GloVe tagger's best pass is the reference).  The transformer is TRANSFORMER_
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from typing import Any, Dict, List, Tuple
 
-import harness
-import results
-import suite_benchmark
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+import harness  # noqa: E402
+import results  # noqa: E402
 
 CONLL = os.path.join(harness.SHARED_DATA, "conll2003")
 
@@ -121,7 +121,6 @@ def main(argv=None) -> int:
     parser.add_argument("--dev-sentences", type=int, default=500)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--glove", default=suite_benchmark.DEFAULT_GLOVE)
     parser.add_argument("--output-root", default=os.path.join(harness.REPO_ROOT, "runs", "contextual_speed"))
     parser.add_argument("--record", metavar="TABLE", default=None, help="add the rows to docs/results/TABLE.jsonl")
     args = parser.parse_args(argv)
@@ -133,7 +132,9 @@ def main(argv=None) -> int:
     test_words = first_sentences(
         os.path.join(CONLL, "eng.testb"), args.dev_sentences, os.path.join(args.output_root, "test.txt")
     )
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    env = dict(
+        os.environ, NERZOO_DATA="conll2003", OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads)
+    )
     plain = f"training_config/{args.model}.jsonnet"
     contextual = f"training_config/{args.model}_contextual.jsonnet"
     transformer = "model.text_field_embedder.token_embedders.transformer"
@@ -144,25 +145,15 @@ def main(argv=None) -> int:
     ]
     measured: List[Dict[str, Any]] = []
     for label, config, extra in rows:
-        from allennlp.common.params import Params
-
-        config_params = Params.from_file(os.path.join(harness.REPO_ROOT, config), ext_vars=env).as_dict(quiet=True)
-        overrides = {
-            "train_data_path": train,
-            "validation_data_path": dev,
-            "test_data_path": None,
-            "evaluate_on_test": False,
-            "trainer.num_epochs": args.epochs,
-            "trainer.patience": None,
-            **harness.embedding_overrides(config_params, args.glove),
-            **extra,
-        }
+        overrides = {"train_data_path": train, "validation_data_path": dev, "test_data_path": None, **extra}
+        overrides.update({"evaluate_on_test": False, "trainer.num_epochs": args.epochs, "trainer.patience": None})
         run_dir = os.path.join(args.output_root, label.replace(" ", "_").replace(",", "").replace("+", "plus"))
-        command = [harness.ALLENNLP, "train", config, "-s", run_dir, "-f", "--include-package", "nerzoo"]
-        command += ["-o", json.dumps(overrides)]
-        outcome = harness.run_logged(command, run_dir + ".log", timeout=None, env=env)
-        if outcome.get("returncode") != 0:
-            raise SystemExit(f"{label}: allennlp train failed, see {run_dir}.log")
+        command = [harness.ALLENNLP, "train", config, "-s", run_dir, "-f", "--include-package", "nerzoo", "-o"]
+        with open(run_dir + ".log", "w") as log:
+            if subprocess.call(
+                command + [json.dumps(overrides)], cwd=harness.REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env
+            ):
+                raise SystemExit(f"{label}: allennlp train failed, see {run_dir}.log")
         epochs = epoch_seconds(run_dir)
         passes = prediction_passes(os.path.join(run_dir, "model.tar.gz"), test_words, args.threads)
         measured.append({"label": label, "config": config, "epochs_s": epochs, "predict_s": passes})
