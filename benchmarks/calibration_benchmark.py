@@ -43,19 +43,10 @@ DEFAULT_TEST = os.path.join(harness.SHARED_DATA, "conll2003", "eng.testb")
 EDGES = [0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0]
 # (objective, temperatures); the first is `allennlp calibrate`'s default.
 VARIANTS = [("span", 1), ("span", 2), ("sequence", 1), ("sequence", 2)]
-COLUMNS = [
-    "model",
-    "archive",
-    "T: span 1 / 2; sequence 1 / 2",
-    "dev ECE before / span 1 / 2 / sequence 1 / 2",
-    "test F1 (all the same)",
-    "test ECE before / span 1 / 2 / sequence 1 / 2",
-    "test ECE fixed bins before / span 1",
-    "test Brier before / span 1",
-    "test P@80% before / span 1",
-    "test P@90% before / span 1",
-    "test ECE, span T fitted on test (oracle)",
-]
+COLUMNS = ["model", "archive", "T: span 1 / 2; sequence 1 / 2", "dev ECE before / span 1 / 2 / sequence 1 / 2"]
+COLUMNS += ["test F1 (all the same)", "test ECE before / span 1 / 2 / sequence 1 / 2"]
+COLUMNS += ["test ECE fixed bins before / span 1", "test Brier before / span 1", "test P@80% before / span 1"]
+COLUMNS += ["test P@90% before / span 1", "test ECE, span T fitted on test (oracle)"]
 
 
 def scores(archive_file: str, data_file: str, overrides: str) -> Dict[str, Any]:
@@ -191,13 +182,9 @@ def row(result: Dict[str, Any]) -> Dict[str, str]:
 
 
 def named(values: List[str], option: str) -> Dict[str, str]:
-    pairs = {}
-    for value in values:
-        name, separator, rest = value.partition("=")
-        if not separator:
-            raise SystemExit(f"error: {option} expects NAME=VALUE, got {value!r}")
-        pairs[name] = rest
-    return pairs
+    if bad := [value for value in values if "=" not in value]:
+        raise SystemExit(f"error: {option} expects NAME=VALUE, got {bad[0]!r}")
+    return dict(value.split("=", 1) for value in values)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -216,9 +203,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         args.seen = {row[0] for _, sentences in documents for _, _, rows in sentences for row in rows}
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     started = datetime.datetime.now()
-    args.output_dir = args.output_dir or os.path.join(
-        harness.REPO_ROOT, "runs", "calibration", started.strftime("%Y%m%d-%H%M%S")
-    )
+    args.output_dir = args.output_dir or os.path.join(harness.REPO_ROOT, f"runs/calibration/{started:%Y%m%d-%H%M%S}")
     os.makedirs(args.output_dir, exist_ok=True)
     overrides = named(args.overrides, "--overrides")
     measured = [
@@ -236,14 +221,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             f"`{harness.display_path(args.dev)}`, test `{harness.display_path(args.test)}`. Machine: "
             f"{harness.machine_description()}. Wall time {datetime.datetime.now() - started}."
         )
-        record = {
-            "started": f"{started:%Y-%m-%d %H:%M}",
-            "columns": COLUMNS,
-            "rows": rows,
-            "results": measured,
-            "note": note,
-        }
-        results.append_run(results.DEFAULT_RESULTS, args.record, record)
+        record = {"started": f"{started:%Y-%m-%d %H:%M}", "columns": COLUMNS, "rows": rows, "results": measured}
+        results.append_run(results.DEFAULT_RESULTS, args.record, dict(record, note=note))
     return 0
 
 

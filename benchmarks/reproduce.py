@@ -1,28 +1,22 @@
 #!/usr/bin/env python
 """
-Trains models until their dev score stops improving, and prints one results row per run: the one
-accuracy protocol of nerzoo's results.
+Trains models until their dev score stops improving, one run per MODEL:DATASET:SEED, and prints one
+results row per run: the one accuracy protocol of nerzoo's results.
 
     .venv/bin/python benchmarks/reproduce.py --threads 1 --max-epochs 50 --output-root runs/X --runs bilstm_crf:conll2003:1
 
-RUN is MODEL:DATASET:SEED, MODEL one of the names below (a config and its overrides), DATASET a data
-set of training_config/data.libsonnet (`conll2003`, `uner_ewt`, `conll2000_chunking`, `conll2000_pos`,
-`ewt_upos`, or `fixtures` for a smoke test), given to the config as NERZOO_DATA: its files, its reader
-and GloVe 6B 50d.  Each run is `allennlp train CONFIG --include-package nerzoo` with
-`trainer.patience` (default 5: training stops after that many epochs without a better dev score),
-`trainer.num_epochs` as a cap (`--max-epochs`, default 60), the three seeds set to SEED, and the test
-set evaluated with the best epoch's weights (`evaluate_on_test`); nothing else of the config changes.
-Each run writes `<output-root>/<model>-<dataset>-<seed>/` (default root runs/reproduce: the
-serialization directory `model/`, the command, `train.log`, `result.json`); the rows are printed as a
-markdown table.  `--table` prints the table of the runs already finished in `--output-root`,
-`--record TABLE` adds the rows to docs/results/TABLE.jsonl and docs/RESULTS.md (`results.py`), and
+MODEL is a name of MODELS below (a config and its overrides); DATASET a data set of
+training_config/data.libsonnet (`conll2003`, `uner_ewt`, `conll2000_chunking`, `conll2000_pos`,
+`ewt_upos`; `fixtures` for a smoke test), given to `allennlp train CONFIG --include-package nerzoo`
+as NERZOO_DATA (its files, its reader, GloVe 6B 50d).  Each run sets `trainer.patience` (default 5),
+`trainer.num_epochs` as a cap (`--max-epochs`, default 60; models with `"schedule"`, whose learning
+rate decays over the config's epochs, keep the config's), the three seeds to SEED, and evaluates the
+test set with the best epoch's weights; nothing else of the config changes.  POS taggers are scored
+by token accuracy.  The FOFE-NER second pass reads the first pass of the same data and seed in the
+same `--output-root` (default runs/reproduce), where each run writes `<model>-<dataset>-<seed>/`
+(`model/`, the command, `train.log`, `result.json`).  `--table` prints the table of the finished
+runs there, `--record TABLE` adds the rows to docs/results/TABLE.jsonl and docs/RESULTS.md, and
 `--overrides` changes every run of a batch (keep it apart with `--output-root`).
-
-Models whose learning-rate schedule is defined over the trainer's epochs (`"schedule": True`:
-FOFE-NER's geometric decay, Seq2Biseq's linear decay) keep their config's `num_epochs` and
-`patience`.  POS taggers are scored by token accuracy (`"metric": "accuracy"`).  The FOFE-NER second
-pass reads the first pass trained with the same data and seed in the same `--output-root`
-(`fofe_ner:DATASET:SEED` first).
 """
 
 import argparse
@@ -168,12 +162,8 @@ def table_rows(runs: List[Dict[str, Any]]) -> Tuple[List[str], List[Dict[str, st
         if dev is None:
             cells += [f"failed (rc {run['returncode']})", "", "", ""]
         else:
-            cells += [
-                f"{run['epochs']} ({run['best_epoch']})",
-                f"{run['wall_s'] / 60:.1f} min",
-                f"{dev:.2f}",
-                f"{test:.2f}",
-            ]
+            cells += [f"{run['epochs']} ({run['best_epoch']})", f"{run['wall_s'] / 60:.1f} min"]
+            cells += [f"{dev:.2f}", f"{test:.2f}"]
         rows.append(dict(zip(columns, cells)))
     return columns, rows
 

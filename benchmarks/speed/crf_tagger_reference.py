@@ -6,19 +6,15 @@ against allennlp-models' `crf_tagger` built like it, in one run: the ratios are 
     .venv/bin/python benchmarks/speed/crf_tagger_reference.py --data conll2003 --epochs 3 --threads 1
     .venv/bin/python benchmarks/speed/crf_tagger_reference.py --data fixtures --epochs 1   # smoke test
 
-The reference (`make install-bench`) is allennlp-models' `crf_tagger` (BIOUL, constrained decoding,
-span F1) reading the files with allennlp's `conll2003` reader (NER column, BIOUL), with the nerzoo
-config's token indexers, embedder, encoder, dropout, vocabulary, data loaders (the same bucketed
-batches) and trainer, nerzoo's faster components spelled as the allennlp components they equal
-(`fast_characters` as `characters`, `fast_character_encoding` as `character_encoding`, `fast_lstm`
-as `lstm`); one difference stays inside the models: nerzoo's dropout is variational, crf_tagger's
-plain.  Both train `--epochs` epochs (patience off, no test evaluation) on the data set `--data` of
-training_config/data.libsonnet (NERZOO_DATA), one after the other, with `--threads` torch threads.
-Train sentences/s is train sentences x epochs / the trainer's `training_duration` (the validation
-pass after every epoch included).  Then both archives are loaded into this process and predict the
-validation sentences (words only, batches of 64, `Model.forward_on_instances`), alternately pass by
-pass, three passes each after a warm-up batch; the fastest pass of each counts.  Output folder:
-`--output-dir` (default runs/crf_tagger_reference/<timestamp>).
+The reference (`make install-bench`) is allennlp-models' `crf_tagger` (BIOUL, constrained decoding)
+on allennlp's `conll2003` reader, with the nerzoo config's token indexers, embedder, encoder, dropout,
+vocabulary, data loaders (the same bucketed batches) and trainer, nerzoo's faster components spelled
+as the allennlp components they equal (`fast_lstm` as `lstm`, ...); nerzoo's dropout stays
+variational, crf_tagger's plain.  Both train `--epochs` epochs (patience off) on the data set `--data`
+(NERZOO_DATA) with `--threads` threads; train sentences/s is sentences x epochs / the trainer's
+`training_duration` (validation included).  Both archives then predict the validation sentences
+(words only, batches of 64, `forward_on_instances`) in this process, alternately, three passes each
+after a warm-up batch; the fastest pass counts.  Output: `--output-dir` (default runs/crf_tagger_reference/).
 """
 
 import argparse

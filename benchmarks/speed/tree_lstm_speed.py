@@ -32,29 +32,17 @@ DEFAULT_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "ud_english_ewt",
 
 def read_heads(path: str, count: int, min_tokens: int) -> List[List[int]]:
     """The HEAD column of the first `count` sentences with at least `min_tokens` basic tokens."""
-    sentences: List[List[int]] = []
-    heads: List[int] = []
     with open(path, encoding="utf-8") as conllu:
-        for line in conllu:
-            line = line.rstrip("\n")
-            if not line:
-                if len(heads) >= min_tokens:
-                    sentences.append(heads)
-                    if len(sentences) == count:
-                        return sentences
-                heads = []
-                continue
-            if line.startswith("#"):
-                continue
-            columns = line.split("\t")
-            if "-" in columns[0] or "." in columns[0]:
-                continue
-            heads.append(int(columns[6]))
-    if len(heads) >= min_tokens and len(sentences) < count:
-        sentences.append(heads)
+        blocks = conllu.read().split("\n\n")
+    sentences = []
+    for block in blocks:
+        rows = [line.split("\t") for line in block.splitlines() if line and not line.startswith("#")]
+        heads = [int(row[6]) for row in rows if row[0].isdigit()]  # not `1-2` ranges or `1.1` empty nodes
+        if len(heads) >= min_tokens:
+            sentences.append(heads)
     if len(sentences) < count:
         raise ValueError(f"{path} has only {len(sentences)} sentences with >= {min_tokens} tokens.")
-    return sentences
+    return sentences[:count]
 
 
 def tree_height(heads: List[int]) -> int:
