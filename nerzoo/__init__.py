@@ -3,7 +3,8 @@ nerzoo: AllenNLP components for sequence labelling and named-entity recognition.
 
 Importing the package registers every component (readers, encoders, metrics, models, predictors,
 subcommands), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
-It also sets the ext vars of the contextual configs where unset (`nerzoo.transformer_models`).
+It also sets the ext vars of the shipped configs where unset (`NERZOO_DATA=fixtures`, the
+contextual configs' transformer: `nerzoo.transformer_models.set_default_ext_vars`).
 """
 
 from nerzoo.commands.calibrate import Calibrate
@@ -44,7 +45,6 @@ from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
-from nerzoo.training.callbacks.time_budget import TimeBudget
 from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
@@ -95,7 +95,6 @@ __all__ = [
     "SpanCalibration",
     "SpanSetF1",
     "SummedGruEncoder",
-    "TimeBudget",
     "TagText",
     "ThreadDiscourseF1",
     "ThreadDiscoursePredictor",

