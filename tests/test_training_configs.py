@@ -37,9 +37,14 @@ def test_configs_needing_an_archive_are_trained_end_to_end(config):
     assert f"training_config/{config}" in (PROJECT_ROOT / NEEDS_AN_ARCHIVE[config]).read_text()
 
 
+def on_fixtures(config: pathlib.Path, overrides: str = "") -> Params:
+    """The config's params on the fixtures (NERZOO_DATA=fixtures, whatever the environment says)."""
+    return Params.from_file(str(config), overrides, ext_vars={"NERZOO_DATA": "fixtures"})
+
+
 def build_on_fixtures(config: pathlib.Path):
     """The config's model and its first 8 training instances, with the vocabulary built from them."""
-    params = Params.from_file(str(config))
+    params = on_fixtures(config)
     assert "fixtures/" in params["train_data_path"], "shipped configs train on the fixtures by default"
     reader = DatasetReader.from_params(params.pop("dataset_reader"))
     instances = list(reader.read(params.pop("train_data_path")))[:8]
@@ -106,7 +111,7 @@ def padded_positions(batches: List[List[int]], lengths: List[int]) -> int:
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
 def test_config_batches_instances_of_similar_length(config: pathlib.Path):
-    params = Params.from_file(str(config)).as_dict(quiet=True)
+    params = on_fixtures(config).as_dict(quiet=True)
     reader_params = params["dataset_reader"]
     loaders = {
         "data_loader": (reader_params, params["train_data_path"]),
@@ -180,14 +185,15 @@ def test_restart_conflicts_are_seen():
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
 def test_warm_restarts_are_not_cut_short(config: pathlib.Path):
-    assert restart_conflict(Params.from_file(str(config)).as_dict(quiet=True)["trainer"]) == ""
+    assert restart_conflict(on_fixtures(config).as_dict(quiet=True)["trainer"]) == ""
 
 
-def test_deptree_paper_schedule_in_its_header_is_not_cut_short():
-    text = (PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet").read_text()
-    header = "".join(line[2:].strip() for line in text.splitlines() if line.startswith("//"))
-    overrides = header[header.index("-o '") + 4 : header.index("}'", header.index("-o '")) + 1]
-    params = Params.from_file(str(PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet"), overrides)
+def test_deptree_paper_schedule_in_its_comments_is_not_cut_short():
+    config = PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet"
+    lines = [line.strip() for line in config.read_text().splitlines()]
+    comments = "".join(line[2:].strip() for line in lines if line.startswith("//"))
+    overrides = comments[comments.index("-o '") + 4 : comments.index("}'", comments.index("-o '")) + 1]
+    params = on_fixtures(config, overrides)
     trainer = params.as_dict(quiet=True)["trainer"]
     assert trainer["optimizer"] == {"type": "sgd", "lr": 0.005, "momentum": 0.9}
     assert restart_conflict(trainer) == ""
@@ -196,5 +202,5 @@ def test_deptree_paper_schedule_in_its_header_is_not_cut_short():
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
 def test_config_leaves_the_device_to_allennlp(config: pathlib.Path):
     """No hard-coded device: allennlp's trainer takes GPU 0 when there is one, else the CPU."""
-    trainer = Params.from_file(str(config)).as_dict(quiet=True)["trainer"]
+    trainer = on_fixtures(config).as_dict(quiet=True)["trainer"]
     assert "cuda_device" not in trainer

@@ -1,36 +1,16 @@
-// BiLSTM-CNN-CRF baseline (Ma & Hovy 2016, https://aclanthology.org/P16-1101): lower-cased word
-// embeddings initialised from GloVe, a character CNN, a BiLSTM and a constrained CRF over BIOUL tags.
-// It is the yardstick for every paper model in nerzoo.
-//
-// Trains on the fixtures by default. For CoNLL-2003 (see README "Real data"), override the data and
-// the pretrained file, e.g.
-//   -o '{"train_data_path": "../shared/data/conll2003/eng.train", ...}'
-// The vocabulary is extended with the pretrained file's words, so test words unseen in training keep
-// their GloVe vectors instead of falling to @@UNKNOWN@@ (worth ~6 F1 on CoNLL-2003 test).
-//
-// Batches hold sentences of similar length, so the LSTM runs over little padding (CoNLL-2003
-// sentences have 1 to 124 tokens): AllenNLP's `bucket` batch sampler sorts the sentences by their
-// number of tokens (`sorting_keys: ["tokens"]`) with 10% noise, cuts them into batches and shuffles
-// the batches (the last, smaller batch holds the longest sentences; none is dropped). Validation
-// batches go in length order without noise (`shuffle: false`), which is also the order of
-// `allennlp evaluate --predictions-output-file`. A batch sampler takes the batch size: override
-// `data_loader.batch_sampler.batch_size` (AllenNLP refuses `data_loader.batch_size` beside it), and
-// evaluate with -o '{"validation_data_loader.batch_sampler.batch_size": 16}' rather than --batch-size.
-//
-// The character CNN is allennlp's `character_encoding` run on the real tokens only
-// (`fast_character_encoding`: the same parameters and outputs, no work on padded slots), and its
-// ids are padded by `fast_characters` (allennlp's `characters` indexer with the same ids and
-// tensors, padded in one array instead of nested Python lists, and looked up without a Token per
-// character). The BiLSTM is `fast_lstm`: allennlp's `lstm` (the same parameters, the same outputs
-// at real tokens) run on the padded batch, each row reversed within its length for the backward
-// direction, so that oneDNN's (cuDNN's) fused LSTM runs instead of a packed sequence step by step.
+// BiLSTM-CNN-CRF, Ma & Hovy (2016), https://aclanthology.org/P16-1101: nerzoo's baseline NER model.
+// Lower-cased GloVe words + a character CNN, a BiLSTM and a constrained CRF over BIOUL tags, SGD as
+// the paper; batches of sentences of similar length (`bucket` sampler: override
+// `data_loader.batch_sampler.batch_size`, not `data_loader.batch_size`).
+// Data: NERZOO_DATA=fixtures (default), conll2003, uner_ewt (training_config/data.libsonnet).
+local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local char_dim = 16;
 local char_filters = 64;
 local lstm_dim = 200;  // per direction, as Ma & Hovy
 
-{
+local config = {
   dataset_reader: {
     type: "conll_columns",
     tag_column: 3,
@@ -78,4 +58,6 @@ local lstm_dim = 200;  // per direction, as Ma & Hovy
     patience: 5,
     validation_metric: "+f1-measure-overall",
   },
-}
+};
+
+data.on(config)

@@ -21,14 +21,8 @@
 // and characters run over little padding; see bilstm_crf.jsonnet for overriding batch sizes. The
 // word BiLSTM is `fast_lstm` (allennlp's `lstm` on the padded batch, see bilstm_crf.jsonnet).
 //
-// Data: CoNLL-style column files, the chunk column (tag_column 2, BIO in CoNLL-2000). The configs
-// train on the CoNLL-2003 fixtures' chunk column by default; for CoNLL-2000 (no dev set: every 9th
-// training sentence is held out, see `conll_columns`' `?held_out=` paths) override
-//   -o '{"train_data_path": "../shared/data/conll2000/train.txt?without_held_out=9",
-//        "validation_data_path": "../shared/data/conll2000/train.txt?held_out=9",
-//        "test_data_path": "../shared/data/conll2000/test.txt",
-//        "vocabulary.pretrained_files.tokens": "<glove.6B.50d>", and the embedder's pretrained_file}'
-// as benchmarks/char_gated_benchmark.py does.
+// Data: the chunk column (tag_column 2, BIO in CoNLL-2000) of CoNLL-style column files; the
+// configs apply training_config/data.libsonnet (NERZOO_DATA=fixtures or conll2000_chunking).
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local char_dim = 50;

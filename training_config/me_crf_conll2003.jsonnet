@@ -1,32 +1,15 @@
-// ME-CRF for NER over whole documents: Liu, Baldwin & Cohn (2017), "Capturing Long-range Contextual
-// Dependencies with Memory-enhanced Conditional Random Fields", IJCNLP, https://aclanthology.org/I17-1056.
-// Settings of §5.2: 50-d word embeddings kept fixed (GloVe 6B 50d in place of SENNA, as the paper
-// reports GloVe works better), concatenated with the six binary word-shape features; BiGRU memories
-// of hidden size 50 (W_m 50 x 50); one memory hop over every earlier word of the document; dropout
-// keep rate 0.8 on the GRUs' inputs and outputs; a CRF over the BIO tags of each sentence (§3, §5.1;
-// the memory spans the document); Adam, batch size 32 (documents), up to 100 epochs with early
-// stopping on dev span F1. One CRF chain over the whole document, its transitions crossing sentence
-// boundaries: -o '{"model.head.crf_per_sentence": false}'.
-//
-// Trains on the fixtures by default. For CoNLL-2003 (see README "ME-CRF"), override the data and the
-// pretrained file:
-//   -o '{"train_data_path": "../shared/data/conll2003/eng.train",
-//        "validation_data_path": "../shared/data/conll2003/eng.testa",
-//        "test_data_path": "../shared/data/conll2003/eng.testb",
-//        "model.text_field_embedder.token_embedders.tokens.pretrained_file": "<glove.6B.50d>",
-//        "vocabulary.pretrained_files.tokens": "<glove.6B.50d>"}'
-// Variants: -o '{"model.memory.num_hops": 2}' (K hops), '{"model.memory.window": 256}' (bounded
-// memory for very long documents), '{"model.head.use_crf": false}' (MEMNET, softmax instead of CRF).
-// Batches hold documents of similar length in tokens (the `bucket` batch sampler sorted by the
-// document's `tokens`, 10% noise, shuffled batches; validation batches in length order without
-// noise): the GRUs and the memory run over the longest document of a batch, and CoNLL-2003
-// documents range from a few to over a thousand tokens. See bilstm_crf.jsonnet for batch sizes.
+// ME-CRF for NER over whole documents, Liu, Baldwin & Cohn (2017), https://aclanthology.org/I17-1056
+// (§5.2): fixed GloVe 50d + six word-shape features, a BiGRU memory with one hop over every earlier
+// word of the document, a CRF over each sentence's BIO tags; Adam, batches of 32 documents.
+// Variants (K hops, bounded memory, MEMNET, one CRF per document): docs.
+// Data: NERZOO_DATA=fixtures (default) or conll2003 (training_config/data.libsonnet).
+local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local num_shape_features = 6;
 local hidden_dim = 50;
 
-{
+local config = {
   dataset_reader: {
     type: "conll_columns",
     tag_column: 3,
@@ -69,4 +52,6 @@ local hidden_dim = 50;
     patience: 10,
     validation_metric: "+f1-measure-overall",
   },
-}
+};
+
+data.on(config)

@@ -1,0 +1,149 @@
+// The data every shipped config trains on, picked by the ext var NERZOO_DATA (AllenNLP fills ext
+// vars from the environment; importing nerzoo sets NERZOO_DATA=fixtures where unset):
+//
+//   NERZOO_DATA=conll2003 allennlp train training_config/deptree_ner.jsonnet -s runs/x --include-package nerzoo
+//
+// Every config ends with `data.on(config)`. `fixtures` (the default) leaves the config as it is. A
+// real data set is read from ../shared/data (run from the repository root; the data is never copied
+// into the project, each folder has a PROVENANCE.md): it sets the three data paths, the reader the
+// config's model needs on it (or keeps the config's own), and GloVe 6B 50d for every pretrained
+// file of the config (its word embedders and its vocabulary, so that test words unseen in training
+// keep their GloVe vectors). Everything else, the length-bucketed batches included, is the config's.
+//
+//   conll2003           CoNLL-2003 English NER: eng.train, eng.testa (dev), eng.testb (test), each
+//                       config's own reader: spaCy trees (deptree_ner), whole documents (me_crf),
+//                       entity spans (fofe_ner), sentences (bilstm_crf)
+//   uner_ewt            UNER English-EWT NER with the gold UD r2.9 trees (`conllu_ner` joins the
+//                       .iob2 files with the treebank on sent_id); sentence-level NER configs only.
+//                       Its released train file is not here: it trains on the pre-release one, whose
+//                       OTH and spurious B-O tags are read as O (see uner_english_ewt/PROVENANCE.md)
+//   conll2000_chunking  CoNLL-2000 chunk column; dev = every 9th training sentence (992), the model
+//                       trains on the other 7,944 (`conll_columns`' `?held_out=` paths); all eleven
+//                       chunk types declared in the label vocabulary
+//   conll2000_pos       CoNLL-2000 POS column (Brill-tagger tags), the same split
+//   ewt_upos            UD English-EWT r2.16 UPOS (`conllu_ner` with tag_source "upos")
+//
+// A data set accepts the configs whose reader labels its task (read from the reader: the column of
+// the CoNLL-2003 fixtures it tags, 1 POS, 2 chunks, 3 NER); any other pair is a Jsonnet error
+// naming the model and the data sets it accepts. A config built on another one starts from the
+// other's `fixture_config` (hidden) and applies `on` itself, so the data fits the final config.
+local shared = "../shared/data/";
+local glove = shared + "embeddings_glove6b50d_filtered/glove.6B.50d.filtered.txt.gz";
+
+local paths(prefix, train, validation, test) = {
+  train_data_path: prefix + train,
+  validation_data_path: prefix + validation,
+  test_data_path: prefix + test,
+};
+local conll2000_paths = paths(shared + "conll2000/", "train.txt?without_held_out=9", "train.txt?held_out=9", "test.txt");
+
+// The eleven CoNLL-2000 chunk types, all declared: training never has a multi-word LST chunk, which
+// test.txt has, and UCP occurs only in the held-out dev sentences.
+local chunk_types = ["ADJP", "ADVP", "CONJP", "INTJ", "LST", "NP", "PP", "PRT", "SBAR", "UCP", "VP"];
+local prefixes = { BIOUL: ["B", "I", "L", "U"], BIO: ["B", "I"], IOB1: ["B", "I"] };
+local chunk_labels(scheme) = ["O"] + [prefix + "-" + chunk for chunk in chunk_types for prefix in prefixes[scheme]];
+
+// What the config's reader labels.
+local column_tasks = { "1": "POS", "2": "chunking", "3": "NER" };
+local task(config) =
+  local reader = config.dataset_reader;
+  if reader.type == "thread_discourse" then "thread discourse"
+  else
+    local column = if reader.type == "entity_spans" then std.get(std.get(reader, "conll", {}), "tag_column")
+    else std.get(reader, "tag_column");
+    std.get(column_tasks, std.toString(column), "column " + column);
+local reads_columns(config) = config.dataset_reader.type == "conll_columns";
+local reads_sentences(config) =
+  std.member(["conll_columns", "spacy_parsed_conll"], config.dataset_reader.type)
+  && !std.get(config.dataset_reader, "document_level", false);
+
+// `reader` with the config's token indexers, for every reader of the config.
+local readers(config, reader) =
+  local with_indexers = reader { token_indexers: config.dataset_reader.token_indexers };
+  {
+    dataset_reader: with_indexers,
+    [if std.objectHas(config, "validation_dataset_reader") then "validation_dataset_reader"]: with_indexers,
+  };
+
+// name -> what configs it accepts, and what it sets on one.
+local datasets = {
+  fixtures: { accepts(config): true, set(config): {} },
+  conll2003: {
+    accepts(config): task(config) == "NER",
+    set(config): paths(shared + "conll2003/eng.", "train", "testa", "testb"),
+  },
+  uner_ewt: {
+    accepts(config): task(config) == "NER" && reads_sentences(config),
+    set(config):
+      paths(shared + "uner_english_ewt/", "prerelease/en_ewt-ud-train.prerelease-0c7ce0d.iob2", "en_ewt-ud-dev.iob2", "en_ewt-ud-test.iob2")
+      + readers(config, {
+        type: "conllu_ner",
+        treebank: shared + "ud_english_ewt/r2.9/*.conllu",
+        drop_entity_types: ["OTH", "O"],
+        file_tag_scheme: "BIO",
+        tag_scheme: config.dataset_reader.tag_scheme,
+      }),
+  },
+  conll2000_chunking: {
+    accepts(config): task(config) == "chunking" && reads_columns(config),
+    set(config): conll2000_paths + {
+      vocabulary+: { tokens_to_add: { labels: chunk_labels(config.dataset_reader.tag_scheme) } },
+    },
+  },
+  conll2000_pos: {
+    accepts(config): task(config) == "POS" && reads_columns(config),
+    set(config): conll2000_paths,
+  },
+  ewt_upos: {
+    accepts(config): task(config) == "POS" && reads_columns(config),
+    set(config):
+      paths(shared + "ud_english_ewt/r2.16/en_ewt-ud-", "train.conllu", "dev.conllu", "test.conllu")
+      + readers(config, { type: "conllu_ner", tag_source: "upos" }),
+  },
+};
+
+// GloVe for every pretrained file: the vocabulary's, and the word embedders' (fofe_ner's
+// `model.word_embedders`, char_gated's `word_embedding` inside its embedder).
+local embedder_with_glove(embedder) =
+  if std.objectHas(embedder, "pretrained_file") then embedder { pretrained_file: glove }
+  else if std.objectHas(embedder, "word_embedding") then embedder { word_embedding: embedder_with_glove(super.word_embedding) }
+  else embedder;
+local all_with_glove(embedders) = std.mapWithKey(function(_, embedder) embedder_with_glove(embedder), embedders);
+local with_glove(config) = config + {
+  [if std.objectHas(std.get(config, "vocabulary", {}), "pretrained_files") then "vocabulary"]+: {
+    pretrained_files: std.mapWithKey(function(_namespace, _file) glove, super.pretrained_files),
+  },
+  model+: {
+    [if std.objectHas(config.model, "text_field_embedder") then "text_field_embedder"]+: {
+      token_embedders: all_with_glove(super.token_embedders),
+    },
+    [if std.objectHas(config.model, "word_embedders") then "word_embedders"]: all_with_glove(super.word_embedders),
+  },
+};
+
+// The names, fixtures first.
+local names = ["fixtures"] + [name for name in std.objectFields(datasets) if name != "fixtures"];
+local accepted(config) = [name for name in names if datasets[name].accepts(config)];
+local refusal(config, name) =
+  local about = "model " + config.model.type + " (its " + config.dataset_reader.type + " reader labels " + task(config) + ")";
+  if !std.objectHas(datasets, name) then
+    "NERZOO_DATA=" + name + " is no data set of training_config/data.libsonnet; they are: " + std.join(", ", names)
+  else if !datasets[name].accepts(config) then
+    "NERZOO_DATA=" + name + " does not apply to " + about + "; it accepts NERZOO_DATA=" + std.join(", ", accepted(config))
+  else null;
+
+{
+  glove: glove,
+  datasets: names,
+  // The names `config` accepts.
+  accepted(config):: accepted(config),
+  // `config` on the data set `name`. On a refused name every field is the error; `fixture_config`
+  // stays readable, for the configs built on this one.
+  on(config, name=std.extVar("NERZOO_DATA"))::
+    local problem = refusal(config, name);
+    local applied =
+      if problem != null then { [field]: error problem for field in std.objectFields(config) }
+      else if name == "fixtures" then config
+      else with_glove(config) + datasets[name].set(config);
+    applied + { fixture_config:: config },
+}
