@@ -51,3 +51,16 @@ def test_runs_add_rows_and_notes_and_leave_the_prose_alone(results, tmp_path):
     assert results.main(["--results", str(results_md), "--check"]) == 1
     assert results.main(["--results", str(results_md)]) == 0
     assert results_md.read_text() == text + "\nMore prose.\n"
+
+
+def test_reproduce_knows_a_config_for_every_model_and_the_data_sets_of_data_libsonnet(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # the scripts import each other by name
+    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "benchmarks" / "reproduce.py")
+    reproduce = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reproduce)
+    assert not [model for model, entry in reproduce.MODELS.items() if not (ROOT / entry["config"]).exists()]
+    first_passes = {entry["first_pass"] for entry in reproduce.MODELS.values() if "first_pass" in entry}
+    assert first_passes <= set(reproduce.MODELS)
+    assert {"fixtures", "conll2003", "uner_ewt", "conll2000_chunking", "conll2000_pos", "ewt_upos"} <= set(
+        reproduce.DATASETS
+    )
