@@ -1,7 +1,7 @@
 // FOFE-NER, Xu (2017), "Fixed-size Ordinally-Forgetting Encoding and Its Applications", MSc thesis,
 // York University, ch. 5 (settings of §5.5.1 scaled to CPU): every fragment of up to 7 words is
 // classified from FOFE codes of its contexts, words and characters by a 3 x 512 ReLU net; Adam in
-// place of SGD. Second pass: fofe_ner_second_pass.jsonnet. Nested entities, the thesis' SGD: docs.
+// place of SGD. Second pass: fofe_ner_second_pass.jsonnet. More: docs/fofe_ner.md.
 // Data: NERZOO_DATA=fixtures (default) or conll2003 (training_config/data.libsonnet).
 local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";

@@ -1,7 +1,7 @@
 // ME-CRF for NER over whole documents, Liu, Baldwin & Cohn (2017), https://aclanthology.org/I17-1056
 // (§5.2): fixed GloVe 50d + six word-shape features, a BiGRU memory with one hop over every earlier
 // word of the document, a CRF over each sentence's BIO tags; Adam, batches of 32 documents.
-// Variants (K hops, bounded memory, MEMNET, one CRF per document): docs.
+// Variants (K hops, bounded memory, MEMNET, one CRF per document): docs/me_crf.md.
 // Data: NERZOO_DATA=fixtures (default) or conll2003 (training_config/data.libsonnet).
 local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";

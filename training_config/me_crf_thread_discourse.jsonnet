@@ -1,7 +1,7 @@
 // ME-CRF+ for forum thread discourse structure (links and dialogue acts), Liu, Baldwin & Cohn (2017),
 // https://aclanthology.org/I17-1056 (§4, settings of §4.2): GRU title/text encoders, a tied memory
 // over the posts, one hop, CRF with the curriculum (transitions frozen for 20 epochs).
-// Variants of Table 1, 10-fold cross-validation (`cross-validate-thread-discourse`): docs.
+// Variants of Table 1, 10-fold cross-validation (`cross-validate-thread-discourse`): docs/me_crf.md.
 // Data: NERZOO_DATA=fixtures only (the synthetic fixtures/thread_discourse; CNET is not distributed).
 local data = import "data.libsonnet";
 local word_dim = 20;

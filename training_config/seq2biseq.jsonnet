@@ -1,6 +1,6 @@
 // Seq2Biseq, Dinarelli & Grobol (2019), https://arxiv.org/abs/1904.04733: character GRU, word BiGRU,
 // backward and forward label decoders (eq. 1-8), chunking in BIO; settings of §4.2 for WSJ with
-// GloVe 6B 50d words, Adam with linear decay. Variants (2-opt, segments, Seq2Biseq_le): docs.
+// GloVe 6B 50d words, Adam with linear decay. Variants: docs/seq2biseq.md.
 // POS tagging: seq2biseq_pos.jsonnet.
 // Data: NERZOO_DATA=fixtures (default, the chunk column) or conll2000_chunking (training_config/data.libsonnet).
 local data = import "data.libsonnet";
