@@ -224,8 +224,7 @@ class FofeNer(Model):
             rates = self.overlap_sample_rate, self.disjoint_sample_rate
             keep = span_mask & fofe_spans.sample_spans(gold, entities, starts, ends, mask, *rates)
         # The scored spans as one flat list (row-major order of `keep`): no work on padding.
-        span_batch, span_column = keep.nonzero(as_tuple=True)
-        spans = FlatSpans(span_batch, starts[span_batch, span_column], ends[span_batch, span_column])
+        spans = FlatSpans.where(keep, starts, ends)
 
         first_pass_probabilities = substitutions = None
         if self.first_pass is not None:
@@ -266,7 +265,7 @@ class FofeNer(Model):
             if first_pass_probabilities is not None:
                 output["first_pass_probabilities"] = fofe_spans.scatter_rows(first_pass_probabilities, scored_mask)
         if gold is not None:
-            flat_gold = gold[span_batch, span_column]
+            flat_gold = gold[keep]
             if flat_gold.numel():
                 output["loss"] = torch.nn.functional.cross_entropy(logits, flat_gold)
                 self.accuracy(logits, flat_gold)

@@ -26,6 +26,12 @@ class FlatSpans(NamedTuple):
     starts: torch.LongTensor
     ends: torch.LongTensor
 
+    @classmethod
+    def where(cls, keep: torch.BoolTensor, starts: torch.LongTensor, ends: torch.LongTensor) -> "FlatSpans":
+        """The spans `(batch, num_spans)` where `keep` is true, row by row (the order of `keep[keep]`)."""
+        span_batch, column = keep.nonzero(as_tuple=True)
+        return cls(span_batch, starts[span_batch, column], ends[span_batch, column])
+
 
 def enumerate_spans(
     mask: torch.BoolTensor, max_width: int

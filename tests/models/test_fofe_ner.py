@@ -98,8 +98,7 @@ class TestFofeNer(ModelTestCase):
             output = second(**tensors)
             first_output = first(**tensors)
             mask, starts, ends, span_mask = self._spans(tensors)
-            span_batch, column = span_mask.nonzero(as_tuple=True)
-            spans = FlatSpans(span_batch, starts[span_batch, column], ends[span_batch, column])
+            spans = FlatSpans.where(span_mask, starts, ends)
             entities = first_pass_entities(
                 first_output["class_probabilities"],
                 first_output["span_starts"],
@@ -161,8 +160,7 @@ def test_second_pass_keeps_the_first_pass_and_interpolates_its_probabilities():
     tensors = batch.as_tensor_dict()
     mask = tensors["tokens"]["tokens"]["tokens"] > 0
     starts, ends, span_mask = enumerate_spans(mask, first.max_span_width)
-    span_batch, column = span_mask.nonzero(as_tuple=True)
-    spans = FlatSpans(span_batch, starts[span_batch, column], ends[span_batch, column])
+    spans = FlatSpans.where(span_mask, starts, ends)
     with torch.no_grad():
         first_output = first(**tensors)
         expected = first_output["class_probabilities"]

@@ -82,6 +82,6 @@ def fofe_batch(count: int = 6) -> FofeBatch:
     tensors = batch.as_tensor_dict()
     mask = tensors["tokens"]["tokens"]["tokens"] > 0
     starts, ends, span_mask = enumerate_spans(mask, model.max_span_width)
-    span_batch, column = span_mask.nonzero(as_tuple=True)
-    spans = FlatSpans(span_batch, starts[span_batch, column], ends[span_batch, column])
-    return FofeBatch(model, tensors, tensors["metadata"], mask, starts, ends, span_mask, spans)
+    return FofeBatch(
+        model, tensors, tensors["metadata"], mask, starts, ends, span_mask, FlatSpans.where(span_mask, starts, ends)
+    )
