@@ -1,6 +1,6 @@
 """
 Speed of the level-batched `ChildSumTreeLstm` against the node-by-node reference
-(`nerzoo/modules/seq2seq_encoders/tree_lstm_reference.py`), same weights, same run.
+(`tests/modules/tree_lstm_reference.py`, the tests' slow obvious form), same weights, same run.
 
     .venv/bin/python benchmarks/speed/tree_lstm_speed.py [--batch-size 32] [--input-dim 100] [--hidden-dim 100]
         [--repeats 5] [--threads 1] [--data ../shared/data/ud_english_ewt/r2.9/en_ewt-ud-dev.conllu]
@@ -17,6 +17,7 @@ import argparse
 import copy
 import os
 import statistics
+import sys
 import time
 from typing import List, Tuple
 
@@ -24,9 +25,11 @@ import torch
 
 from nerzoo.modules.seq2seq_encoders import child_sum_tree_lstm
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
-from nerzoo.modules.seq2seq_encoders.tree_lstm_reference import reference_tree_lstm
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO_ROOT)  # the reference lives with the tests
+from tests.modules.tree_lstm_reference import reference_tree_lstm  # noqa: E402
+
 DEFAULT_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "ud_english_ewt", "r2.9", "en_ewt-ud-dev.conllu")
 
 

@@ -1,6 +1,6 @@
 """
 The obvious node-by-node child-sum Tree-LSTM, for checking `ChildSumTreeLstm` (tests) and timing it
-(`benchmarks/tree_lstm_speed.py`).  Not registered, not for training: it recurses over each sentence's
+(`benchmarks/speed/tree_lstm_speed.py`).  Not registered, not for training: it recurses over each sentence's
 tree in Python, one token at a time, with the parameters of a given `ChildSumTreeLstm`.
 """
 
