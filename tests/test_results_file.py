@@ -1,5 +1,6 @@
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,30 @@ def test_reproduce_knows_a_config_for_every_model_and_the_data_sets_of_data_libs
     assert {"fixtures", "conll2003", "uner_ewt", "conll2000_chunking", "conll2000_pos", "ewt_upos"} <= set(
         reproduce.DATASETS
     )
+
+
+def test_every_run_the_results_quote_is_one_reproduce_knows(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "benchmarks" / "reproduce.py")
+    reproduce = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reproduce)
+    text = (ROOT / "docs" / "RESULTS.md").read_text()
+    quoted = []
+    for tail in re.findall(r"--runs (.*)", text):
+        words = []
+        for word in tail.replace("`", " ").split():
+            if word.startswith(("-", "#", "|")):
+                break
+            words.append(word)
+        quoted.append(" ".join(words))
+    assert len(quoted) >= 20
+    runs = []
+    for argument in quoted:
+        expanded = subprocess.run(
+            ["bash", "-c", f"printf '%s\\n' {argument}"], capture_output=True, text=True, check=True
+        )
+        runs += [run for line in expanded.stdout.split() for run in line.split(",") if run and "MODEL" not in run]
+    unknown = [
+        run for run in runs if run.split(":")[0] not in reproduce.MODELS or run.split(":")[1] not in reproduce.DATASETS
+    ]
+    assert not unknown
