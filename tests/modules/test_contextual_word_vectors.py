@@ -143,7 +143,11 @@ def test_ext_vars_default_to_the_cache_and_read_the_hidden_size(tmp_path, monkey
     monkeypatch.setenv("NERZOO_CACHE", str(tmp_path))
     environ = {}
     transformer_models.set_default_ext_vars(environ)
-    assert environ == {"TRANSFORMER_MODEL": str(tmp_path / "all-MiniLM-L6-v2"), "TRANSFORMER_DIM": "0"}
+    assert environ == {
+        "TRANSFORMER_MODEL": str(tmp_path / "all-MiniLM-L6-v2"),
+        "TRANSFORMER_DIM": "0",
+        "NERZOO_DATA": "fixtures",
+    }
     environ = {"TRANSFORMER_MODEL": MODEL}
     transformer_models.set_default_ext_vars(environ)
     assert environ["TRANSFORMER_DIM"] == "16"
