@@ -18,7 +18,7 @@
 //
 // Batches hold sentences of similar length (the `bucket` batch sampler sorted by tokens, 10% noise,
 // shuffled batches; validation batches in length order without noise), so the BiLSTMs over words
-// and characters run over little padding; see bilstm_crf.jsonnet for overriding batch sizes. The
+// and characters run over little padding; see docs/bilstm_crf.md for overriding batch sizes. The
 // word BiLSTM is `fast_lstm` (allennlp's `lstm` on the padded batch, see bilstm_crf.jsonnet).
 //
 // Data: the chunk column (tag_column 2, BIO in CoNLL-2000) of CoNLL-style column files; the
