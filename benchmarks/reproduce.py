@@ -152,9 +152,11 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
 
 
 def table_rows(runs: List[Dict[str, Any]]) -> Tuple[List[str], List[Dict[str, str]]]:
-    """The columns and rows of a table of finished runs (their `result.json`)."""
-    label = "accuracy" if runs and all(run.get("metric") == "accuracy" for run in runs) else "F1"
-    columns = ["model", "data", "seed", "epochs (best)", "wall time", f"dev {label}", f"test {label}"]
+    """
+    The columns and rows of a table of finished runs (their `result.json`): the columns of every
+    per-model table of docs/RESULTS.md, `dev` and `test` in the metric its section names.
+    """
+    columns = ["model", "data", "seed", "epochs (best)", "wall time", "dev", "test"]
     rows = []
     for run in runs:
         dev, test = run.get("dev", run.get("dev_f1")), run.get("test", run.get("test_f1"))
