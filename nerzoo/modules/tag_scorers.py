@@ -23,6 +23,7 @@ from allennlp.modules.conditional_random_field import allowed_transitions
 
 from nerzoo.modules.batched_crf import crf_log_likelihood, sequence_log_likelihood, viterbi_decode
 from nerzoo.modules.crf_marginals import PathPosteriors, constrained_scores, forward_backward, tag_marginals
+from nerzoo.modules.full_precision import full_precision
 
 
 class TagPosteriors(NamedTuple):
@@ -87,9 +88,13 @@ class CrfScorer:
 
     @torch.no_grad()
     def posteriors(self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor) -> TagPosteriors:
-        """Forward-backward marginals and the exact posterior of any stretch of `paths`."""
+        """
+        Forward-backward marginals and the exact posterior of any stretch of `paths`, in float64:
+        a marginal is `exp(alpha + beta - log Z)` with `log Z` in the hundreds, where float32 keeps
+        only about 3e-5 of it.
+        """
         temperatures = torch.tensor([self.temperature, self.transition_temperature])
-        return self.scaled_posteriors(logits.float(), mask, paths, temperatures)
+        return self.scaled_posteriors(logits.double(), mask, paths, temperatures)
 
     def scaled_posteriors(
         self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor, temperatures: torch.Tensor
@@ -144,7 +149,7 @@ class SoftmaxScorer:
     @torch.no_grad()
     def posteriors(self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor) -> TagPosteriors:
         """A segment's probability is the product of its tokens' (the positions are independent)."""
-        return self.scaled_posteriors(logits.float(), mask, paths, torch.tensor([self.temperature]))
+        return self.scaled_posteriors(full_precision(logits), mask, paths, torch.tensor([self.temperature]))
 
     def scaled_posteriors(
         self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor, temperatures: torch.Tensor
