@@ -12,6 +12,7 @@ from nerzoo.commands.cross_validate_thread_discourse import CrossValidateThreadD
 from nerzoo.commands.draw_attention import DrawAttention
 from nerzoo.commands.draw_calibration import DrawCalibration
 from nerzoo.commands.draw_memory import DrawMemory
+from nerzoo.commands.serve import Serve
 from nerzoo.commands.tag_text import TagText
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
@@ -56,18 +57,16 @@ from nerzoo.transformer_models import set_default_ext_vars
 set_default_ext_vars()
 
 __all__ = [
-    "Calibrate",
-    "FastCharactersIndexer",
     "BiLstmCrf",
+    "Calibrate",
     "CharGatedEmbedder",
     "ChildSumTreeLstm",
     "ConceptErrorRate",
     "ConllColumnsReader",
     "ConllSpanF1",
+    "ConlluNerReader",
     "ContextualWordPiecesIndexer",
     "ContextualWordVectors",
-    "ConlluNerReader",
-    "TagHead",
     "CrfTransitionCurriculum",
     "CrossValidateThreadDiscourse",
     "DeptreeNer",
@@ -76,10 +75,11 @@ __all__ = [
     "DrawMemory",
     "DropoutSchedule",
     "EntitySpansReader",
-    "SequenceTaggerPredictor",
+    "FastCharacterEncoder",
+    "FastCharactersIndexer",
+    "FastLstm",
     "FofeEncoder",
     "FofeNer",
-    "ThreadDiscourseReader",
     "GeometricDecay",
     "GlobalAttention",
     "LexicalFeaturesEmbedder",
@@ -87,17 +87,19 @@ __all__ = [
     "MeCrf",
     "MeCrfThreadDiscourse",
     "MemoryHopEncoder",
-    "FastCharacterEncoder",
     "RelativeAttention",
     "ResidualStack",
     "Seq2Biseq",
+    "SequenceTaggerPredictor",
+    "Serve",
     "SpacyParsedConllReader",
     "SpanCalibration",
     "SpanSetF1",
     "SummedGruEncoder",
+    "TagHead",
     "TagText",
     "ThreadDiscourseF1",
     "ThreadDiscoursePredictor",
-    "FastLstm",
+    "ThreadDiscourseReader",
     "WordAndCharactersIndexer",
 ]

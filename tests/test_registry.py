@@ -56,6 +56,7 @@ COMPONENTS = {
     (Model, "bilstm_crf"): None,  # built and trained in tests/models/test_bilstm_crf.py
     (Predictor, "sequence_tagger"): None,  # needs a model: tests/predictors/
     (Subcommand, "tag-text"): None,  # see test_tag_text_subcommand_parses
+    (Subcommand, "serve"): None,  # run end to end in tests/server/test_serve_command.py
     (Subcommand, "draw-attention"): None,  # run end to end in tests/test_end_to_end.py
     (Subcommand, "draw-memory"): None,  # run end to end in tests/test_end_to_end.py
     (Subcommand, "calibrate"): None,  # tests/test_end_to_end.py, tests/commands/test_calibrate.py

