@@ -92,8 +92,14 @@ def create_app(
         if error.status_code == 404:
             message = f"no route {request.url.path}"
         elif error.status_code == 405:
+            allowed = [
+                method
+                for route in request.app.routes
+                if getattr(route, "path_regex", None) is not None and route.path_regex.match(request.url.path)
+                for method in sorted(getattr(route, "methods", None) or ())
+            ]
             message = (
-                f"{request.method} is not allowed on {request.url.path} (allowed: {error.headers.get('allow', '?')})"
+                f"{request.method} is not allowed on {request.url.path}; it takes {', '.join(allowed) or 'nothing'}"
             )
         else:
             message = str(error.detail)
@@ -152,7 +158,7 @@ async def _read_body(request: Request, max_body: int) -> Any:
     """The request's JSON, read no further than `max_body` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
-        raise InputError(f"the request body is {declared} bytes; the limit is {max_body}", status=413)
+        raise InputError(f"the request body is over the limit of {max_body} bytes ({declared})", status=413)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -163,7 +169,7 @@ async def _read_body(request: Request, max_body: int) -> Any:
     if not raw.strip():
         raise InputError('the request body is empty; send a JSON object such as {"sentence": "..."}', status=400)
     try:
-        return json.loads(raw)
+        return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise InputError("the request body is not UTF-8", status=400) from None
     except json.JSONDecodeError as error:

@@ -50,25 +50,24 @@ class DynamicBatcher:
 
     async def submit(self, item: Any) -> Any:
         """The result of `item`, predicted in a batch with the requests that arrive with it."""
-        if self._worker is None or self._worker.done():
-            self._queue = asyncio.Queue()
-            self._worker = asyncio.get_running_loop().create_task(self._run())
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
+            self._queue = asyncio.Queue()  # the first request, or the first on a new event loop
+            self._worker = loop.create_task(self._run(self._queue))
+        future = loop.create_future()
         self._queue.put_nowait((item, future))  # type: ignore[union-attr]
         return await future
 
     async def close(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
+        worker, self._worker = self._worker, None
+        if worker is not None and worker.get_loop() is asyncio.get_running_loop():
+            worker.cancel()
             try:
-                await self._worker
+                await worker
             except asyncio.CancelledError:
                 pass
-            self._worker = None
 
-    async def _next_batch(self) -> List[Tuple[Any, asyncio.Future]]:
-        queue = self._queue
-        assert queue is not None
+    async def _next_batch(self, queue: asyncio.Queue) -> List[Tuple[Any, asyncio.Future]]:
         batch = [await queue.get()]
         deadline = asyncio.get_running_loop().time() + self.max_wait
         while len(batch) < self.max_batch_size:
@@ -84,10 +83,10 @@ class DynamicBatcher:
                 break
         return batch
 
-    async def _run(self) -> None:
+    async def _run(self, queue: asyncio.Queue) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            batch = await self._next_batch()
+            batch = await self._next_batch(queue)
             batch = [(item, future) for item, future in batch if not future.cancelled()]  # clients gone
             if not batch:
                 continue

@@ -33,6 +33,7 @@ def test_raw_text_offline_with_character_offsets(predictor):
     assert result["tokens"][:3] == ["Anna", "Keller", "visited"]
     assert "Oslo" in result["tokens"] and "," in result["tokens"]
     assert len(result["tags"]) == len(result["tokens"]) == len(result["tag_confidences"])
+    assert [text[start:end] for start, end in result["token_offsets"]] == result["tokens"]
     assert result["spans"], "the tiny model finds entities in fixture-like text"
     for span in result["spans"]:
         assert text[span["char_start"] : span["char_end"]] == span["text"]
