@@ -57,6 +57,16 @@ def pytest_collection_finish(session):
             )
 
 
+def pytest_terminal_summary(terminalreporter):
+    # Says plainly when the page's browser tests did not run, and why.
+    skipped = [
+        report for report in terminalreporter.stats.get("skipped", []) if "tests/server/test_page.py" in report.nodeid
+    ]
+    if skipped:
+        reason = skipped[0].longrepr[-1] if isinstance(skipped[0].longrepr, tuple) else str(skipped[0].longrepr)
+        terminalreporter.write_line(f"{len(skipped)} browser tests of the page skipped: {reason}", yellow=True)
+
+
 @pytest.fixture(scope="session")
 def trained_archive(tmp_path_factory):
     """A tiny bilstm_crf trained in-process on the fixtures, shared by the predictor tests."""

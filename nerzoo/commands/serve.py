@@ -1,6 +1,7 @@
 import argparse
 import logging
 import pathlib
+import socket
 import sys
 from typing import List, Tuple
 
@@ -66,10 +67,21 @@ def named_archives(arguments: List[str]) -> List[Tuple[str, str]]:
     return named
 
 
+def _check_port(host: str, port: int) -> None:
+    """Fails before the models load when the address cannot be listened on."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as error:
+        raise ValueError(f"cannot listen on {host} port {port}: {error.strerror or error}") from None
+
+
 def _serve(args: argparse.Namespace) -> None:
     logging.getLogger("allennlp").setLevel(logging.WARNING)
     try:
         named = named_archives(args.archives)
+        _check_port(args.host, args.port)
     except ValueError as error:
         sys.exit(f"error: {error}")
     import uvicorn
