@@ -3,9 +3,10 @@ Dynamic batching, as model servers do it: requests that arrive together share on
 
 A `DynamicBatcher` takes requests from the event loop (`await batcher.submit(item)`) and hands
 them to a blocking `predict_batch` function in batches: the first waiting request opens a batch,
-which takes every request queued before `max_wait` seconds have passed, up to `max_batch_size`.
-While a batch runs on the worker thread, the next one fills. `max_batch_size=1` gives one request
-per forward pass.
+which takes every request already queued and, when the last batch had company (requests are
+arriving together), those that come within `max_wait` seconds, up to `max_batch_size`.  A lone
+request does not wait.  While a batch runs on the worker thread, the next one fills.
+`max_batch_size=1` gives one request per forward pass.
 """
 
 import asyncio
@@ -69,7 +70,8 @@ class DynamicBatcher:
 
     async def _next_batch(self, queue: asyncio.Queue) -> List[Tuple[Any, asyncio.Future]]:
         batch = [await queue.get()]
-        deadline = asyncio.get_running_loop().time() + self.max_wait
+        under_load = bool(self.batch_sizes) and self.batch_sizes[-1] > 1
+        deadline = asyncio.get_running_loop().time() + (self.max_wait if under_load else 0.0)
         while len(batch) < self.max_batch_size:
             if not queue.empty():
                 batch.append(queue.get_nowait())

