@@ -26,6 +26,7 @@ PAGES = ["README.md"] + [
         "seq2biseq",
         "components",
         "gpu",
+        "serving",
         "development",
     )
 ]
