@@ -6,6 +6,7 @@ import time
 import pytest
 
 from nerzoo.server.batching import DynamicBatcher
+from nerzoo.server.served_model import length_buckets
 
 pytestmark = pytest.mark.xdist_group("server")
 
@@ -104,13 +105,23 @@ def test_bad_settings(executor, arguments):
 
 def test_buckets_of_similar_lengths_give_each_input_its_own_answer(served_models):
     model = next(model for model in served_models if model.name == "deptree_ner")
-    sentences = [" ".join(["Anna", "Keller", "visited", "Oslo"][: 1 + index % 4] + ["."] * (index % 7)) for index in range(23)]
+    sentences = [
+        " ".join(["Anna", "Keller", "visited", "Oslo"][: 1 + index % 4] + ["."] * (index % 7)) for index in range(23)
+    ]
     requests = [({"sentence": text}, (index % 3 == 0, False)) for index, text in enumerate(sentences)]
     requests.append(({"tokens": 3}, (False, False)))
     alone = [model.predict_batch([request])[0] for request in requests]
-    model.bucket_size = 4
+    model.pass_cost = 3.0  # several buckets
     try:
         assert model.predict_batch(requests) == alone
     finally:
-        model.bucket_size = 16
+        model.pass_cost = 120.0
     assert "error" in alone[-1] and "relative_attention" in alone[0] and "relative_attention" not in alone[1]
+
+
+def test_length_buckets_split_where_padding_costs_more_than_a_pass():
+    assert length_buckets([], 10.0) == []
+    assert length_buckets([5, 5, 5], 10.0) == [(0, 3)]
+    assert length_buckets([2, 2, 2, 40, 40], 10.0) == [(0, 3), (3, 5)]  # 10 + 6 + 10 + 80 < 10 + 200
+    assert length_buckets([2, 2, 2, 40, 40], 1000.0) == [(0, 5)]
+    assert length_buckets([1, 2, 3], 0.0) == [(0, 1), (1, 2), (2, 3)]
