@@ -167,7 +167,7 @@ def test_predict_keeps_every_good_line_among_bad_ones(bilstm_crf_run, tmp_path):
     for index, expected in zip(sorted(good), good_only):
         assert predictions[index]["tokens"] == expected["tokens"] and predictions[index]["tags"] == expected["tags"]
     for index in empty:
-        assert predictions[index] == {"tokens": [], "tags": [], "tag_confidences": [], "spans": []}
+        assert predictions[index] == {"tokens": [], "token_offsets": [], "tags": [], "tag_confidences": [], "spans": []}
     for index in bad:
         assert set(predictions[index]) == {"error", "line"} and predictions[index]["line"] == index + 1
         assert f"input line {index + 1}: " in result.stderr

@@ -111,7 +111,8 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def server_error(request: Request, error: Exception) -> JSONResponse:
-        return JSONResponse({"error": f"the server failed on this request: {type(error).__name__}"}, status_code=500)
+        message = f"the server failed on this request: {type(error).__name__}: {str(error)[:300]}"
+        return JSONResponse({"error": message}, status_code=500)
 
     @app.get("/", response_class=HTMLResponse)
     async def index() -> HTMLResponse:

@@ -18,7 +18,9 @@ from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 
 ATTENTION_KEYS = ("relative_attention", "global_attention", "memory_attention")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
-_PROBE = {"tokens": ["Anna", "Keller", "visited", "Oslo", "."]}
+# Predicted once at start: it loads the spaCy pipeline (a missing one fails then, not on a request)
+# and shows which outputs the model has.
+_PROBE = {"sentence": "Anna Keller visited Oslo."}
 
 
 class ServedModel:

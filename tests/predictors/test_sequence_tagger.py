@@ -105,7 +105,13 @@ def test_outputs_are_plain_json(trained_archive, no_network):
     [{"sentence": ""}, {"sentence": "  \n "}, {"tokens": []}, {"document": ""}, {"sentences": []}, {"sentences": [[]]}],
 )
 def test_input_without_tokens_gives_an_empty_result(predictor, inputs):
-    assert predictor.predict_json(inputs) == {"tokens": [], "tags": [], "tag_confidences": [], "spans": []}
+    assert predictor.predict_json(inputs) == {
+        "tokens": [],
+        "token_offsets": [],
+        "tags": [],
+        "tag_confidences": [],
+        "spans": [],
+    }
 
 
 @pytest.mark.parametrize(

@@ -122,6 +122,15 @@ def test_a_missing_archive_is_one_line(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_an_archive_that_cannot_be_served_is_one_line(tmp_path):
+    broken = tmp_path / "broken" / "model.tar.gz"
+    broken.parent.mkdir()
+    broken.write_bytes(b"not an archive")
+    result = allennlp("serve", broken, "--include-package", "nerzoo", check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: {broken}: cannot serve this archive:")
+
+
 def test_archive_names(tmp_path):
     for directory in ("a", "b"):
         (tmp_path / directory).mkdir()
