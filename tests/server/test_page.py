@@ -10,6 +10,8 @@ import shutil
 import httpx
 import pytest
 
+from tests.server.conftest import MAX_CHARS
+
 pytestmark = pytest.mark.xdist_group("server")
 
 CHROMIUM_FLAGS = [
@@ -164,11 +166,14 @@ def test_two_models_side_by_side(page):
         page.screenshot(path=os.environ["NERZOO_SCREENSHOT"], full_page=True)
 
 
-def test_empty_input_shows_the_apis_error(page):
+def test_empty_or_long_input_shows_the_apis_error(page):
     tag(page, "   ")
     error = page.locator("#error")
     assert error.is_visible() and '"sentence" is empty' in error.inner_text()
     assert page.locator("section.column").count() == 0
+    tag(page, "x" * (MAX_CHARS + 1))
+    assert error.is_visible() and f"the limit is {MAX_CHARS}" in error.inner_text()
+    assert page.locator("#limit").inner_text() == f"up to {MAX_CHARS} characters"
     tag(page, TEXT)  # and the page goes on
     assert not error.is_visible() and page.locator("section.column").count() == 1
 

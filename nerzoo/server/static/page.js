@@ -61,7 +61,7 @@ async function loadModels() {
     for (const select of [$("model-a"), $("model-b")]) select.append(element("option", { value: model.name }, model.name));
   }
   if (answer.models.length > 1) $("model-b").selectedIndex = 1;
-  $("text").maxLength = state.limits.max_chars;
+  $("limit").textContent = `up to ${state.limits.max_chars} characters`;
   $("served").textContent = `${answer.models.length} model${answer.models.length === 1 ? "" : "s"}: ${answer.models.map((m) => m.name).join(", ")}`;
   chooseMode();
 }
