@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import pathlib
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,8 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import httpx
+
+from nerzoo.server.server_process import ServerProcess
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHARED_TEST = ROOT.parent / "shared" / "data" / "conll2003" / "eng.testb"
@@ -56,40 +57,6 @@ def train_fixture_archive(directory: pathlib.Path) -> pathlib.Path:
         capture_output=True,
     )
     return directory / "model.tar.gz"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def start_server(archive: str, max_batch_size: int, max_wait_ms: float) -> Dict[str, Any]:
-    port = free_port()
-    command = [sys.executable, "-m", "allennlp", "serve", f"bilstm_crf={archive}", "--port", str(port)]
-    command += [
-        "--max-batch-size",
-        str(max_batch_size),
-        "--max-wait-ms",
-        str(max_wait_ms),
-        "--include-package",
-        "nerzoo",
-    ]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while True:
-        if process.poll() is not None:
-            raise SystemExit(f"allennlp serve exited: {process.stderr.read()[-2000:]}")
-        try:
-            if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
-                return {"process": process, "base": base, "max_batch_size": max_batch_size}
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            process.kill()
-            raise SystemExit("allennlp serve did not answer within 180 s")
-        time.sleep(0.2)
 
 
 class Answer:
@@ -174,27 +141,31 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="serve-speed-") as scratch:
         archive = args.archive or str(train_fixture_archive(pathlib.Path(scratch) / "bilstm_crf"))
-        servers = [start_server(archive, size, args.max_wait_ms) for size in (32, 1)]
+        servers = [
+            ServerProcess(
+                [f"bilstm_crf={archive}"], ["--max-batch-size", str(size), "--max-wait-ms", str(args.max_wait_ms)]
+            )
+            for size in (32, 1)
+        ]
         try:
             # The answers to every request sent alone (one client: one request per forward pass),
             # from each server, which also warms both up (spaCy's vocabulary grows on new words).
-            alone = asyncio.run(load(servers[1]["base"], bodies, 1))["answers"]
+            alone = asyncio.run(load(servers[1].url, bodies, 1))["answers"]
             expected = [answer.json() for answer in alone]
-            warm = asyncio.run(load(servers[0]["base"], bodies, 1))["answers"]
+            warm = asyncio.run(load(servers[0].url, bodies, 1))["answers"]
             mismatches = sum(answer.json() != want for answer, want in zip(warm, expected))
             results: Dict[str, Dict[str, List[Dict[str, float]]]] = {}
             for clients in args.clients:
                 for _ in range(args.passes):
                     for server in servers:
-                        run = asyncio.run(load(server["base"], bodies, clients))
+                        run = asyncio.run(load(server.url, bodies, clients))
                         mismatches += sum(answer.json() != want for answer, want in zip(run.pop("answers"), expected))
-                        name = "batched" if server["max_batch_size"] > 1 else "one per forward"
+                        name = "batched" if server is servers[0] else "one per forward"
                         results.setdefault(str(clients), {}).setdefault(name, []).append(run)
             malformed = check_malformed(servers[0], bodies, expected)
         finally:
             for server in servers:
-                server["process"].terminate()
-                server["process"].wait(timeout=30)
+                server.stop()
 
     summary: Dict[str, Any] = {"data": data, "requests": args.requests, "passes": args.passes, "mismatches": mismatches}
     print(f"{'clients':>7}  {'server':<16} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
@@ -218,18 +189,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0 if mismatches == 0 and malformed["ok"] else 1
 
 
-def check_malformed(server: Dict[str, Any], bodies: List[Any], expected: List[Any]) -> Dict[str, Any]:
-    mixed = [MALFORMED[index % len(MALFORMED)] if index % 10 == 3 else bodies[index] for index in range(200)]
-    answers = asyncio.run(load(server["base"], mixed, 200))["answers"]
+def check_malformed(server: ServerProcess, bodies: List[Any], expected: List[Any]) -> Dict[str, Any]:
+    mixed = [MALFORMED[index % len(MALFORMED)] if index % 10 == 3 else bodies[index % len(bodies)] for index in range(200)]
+    answers = asyncio.run(load(server.url, mixed, 200))["answers"]
     good = sum(
-        answer.status_code == 200 and answer.json() == expected[index]
+        answer.status_code == 200 and answer.json() == expected[index % len(expected)]
         for index, answer in enumerate(answers)
         if not isinstance(mixed[index], bytes)
     )
     bad = sum(
         400 <= answer.status_code < 500 for index, answer in enumerate(answers) if isinstance(mixed[index], bytes)
     )
-    alive = server["process"].poll() is None and httpx.get(f"{server['base']}/api/health").status_code == 200
+    alive = server.running() and httpx.get(f"{server.url}/api/health").status_code == 200
     return {
         "good_right": good,
         "good": 180,

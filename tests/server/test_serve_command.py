@@ -5,15 +5,12 @@ stays up; a missing or ambiguous archive is one line on stderr.
 """
 
 import asyncio
-import socket
-import subprocess
-import sys
-import time
 
 import httpx
 import pytest
 
 from nerzoo.commands.serve import named_archives
+from nerzoo.server.server_process import ServerProcess
 from tests import PROJECT_ROOT, allennlp
 
 pytestmark = [pytest.mark.xdist_group("server"), pytest.mark.end_to_end]
@@ -27,45 +24,11 @@ SENTENCES = [
 MALFORMED = [b"{", b"[]", b'{"sentence": ""}', b'{"tokens": [1, 2]}', b'{"text": "Oslo"}']
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(served_archives):
-    port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "allennlp",
-        "serve",
-        str(served_archives["bilstm_crf"]),
-        f"tree={served_archives['deptree_ner']}",
-        "--port",
-        str(port),
-        "--include-package",
-        "nerzoo",
-    ]
-    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        if process.poll() is not None:
-            raise AssertionError(f"allennlp serve exited: {process.stderr.read()[-3000:]}")
-        try:
-            if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            process.kill()
-            raise AssertionError("allennlp serve did not answer within 120 s")
-        time.sleep(0.2)
-    yield process, base
-    process.terminate()
-    process.wait(timeout=30)
+    archives = [served_archives["bilstm_crf"], f"tree={served_archives['deptree_ner']}"]
+    with ServerProcess(archives, cwd=PROJECT_ROOT) as server:
+        yield server.process, server.url
 
 
 def test_two_archives_under_their_names(served):
@@ -151,3 +114,8 @@ def test_the_port_in_use_is_one_line(served, served_archives):
     )
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert f"port {port}" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_server_process_that_cannot_start_says_why(tmp_path):
+    with pytest.raises(RuntimeError, match="no archive at"):
+        ServerProcess([str(tmp_path / "none.tar.gz")], cwd=PROJECT_ROOT)
