@@ -190,7 +190,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def check_malformed(server: ServerProcess, bodies: List[Any], expected: List[Any]) -> Dict[str, Any]:
-    mixed = [MALFORMED[index % len(MALFORMED)] if index % 10 == 3 else bodies[index % len(bodies)] for index in range(200)]
+    mixed = [
+        MALFORMED[index % len(MALFORMED)] if index % 10 == 3 else bodies[index % len(bodies)] for index in range(200)
+    ]
     answers = asyncio.run(load(server.url, mixed, 200))["answers"]
     good = sum(
         answer.status_code == 200 and answer.json() == expected[index % len(expected)]

@@ -16,7 +16,14 @@ from allennlp.models import Model
 from allennlp.models.archival import CONFIG_NAME, Archive, load_archive
 from allennlp.nn import util
 
-from nerzoo.modules.calibration import CalibrationBatch, FittedTemperatures, fit_temperatures, has_spans, site_config
+from nerzoo.modules.calibration import (
+    CalibrationBatch,
+    FittedTemperatures,
+    calibration_modules,
+    fit_temperatures,
+    has_spans,
+    site_config,
+)
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 logger = logging.getLogger(__name__)
@@ -74,21 +81,6 @@ class Calibrate(Subcommand):
         subparser.add_argument("-o", "--overrides", default="", help="overrides of the archive's config")
         subparser.set_defaults(func=_calibrate)
         return subparser
-
-
-def calibration_modules(model: Model) -> Dict[str, torch.nn.Module]:
-    """
-    The modules of `model` with a `calibration_site`, by module name (`""`: the model), which is
-    also their config path under `model`; the submodules of a found one (e.g. FOFE-NER's frozen first
-    pass, configured by its own archive) are not searched.
-    """
-    found: Dict[str, torch.nn.Module] = {}
-    for name, module in model.named_modules():
-        if "" in found or any(name.startswith(f"{prefix}.") for prefix in found):
-            continue
-        if hasattr(module, "calibration_site") and hasattr(module, "calibration_batch"):
-            found[name] = module
-    return found
 
 
 class Evaluation(NamedTuple):

@@ -189,3 +189,18 @@ def site_config(site: CalibrationSite, temperatures: Sequence[float]) -> Dict[st
     """Dotted config keys (under `model`) and their values; one temperature fills every key."""
     values = list(temperatures) * len(site.config_keys) if len(temperatures) == 1 else list(temperatures)
     return dict(zip(site.config_keys, values))
+
+
+def calibration_modules(model: torch.nn.Module) -> Dict[str, torch.nn.Module]:
+    """
+    The modules of `model` with a `calibration_site`, by module name (`""`: the model), which is
+    also their config path under `model`; the submodules of a found one (e.g. FOFE-NER's frozen first
+    pass, configured by its own archive) are not searched.
+    """
+    found: Dict[str, torch.nn.Module] = {}
+    for name, module in model.named_modules():
+        if "" in found or any(name.startswith(f"{prefix}.") for prefix in found):
+            continue
+        if hasattr(module, "calibration_site") and hasattr(module, "calibration_batch"):
+            found[name] = module
+    return found

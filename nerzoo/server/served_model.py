@@ -13,8 +13,8 @@ from allennlp.common.util import JsonDict
 from allennlp.models.archival import Archive, load_archive
 from allennlp.predictors import Predictor
 
-from nerzoo.commands.calibrate import calibration_modules
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
+from nerzoo.modules.calibration import calibration_modules
 
 ATTENTION_KEYS = ("relative_attention", "global_attention", "memory_attention")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}

@@ -15,7 +15,8 @@ from allennlp.models.archival import load_archive
 from allennlp.predictors import Predictor
 
 import nerzoo  # noqa: F401
-from nerzoo.commands.calibrate import calibrate, calibration_modules
+from nerzoo.commands.calibrate import calibrate
+from nerzoo.modules.calibration import calibration_modules
 from tests import PROJECT_ROOT
 
 # Every config under training_config/ but the thread model, which has its own predictor.
