@@ -34,6 +34,8 @@ ASSETS = {"page.js": "text/javascript", "page.css": "text/css"}
 INPUT_KEYS = ("sentence", "tokens", "document", "sentences")
 OPTION_KEYS = ("attention", "tag_probabilities")
 KNOWN_KEYS = set(INPUT_KEYS) | set(OPTION_KEYS) | set(PARSE_KEYS)
+# The browser runs only the page's own script and loads nothing from elsewhere.
+PAGE_POLICY = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 
 
 class InputError(Exception):
@@ -53,9 +55,10 @@ def create_app(
 
     models : `List[ServedModel]`, each under its own `name`.
     max_batch_size : `int`, optional (default = `32`)
-        Requests per forward pass at most; 1 turns dynamic batching off.
+        Requests per batch at most (a batch may take several forward passes, see
+        `ServedModel.predict_batch`); 1 runs one request per forward pass.
     max_wait : `float`, optional (default = `0.005`)
-        Seconds a batch waits for more requests after its first.
+        Seconds a batch waits for more requests, while requests arrive together.
     max_chars : `int`, optional (default = `10000`)
         The longest text (or tokens joined by spaces) a request may send; a request body may be
         four times that in bytes (JSON escapes), plus 4 KiB.
@@ -116,7 +119,7 @@ def create_app(
 
     @app.get("/", response_class=HTMLResponse)
     async def index() -> HTMLResponse:
-        return HTMLResponse(page)
+        return HTMLResponse(page, headers={"Content-Security-Policy": PAGE_POLICY})
 
     @app.get("/assets/{name}")
     async def asset(name: str) -> Response:

@@ -37,6 +37,7 @@ def test_the_page_and_its_own_assets_only(client):
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert '<script src="/assets/page.js">' in page.text
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
     for name, kind in (("page.js", "text/javascript"), ("page.css", "text/css")):
         asset = client.get(f"/assets/{name}")
         assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind)

@@ -60,6 +60,11 @@ def page(browser, live_server):
     page = context.new_page()
     problems = []
     page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    # The page's own policy (Content-Security-Policy) must allow everything it does.
+    page.on(
+        "console",
+        lambda message: "Content Security Policy" in message.text and problems.append(f"console: {message.text}"),
+    )
     page.on("dialog", lambda dialog: (problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
     page.goto(live_server)
     page.wait_for_selector("#model-a option", state="attached")
@@ -76,8 +81,9 @@ def tag(page, text, model="bilstm_crf", beside=None, mode=None):
         page.select_option("#model-b", beside)
     if mode:
         page.select_option("#mode", mode)
+    answered = int(page.get_attribute("#results", "data-answered") or 0)
     page.click("#tag")
-    page.wait_for_function("!document.querySelector('#tag').disabled")
+    page.wait_for_selector(f'#results[data-answered="{answered + 1}"]', state="attached")
 
 
 def api(live_server, model, body):

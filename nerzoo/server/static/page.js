@@ -84,6 +84,7 @@ async function tag(event) {
   showError("");
   $("tag").disabled = true;
   const results = $("results");
+  results.setAttribute("aria-busy", "true");
   try {
     const answers = await Promise.all(names.map(async (name) => {
       const body = { [$("mode").value]: text };
@@ -104,6 +105,8 @@ async function tag(event) {
     applyThreshold();
   } finally {
     $("tag").disabled = false;
+    results.setAttribute("aria-busy", "false");
+    results.dataset.answered = String(Number(results.dataset.answered || 0) + 1);  // answers shown so far
   }
 }
 
