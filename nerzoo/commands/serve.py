@@ -30,10 +30,13 @@ class Serve(Subcommand):
         subparser.add_argument("--cuda-device", type=int, default=-1)
         subparser.add_argument("--spacy-model", default=DEFAULT_SPACY_PIPELINE, help="tokenises raw text")
         subparser.add_argument(
-            "--max-batch-size", type=int, default=32, help="requests per forward pass at most; 1 turns batching off"
+            "--max-batch-size", type=int, default=32, help="requests per batch at most; 1: one request per forward pass"
         )
         subparser.add_argument(
-            "--max-wait-ms", type=float, default=5.0, help="how long a batch waits for more requests (default 5)"
+            "--max-wait-ms",
+            type=float,
+            default=5.0,
+            help="how long a batch waits for more requests under load (default 5)",
         )
         subparser.add_argument("--max-chars", type=int, default=10_000, help="longest text a request may send")
         subparser.add_argument(
