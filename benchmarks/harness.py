@@ -2,7 +2,8 @@
 What the scripts of this folder share: the repository's paths, the `allennlp` command, reading
 allennlp's `training_duration`, the command line and machine of a run for its note, and the sentence
 count of a data file.  The scripts import it as `harness` (fairscale owns the top-level name
-`benchmarks`); those in `speed/` put this folder on `sys.path` first.
+`benchmarks`); those in `speed/` put this folder on `sys.path` first.  Also: the words of a CoNLL
+file's sentences.
 """
 
 import os
@@ -60,3 +61,14 @@ def count_sentences(path: str, reader: Optional[Dict[str, Any]] = None) -> int:
     params = Params(dict(reader or {"type": "conll_columns", "file_tag_scheme": None}))
     params.pop("token_indexers", None)
     return sum(1 for _ in DatasetReader.from_params(params).read(path))
+
+
+def read_sentences(path: str, count: Optional[int] = None) -> List[List[str]]:
+    """The words (first column) of the sentences of a CoNLL column file (the first `count`), read by `conll_columns`."""
+    from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
+
+    documents = ConllColumnsReader(file_tag_scheme=None).read_documents(path)
+    sentences = [[row[0] for row in rows] for _, sentences in documents for _, _, rows in sentences]
+    if count is not None and len(sentences) < count:
+        raise ValueError(f"{path} has only {len(sentences)} sentences.")
+    return sentences[:count]

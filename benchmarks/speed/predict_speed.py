@@ -23,13 +23,8 @@ import sys
 import time
 from typing import List, Optional
 
-
-def read_sentences(path: str) -> List[List[str]]:
-    """The words (first column) of each sentence of a CoNLL column file, read by nerzoo's `conll_columns`."""
-    from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-
-    documents = ConllColumnsReader(file_tag_scheme=None).read_documents(path)
-    return [[row[0] for row in rows] for _, sentences in documents for _, _, rows in sentences]
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import harness  # noqa: E402
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -45,7 +40,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for path in (args.archive, args.data_file) + ((args.versus,) if args.versus else ()):
         if not os.path.exists(path):
             parser.error(f"{path} does not exist")
-    sentences = read_sentences(args.data_file)
+    sentences = harness.read_sentences(args.data_file)
 
     import torch
     from allennlp.common.util import import_module_and_submodules
