@@ -28,7 +28,6 @@ import harness
 import results
 
 from nerzoo.commands.calibrate import calibrate, data_loader, evaluate, evaluate_archive
-from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.modules.calibration import fit_temperatures, has_spans
 from nerzoo.modules.tag_decoder import TagDecoder
 from nerzoo.training.metrics.span_calibration import (
@@ -197,10 +196,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--record", metavar="TABLE", default=None)
     parser.add_argument("--seen-words", metavar="TRAIN_FILE", default=None)
     args = parser.parse_args(argv)
-    args.seen = set()
-    if args.seen_words:
-        documents = ConllColumnsReader(file_tag_scheme=None).read_documents(args.seen_words)
-        args.seen = {row[0] for _, sentences in documents for _, _, rows in sentences for row in rows}
+    args.seen = (
+        {word for words in harness.read_sentences(args.seen_words) for word in words} if args.seen_words else set()
+    )
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     started = datetime.datetime.now()
     args.output_dir = args.output_dir or os.path.join(harness.REPO_ROOT, f"runs/calibration/{started:%Y%m%d-%H%M%S}")

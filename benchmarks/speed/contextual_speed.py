@@ -33,23 +33,12 @@ CONLL = os.path.join(harness.SHARED_DATA, "conll2003")
 
 def first_sentences(source: str, count: int, target: str) -> List[List[str]]:
     """Writes the first `count` sentences of a CoNLL-2003 file to `target`; returns their words."""
-    sentences, lines, current = [], [], []
     with open(source, encoding="utf-8") as handle:
-        for line in handle:
-            if line.startswith("-DOCSTART-"):
-                continue
-            if not line.strip():
-                if current:
-                    sentences.append([row.split()[0] for row in current])
-                    lines.extend(current + ["\n"])
-                    current = []
-                    if len(sentences) == count:
-                        break
-                continue
-            current.append(line)
+        blocks = [block.strip("\n") for block in handle.read().split("\n\n")]
+    blocks = [block for block in blocks if block and not block.startswith("-DOCSTART-")][:count]
     with open(target, "w", encoding="utf-8") as handle:
-        handle.writelines(lines)
-    return sentences
+        handle.write("".join(block + "\n\n" for block in blocks))
+    return [[line.split()[0] for line in block.splitlines()] for block in blocks]
 
 
 def epoch_seconds(serialization_dir: str) -> List[float]:

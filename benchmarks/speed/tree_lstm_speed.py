@@ -8,22 +8,20 @@ Speed of the level-batched `ChildSumTreeLstm` against the node-by-node reference
 Sample: the first `--batch-size` sentences of `--data` with at least `--min-tokens` (default 5) basic
 tokens and their gold trees (CoNLL-U `HEAD`); random float32 inputs (`--seed`), one layer.  Each
 timing is forward + backward, median over `--repeats` runs after `--warmup` runs; the script checks
-that both give the same outputs and gradients and ends with `speedup: <reference / batched>x`.  It
-also counts the reads of tensor data from the device (what makes a GPU wait for the host) in one
-forward and backward pass of the batched module, on the meta device, where every such read fails.
+that both give the same outputs and gradients and ends with `speedup: <reference / batched>x`.
+(Its reads from the device are counted in tests/modules/test_child_sum_tree_lstm.py.)
 """
 
 import argparse
-import copy
 import os
 import statistics
 import sys
 import time
 from typing import List, Tuple
 
+import conllu
 import torch
 
-from nerzoo.modules.seq2seq_encoders import child_sum_tree_lstm
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,38 +33,18 @@ DEFAULT_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "ud_english_ewt",
 
 def read_heads(path: str, count: int, min_tokens: int) -> List[List[int]]:
     """The HEAD column of the first `count` sentences with at least `min_tokens` basic tokens."""
-    with open(path, encoding="utf-8") as conllu:
-        blocks = conllu.read().split("\n\n")
-    sentences = []
-    for block in blocks:
-        rows = [line.split("\t") for line in block.splitlines() if line and not line.startswith("#")]
-        heads = [int(row[6]) for row in rows if row[0].isdigit()]  # not `1-2` ranges or `1.1` empty nodes
-        if len(heads) >= min_tokens:
-            sentences.append(heads)
+    with open(path, encoding="utf-8") as handle:
+        # Basic tokens only: not `1-2` ranges or `1.1` empty nodes.
+        sentences = [[t["head"] for t in s if isinstance(t["id"], int)] for s in conllu.parse_incr(handle)]
+    sentences = [heads for heads in sentences if len(heads) >= min_tokens]
     if len(sentences) < count:
         raise ValueError(f"{path} has only {len(sentences)} sentences with >= {min_tokens} tokens.")
     return sentences[:count]
 
 
-def tree_height(heads: List[int]) -> int:
-    """Longest path from a root down to a token (a single token has height 0)."""
-    deepest = 0
-    for token in range(1, len(heads) + 1):
-        depth = 0
-        while heads[token - 1] != 0:
-            token = heads[token - 1]
-            depth += 1
-        deepest = max(deepest, depth)
-    return deepest
-
-
 def batch(sentences: List[List[int]]) -> Tuple[torch.Tensor, torch.Tensor]:
-    max_length = max(len(heads) for heads in sentences)
-    head_indices = torch.zeros(len(sentences), max_length, dtype=torch.long)
-    mask = torch.zeros(len(sentences), max_length, dtype=torch.bool)
-    for row, heads in enumerate(sentences):
-        head_indices[row, : len(heads)] = torch.tensor(heads)
-        mask[row, : len(heads)] = True
+    head_indices = torch.nn.utils.rnn.pad_sequence([torch.tensor(heads) for heads in sentences], batch_first=True)
+    mask = torch.arange(head_indices.size(1)) < torch.tensor([[len(heads)] for heads in sentences])
     return mask, head_indices
 
 
@@ -83,30 +61,6 @@ def time_runs(run, module: torch.nn.Module, warmup: int, repeats: int) -> Tuple[
             timings.append(elapsed)
         result = (states.detach(), root.detach(), [p.grad.clone() for p in module.parameters()])
     return timings, result
-
-
-def device_reads(module: ChildSumTreeLstm, inputs: torch.Tensor, mask: torch.Tensor, head_indices: torch.Tensor) -> str:
-    """
-    Reads of tensor data from the device in one forward and backward pass of `module`, counted on
-    the meta device (see the module docstring): "<n>", or the error of the first uncounted read.
-    """
-    copies = []
-    copy_to_host = child_sum_tree_lstm._copy_to_host
-
-    def answered(tensor: torch.Tensor) -> torch.Tensor:
-        copies.append(tuple(tensor.shape))
-        return torch.stack([mask.long(), head_indices.long()])
-
-    on_meta = copy.deepcopy(module).to("meta")
-    child_sum_tree_lstm._copy_to_host = answered
-    try:
-        states, root = on_meta.encode(inputs.to("meta"), mask.to("meta"), head_indices.to("meta"))
-        (states.sum() + root.sum()).backward()
-    except (RuntimeError, NotImplementedError) as error:
-        return f"more than {len(copies)}: {type(error).__name__}: {str(error).splitlines()[0]}"
-    finally:
-        child_sum_tree_lstm._copy_to_host = copy_to_host
-    return str(len(copies))
 
 
 def main() -> None:
@@ -131,14 +85,8 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, float32, device cpu")
     print(f"data {args.data}: first {len(sentences)} sentences with >= {args.min_tokens} tokens")
-    print(
-        f"sentences {len(sentences)}, tokens {int(mask.sum())}, longest {mask.shape[1]}, "
-        f"max tree height {max(tree_height(heads) for heads in sentences)}"
-    )
+    print(f"sentences {len(sentences)}, tokens {int(mask.sum())}, longest {mask.shape[1]}")
     print(f"input_dim {args.input_dim}, hidden_dim {args.hidden_dim}, warmup {args.warmup}, repeats {args.repeats}")
-    print(
-        f"level-batched: reads from the device per forward + backward: {device_reads(module, inputs, mask, head_indices)}"
-    )
 
     batched_times, batched = time_runs(
         lambda: module.encode(inputs, mask, head_indices), module, args.warmup, args.repeats
