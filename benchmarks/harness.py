@@ -2,19 +2,40 @@
 What the scripts of this folder share: the repository's paths, the `allennlp` command, reading
 allennlp's `training_duration`, the command line and machine of a run for its note, and the sentence
 count of a data file.  The scripts import it as `harness` (fairscale owns the top-level name
-`benchmarks`); those in `speed/` put this folder on `sys.path` first.  Also: the words of a CoNLL
-file's sentences.
+`benchmarks`); those in `speed/` put this folder on `sys.path` first.  Also: `allennlp train` in a
+subprocess, and the words of a CoNLL file's sentences.
 """
 
+import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
 from typing import Any, Dict, List, Optional
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
 ALLENNLP = os.path.join(os.path.dirname(sys.executable), "allennlp")
+
+
+def train(config: str, directory: str, overrides: Dict[str, Any], env=None, package: str = "nerzoo") -> int:
+    """`allennlp train CONFIG -s DIRECTORY -f -o OVERRIDES` from the repository root, its output in
+    `DIRECTORY.log` (`.../model.log` for a run's `model/`): the return code."""
+    command = [
+        ALLENNLP,
+        "train",
+        config,
+        "-s",
+        directory,
+        "-f",
+        "--include-package",
+        package,
+        "-o",
+        json.dumps(overrides),
+    ]
+    with open(f"{directory}.log", "w") as log:
+        return subprocess.call(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def parse_duration(value: Any) -> Optional[float]:

@@ -19,7 +19,6 @@ later pass is shown.  The transformer is TRANSFORMER_MODEL (default all-MiniLM-L
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any, Dict, List, Tuple
@@ -127,12 +126,8 @@ def main(argv=None) -> int:
         overrides = {"train_data_path": train, "validation_data_path": dev, "test_data_path": None, **extra}
         overrides.update({"evaluate_on_test": False, "trainer.num_epochs": args.epochs, "trainer.patience": None})
         run_dir = os.path.join(args.output_root, label.replace(" ", "_").replace(",", "").replace("+", "plus"))
-        command = [harness.ALLENNLP, "train", config, "-s", run_dir, "-f", "--include-package", "nerzoo", "-o"]
-        with open(run_dir + ".log", "w") as log:
-            if subprocess.call(
-                command + [json.dumps(overrides)], cwd=harness.REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env
-            ):
-                raise SystemExit(f"{label}: allennlp train failed, see {run_dir}.log")
+        if harness.train(config, run_dir, overrides, env):
+            raise SystemExit(f"{label}: allennlp train failed, see {run_dir}.log")
         epochs = epoch_seconds(run_dir)
         passes = prediction_passes(os.path.join(run_dir, "model.tar.gz"), test_words, args.threads)
         measured.append({"label": label, "config": config, "epochs_s": epochs, "predict_s": passes})

@@ -22,7 +22,6 @@ import datetime
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any, Dict, List, Tuple
@@ -77,12 +76,9 @@ def reference_config(resolved: Dict[str, Any]) -> Dict[str, Any]:
 def train(name: str, config: str, overrides: Dict[str, Any], package: str, args, env) -> Dict[str, Any]:
     """`allennlp train` in a subprocess; its archive and the trainer's figures."""
     serialization_dir = os.path.join(args.output_dir, name)
-    command = [harness.ALLENNLP, "train", config, "-s", serialization_dir, "--include-package", package]
-    command += ["-o", json.dumps(overrides)]
     print(f"=== {name}: training ({serialization_dir}.log)", flush=True)
-    with open(f"{serialization_dir}.log", "w") as log:
-        if subprocess.call(command, cwd=harness.REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env):
-            raise SystemExit(f"{name}: allennlp train failed, see {serialization_dir}.log")
+    if harness.train(config, serialization_dir, overrides, env, package):
+        raise SystemExit(f"{name}: allennlp train failed, see {serialization_dir}.log")
     with open(os.path.join(serialization_dir, "metrics.json")) as handle:
         metrics = json.load(handle)
     return {

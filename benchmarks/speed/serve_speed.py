@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,8 +42,8 @@ MALFORMED = [b"{", b"[]", b'{"sentence": ""}', b'{"tokens": [1, 2]}', b'{"text":
 
 
 def train_fixture_archive(directory: str) -> str:
-    command = [harness.ALLENNLP, "train", "training_config/bilstm_crf.jsonnet", "-s", directory, "--include-package"]
-    subprocess.run(command + ["nerzoo", "-o", '{"trainer.num_epochs": 1}'], cwd=harness.REPO_ROOT, check=True)
+    if harness.train("training_config/bilstm_crf.jsonnet", directory, {"trainer.num_epochs": 1}):
+        raise SystemExit(f"allennlp train failed, see {directory}.log")
     return os.path.join(directory, "model.tar.gz")
 
 
