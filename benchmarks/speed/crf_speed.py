@@ -64,15 +64,10 @@ def main() -> int:
 
     tensors = []
     for batch in batches:
-        num_steps = max(map(len, batch))
-        mask = torch.tensor([[t < len(sentence) for t in range(num_steps)] for sentence in batch])
-        tags = torch.tensor(
-            [
-                [vocab.get_token_index(tag, "labels") for tag in sentence] + [0] * (num_steps - len(sentence))
-                for sentence in batch
-            ]
-        )
-        logits = torch.randn(len(batch), num_steps, len(labels)) * 2
+        ids = [torch.tensor([vocab.get_token_index(tag, "labels") for tag in sentence]) for sentence in batch]
+        tags = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True)
+        mask = torch.arange(tags.size(1)) < torch.tensor([[len(sentence)] for sentence in batch])
+        logits = torch.randn(len(batch), tags.size(1), len(labels)) * 2
         tensors.append((logits.requires_grad_(), mask, tags))
 
     def string_metrics(logits, mask, tags):

@@ -11,9 +11,8 @@ each number of concurrent clients, both are timed alternately over the same `--r
 (`{"sentence": ...}`, the words of each sentence of `--data` joined by spaces) for `--passes`
 passes (the best is reported); each client, a keep-alive connection, sends its next request when
 its last one is answered.  Every answer is checked against the answer to the same request sent
-alone (before the timing): it must be equal.  Then 200
-concurrent requests, 10% of them malformed, go to the batching server: every good one must be
-answered as alone, every bad one with a 4xx, and the server must stay up.
+alone (before the timing): it must be equal.  (200 concurrent requests with 10% malformed:
+tests/server/test_serve_command.py.)
 
 Without `--archive`, the shipped `training_config/bilstm_crf.jsonnet` is trained for one epoch on
 the fixtures (the full-size model; its accuracy does not matter here).  `--data` defaults to
@@ -30,15 +29,12 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-import httpx
-
 from nerzoo.server.server_process import ServerProcess
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import harness  # noqa: E402
 
 SERVERS = [("batched", "32"), ("one per forward", "1")]
-MALFORMED = [b"{", b"[]", b'{"sentence": ""}', b'{"tokens": [1, 2]}', b'{"text": "Oslo"}']
 
 
 def train_fixture_archive(directory: str) -> str:
@@ -124,7 +120,6 @@ def main(argv: Optional[List[str]] = None) -> int:
                         run = asyncio.run(load(server.port, bodies, clients))
                         mismatches += different(run.pop("answers"), expected)
                         results.setdefault(f"{clients} clients, {name}", []).append(run)
-            malformed = check_malformed(servers["batched"], bodies, expected)
         finally:
             for server in servers.values():
                 server.stop()
@@ -144,25 +139,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
         summary[f"{clients} clients, ratio"] = round(ratio, 2)
         print(f"{clients:>3} clients, batched / one per forward: {ratio:.2f}x requests per second")
-    summary["malformed"] = malformed
-    print(f"answers different from the request alone: {mismatches}; 200 with 10% malformed: {malformed}")
+    print(f"answers different from the request alone: {mismatches}")
     print(json.dumps(summary))
-    return 0 if mismatches == 0 and malformed["ok"] else 1
-
-
-def check_malformed(server: ServerProcess, bodies: List[bytes], expected: List[Any]) -> Dict[str, Any]:
-    """200 concurrent requests, every 10th malformed: good ones answered as alone, bad ones a 4xx."""
-    bad = [i % 10 == 3 for i in range(200)]
-    mixed = [MALFORMED[i % len(MALFORMED)] if bad[i] else bodies[i % len(bodies)] for i in range(200)]
-    answers = asyncio.run(load(server.port, mixed, 200))["answers"]
-    good_right = sum(
-        status == 200 and json.loads(body) == expected[i % len(expected)]
-        for i, (status, body) in enumerate(answers)
-        if not bad[i]
-    )
-    bad_4xx = sum(400 <= status < 500 for i, (status, _) in enumerate(answers) if bad[i])
-    up = server.running() and httpx.get(f"{server.url}/api/health").status_code == 200
-    return {"good_right": good_right, "bad_4xx": bad_4xx, "up": up, "ok": (good_right, bad_4xx, up) == (180, 20, True)}
+    return 0 if mismatches == 0 else 1
 
 
 if __name__ == "__main__":
