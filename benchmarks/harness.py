@@ -19,9 +19,9 @@ SHARED_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
 ALLENNLP = os.path.join(os.path.dirname(sys.executable), "allennlp")
 
 
-def train(config: str, directory: str, overrides: Dict[str, Any], env=None, package: str = "nerzoo") -> int:
+def train(config: str, directory: str, overrides: Dict[str, Any], env=None, package="nerzoo", log=None) -> int:
     """`allennlp train CONFIG -s DIRECTORY -f -o OVERRIDES` from the repository root, its output in
-    `DIRECTORY.log` (`.../model.log` for a run's `model/`): the return code."""
+    `log` (default `DIRECTORY.log`): the return code."""
     command = [
         ALLENNLP,
         "train",
@@ -34,8 +34,8 @@ def train(config: str, directory: str, overrides: Dict[str, Any], env=None, pack
         "-o",
         json.dumps(overrides),
     ]
-    with open(f"{directory}.log", "w") as log:
-        return subprocess.call(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    with open(log or f"{directory}.log", "w") as handle:
+        return subprocess.call(command, cwd=REPO_ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env)
 
 
 def parse_duration(value: Any) -> Optional[float]:

@@ -14,15 +14,14 @@ rate decays over the config's epochs, keep the config's), the three seeds to SEE
 test set with the best epoch's weights; nothing else of the config changes.  POS taggers are scored
 by token accuracy.  The FOFE-NER second pass reads the first pass of the same data and seed in the
 same `--output-root` (default runs/reproduce), where each run writes `<model>-<dataset>-<seed>/`
-(`model/`, the command, `train.log`, `result.json`).  `--table` prints the table of the finished
-runs there, `--record TABLE` adds the rows to docs/results/TABLE.jsonl and docs/RESULTS.md, and
-`--overrides` changes every run of a batch (keep it apart with `--output-root`).
+(`model/`, `train.log`, `result.json` with the config and overrides).  `--table` prints the table
+of the finished runs there, `--record TABLE` adds the rows to docs/results/TABLE.jsonl and
+docs/RESULTS.md, and `--overrides` changes every run of a batch (keep it apart with `--output-root`).
 """
 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any, Dict, List, Tuple
@@ -119,13 +118,10 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
             raise SystemExit(f"{name}: train {model['first_pass']}:{dataset_name}:{seed} first (no {archive})")
         env["FOFE_FIRST_PASS"] = archive
     overrides = overrides_for(model, args, seed)
-    command = [harness.ALLENNLP, "train", model["config"], "-s", serialization_dir, "-f", "--include-package", "nerzoo"]
-    command += ["-o", json.dumps(overrides)]
-    with open(os.path.join(run_dir, "command.json"), "w") as handle:
-        json.dump(command, handle, indent=1)
     started = time.time()
-    with open(os.path.join(run_dir, "train.log"), "w") as log:
-        returncode = subprocess.call(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    returncode = harness.train(
+        model["config"], serialization_dir, overrides, env, log=os.path.join(run_dir, "train.log")
+    )
     wall = time.time() - started
     metric = model.get("metric", "f1-measure-overall")
     result: Dict[str, Any] = {"model": name, "dataset": dataset_name, "seed": seed, "wall_s": round(wall)}
