@@ -45,7 +45,7 @@ class DynamicBatcher:
         self.executor = executor
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait
-        self.batch_sizes: List[int] = []  # of every batch run, for tests and benchmarks
+        self.batch_sizes: List[int] = []  # of the last 10,000 batches at most, for tests
         self._queue: Optional[asyncio.Queue] = None
         self._worker: Optional[asyncio.Task] = None
 
@@ -93,6 +93,7 @@ class DynamicBatcher:
             if not batch:
                 continue
             self.batch_sizes.append(len(batch))
+            del self.batch_sizes[:-10_000]
             items = [item for item, _ in batch]
             try:
                 results = await loop.run_in_executor(self.executor, self.predict_batch, items)

@@ -5,7 +5,6 @@ and the blocking batch function the `DynamicBatcher` runs.
 
 import contextlib
 import pathlib
-import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -14,6 +13,7 @@ from allennlp.models.archival import Archive, load_archive
 from allennlp.predictors import Predictor
 
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
+from nerzoo.data.tag_schemes import split_tag
 from nerzoo.modules.calibration import calibration_modules
 
 ATTENTION_KEYS = ("relative_attention", "global_attention", "memory_attention")
@@ -172,10 +172,9 @@ def _tags(archive: Archive) -> List[str]:
 
 
 def _entity_label(tag: str) -> Optional[str]:
-    """`B-PER` -> `PER`, `O` -> None; a span classifier's labels are the types themselves."""
-    if tag == "O":
-        return None
-    return re.sub(r"^[BIOLUES]-", "", tag)
+    """`B-PER` -> `PER`, `O` -> None; a span classifier's labels (`PER`) are the types themselves."""
+    prefix, label = split_tag(tag)
+    return label if prefix else tag
 
 
 def _temperatures(archive: Archive) -> Dict[str, float]:
