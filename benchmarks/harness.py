@@ -1,9 +1,8 @@
 """
-What the scripts of this folder share: the repository's paths, the `allennlp` command, reading
-allennlp's `training_duration`, the command line and machine of a run for its note, and the sentence
-count of a data file.  The scripts import it as `harness` (fairscale owns the top-level name
-`benchmarks`); those in `speed/` put this folder on `sys.path` first.  Also: `allennlp train` in a
-subprocess, and the words of a CoNLL file's sentences.
+What the scripts of this folder share: the repository's paths, `allennlp train` in a subprocess,
+reading allennlp's `training_duration`, the command line and machine of a run for its note, and the
+words of a CoNLL file's sentences.  The scripts import it as `harness` (fairscale owns the top-level
+name `benchmarks`); those in `speed/` put this folder on `sys.path` first.
 """
 
 import json
@@ -70,18 +69,6 @@ def machine_description() -> str:
         f"torch {torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}, "
         f"load average {'/'.join(f'{value:.2f}' for value in os.getloadavg())}"
     )
-
-
-def count_sentences(path: str, reader: Optional[Dict[str, Any]] = None) -> int:
-    """The instances nerzoo's dataset reader `reader` (params; default `conll_columns`) reads from `path`."""
-    from allennlp.common import Params
-    from allennlp.data import DatasetReader
-
-    import nerzoo  # noqa: F401  (registers the readers)
-
-    params = Params(dict(reader or {"type": "conll_columns", "file_tag_scheme": None}))
-    params.pop("token_indexers", None)
-    return sum(1 for _ in DatasetReader.from_params(params).read(path))
 
 
 def read_sentences(path: str, count: Optional[int] = None) -> List[List[str]]:

@@ -150,7 +150,7 @@ def main() -> int:
         "nerzoo": train("nerzoo", config, overrides, "nerzoo", args, env),
         "reference": train("reference", reference, {}, "allennlp_models.tagging", args, env),
     }
-    train_sentences = harness.count_sentences(os.path.join(harness.REPO_ROOT, resolved["train_data_path"]))
+    train_sentences = len(harness.read_sentences(os.path.join(harness.REPO_ROOT, resolved["train_data_path"])))
     dev = os.path.join(harness.REPO_ROOT, resolved["validation_data_path"])
     predict, dev_sentences = prediction_seconds({name: run["archive"] for name, run in trained.items()}, dev)
     print(f"\n{args.config} vs crf_tagger on {args.data}: {train_sentences} train, {dev_sentences} dev sentences")
