@@ -106,6 +106,26 @@ def test_the_cache_equals_recomputation_across_batch_make_up_and_padding():
     assert torch.allclose(cached(**inputs), output, atol=0)
 
 
+def test_the_mix_is_allennlps_scalar_mix_and_trains_alike_from_the_cache():
+    # float64 mix parameters: the gradients of the softmax weights are small differences of sums.
+    cached, uncached = embedder().double(), embedder(cache_size_mb=0).double()
+    inputs = tensors(SENTENCES)
+    with torch.no_grad():
+        cached(**inputs)  # fills the cache
+    layers = uncached._word_layers(
+        *(inputs.get(key) for key in ("token_ids", "mask", "offsets", "wordpiece_mask")), None, None
+    )
+    allennlps = uncached.scalar_mix(list(layers.unbind(2)), inputs["mask"])
+    gradients = []
+    for module in (cached, uncached):
+        output = module.train()(**inputs)
+        assert torch.allclose(output, allennlps, atol=1e-5)
+        (output**2).sum().backward()
+        gradients.append(torch.cat([parameter.grad for parameter in module.scalar_mix.parameters()]))
+    assert gradients[0].abs().min() > 0
+    assert torch.allclose(*gradients, rtol=1e-9)
+
+
 def test_the_cache_stops_growing_at_its_bound_and_outputs_stay_right():
     module, uncached = embedder(), embedder(cache_size_mb=0)
     module.cache_size_bytes = 1  # nothing fits

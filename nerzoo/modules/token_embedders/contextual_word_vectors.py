@@ -29,7 +29,7 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
     and `max_length`; concatenate it with the word and character vectors in the text field embedder.
 
     A frozen transformer gives a sentence the same layers every epoch, so they are cached: the
-    pooled layers of each sentence, `(num_words, L + 1, hidden_size)` float32 on the CPU, keyed by
+    pooled layers of each sentence, `(L + 1, num_words, hidden_size)` float32 on the CPU, keyed by
     its word pieces and their offsets (the transformer's whole input, so equal keys mean equal
     layers).  After the first epoch a sentence costs a lookup; the mix and everything above it still
     train.  The cache is filled until it holds `cache_size_mb` and then stops growing (every epoch
@@ -134,14 +134,23 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         `(batch_size, num_words, hidden_size)`; padded words get zeros.
         """
         inputs = (token_ids, mask, offsets, wordpiece_mask, type_ids, segment_concat_mask)
-        if self.cache_size_bytes > 0:
-            layers = self._cached_word_layers(*inputs)
-        else:
-            layers = self._word_layers(*inputs)
-        # layers: (batch_size, num_words, num_layers, hidden_size)
+        if self.cache_size_bytes == 0:
+            # (num_layers, batch_size, num_words, hidden_size), zeros at padded words
+            return self._mix(self._word_layers(*inputs).movedim(2, 0))
+        # Mixed from (num_layers, real words of the batch, hidden_size), row after row.
+        words = self._mix(self._cached_word_layers(*inputs))
+        return words.new_zeros(*mask.shape, words.size(-1)).masked_scatter(mask.unsqueeze(-1), words)
+
+    def _mix(self, layers: torch.Tensor) -> torch.Tensor:
+        """
+        AllenNLP's `ScalarMix` (its parameters and, without layer norm, its function) over the
+        first dimension of `layers`, `(num_layers, ..., hidden_size)`, as one matrix-vector product.
+        """
         if self.scalar_mix is None:
-            return layers[:, :, 0]
-        return self.scalar_mix(list(layers.unbind(2)), mask)
+            return layers[0]
+        weights = torch.softmax(torch.cat(list(self.scalar_mix.scalar_parameters)), dim=0) * self.scalar_mix.gamma
+        flat = layers.reshape(self.num_layers, -1).to(weights.dtype)
+        return (weights @ flat).view(layers.shape[1:])
 
     def _word_layers(
         self,
@@ -216,7 +225,10 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         type_ids: Optional[torch.LongTensor],
         segment_concat_mask: Optional[torch.BoolTensor],
     ) -> torch.Tensor:
-        """`_word_layers`, each sentence's taken from the cache when there, computed and stored if not."""
+        """
+        The layers of the batch's words, `(num_layers, words in the batch, hidden_size)`, each
+        sentence's taken from the cache when there, computed by `_word_layers` and stored if not.
+        """
         piece_mask = segment_concat_mask if self._matched_embedder._max_length is not None else wordpiece_mask
         num_pieces = piece_mask.sum(-1).tolist()
         num_words = mask.sum(-1).tolist()
@@ -244,14 +256,11 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
                 segment_concat_mask[rows, :pieces] if segment_concat_mask is not None else None,
             ).cpu()
             for index, row in enumerate(missing):
-                sentence = computed[index, : num_words[row]].clone()
+                # Layer-major, so that a batch's words are one matrix for the mix.
+                sentence = computed[index, : num_words[row]].transpose(0, 1).contiguous()
                 sentences[row] = sentence
                 self._store(keys[row], sentence)
-        # (batch_size, num_words, num_layers, hidden_size), zeros at padded words
-        layers = torch.nn.utils.rnn.pad_sequence(sentences, batch_first=True)  # type: ignore[arg-type]
-        if layers.size(1) < mask.size(1):
-            layers = torch.nn.functional.pad(layers, (0, 0, 0, 0, 0, mask.size(1) - layers.size(1)))
-        return layers.to(token_ids.device, non_blocking=True)
+        return torch.cat(sentences, dim=1).to(token_ids.device, non_blocking=True)  # type: ignore[arg-type]
 
     def _store(self, key: bytes, sentence: torch.Tensor) -> None:
         size = sentence.numel() * sentence.element_size() + len(key)
