@@ -137,6 +137,11 @@ def test_the_cache_stops_growing_at_its_bound_and_outputs_stay_right():
     module(**inputs)
     assert module.cache_info["sentences"] == len(SENTENCES)
     assert module.cache_info["bytes"] >= 4 * 3 * 16 * sum(map(len, SENTENCES))
+    # Each sentence owns its memory (a view would hold its whole batch), with one layer too.
+    single = embedder(last_layer_only=True)
+    single(**inputs)
+    for cache in (module._cache, single._cache):
+        assert all(t.untyped_storage().nbytes() == t.numel() * t.element_size() for t in cache.values())
 
 
 def test_frozen_trains_the_mix_only_and_fine_tuning_trains_the_transformer():

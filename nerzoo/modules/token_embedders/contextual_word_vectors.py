@@ -257,7 +257,9 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
             ).cpu()
             for index, row in enumerate(missing):
                 # Layer-major, so that a batch's words are one matrix for the mix.
-                sentence = computed[index, : num_words[row]].transpose(0, 1).contiguous()
+                sentence = (
+                    computed[index, : num_words[row]].transpose(0, 1).clone(memory_format=torch.contiguous_format)
+                )
                 sentences[row] = sentence
                 self._store(keys[row], sentence)
         return torch.cat(sentences, dim=1).to(token_ids.device, non_blocking=True)  # type: ignore[arg-type]
