@@ -21,18 +21,8 @@ ALLENNLP = os.path.join(os.path.dirname(sys.executable), "allennlp")
 def train(config: str, directory: str, overrides: Dict[str, Any], env=None, package="nerzoo", log=None) -> int:
     """`allennlp train CONFIG -s DIRECTORY -f -o OVERRIDES` from the repository root, its output in
     `log` (default `DIRECTORY.log`): the return code."""
-    command = [
-        ALLENNLP,
-        "train",
-        config,
-        "-s",
-        directory,
-        "-f",
-        "--include-package",
-        package,
-        "-o",
-        json.dumps(overrides),
-    ]
+    command = [ALLENNLP, "train", config, "-s", directory, "-f", "--include-package", package]
+    command += ["-o", json.dumps(overrides)]
     with open(log or f"{directory}.log", "w") as handle:
         return subprocess.call(command, cwd=REPO_ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env)
 

@@ -7,11 +7,12 @@ characters only, in one run, like for like.
     .venv/bin/python benchmarks/speed/contextual_speed.py [--model bilstm_crf] [--train-sentences 2000]
         [--dev-sentences 500] [--epochs 3] [--threads 1] [--record contextual_speed]
 
-The rows train `training_config/MODEL.jsonnet`, `MODEL_contextual.jsonnet` and the latter with
-`cache_size_mb: 0`, each with its own optimiser and batches, `--epochs` epochs, on the first
-`--train-sentences` sentences of CoNLL-2003's eng.train and `--dev-sentences` of eng.testa (copied
-under the output folder) with GloVe 6B 50d (NERZOO_DATA=conll2003); an epoch's time is the trainer's,
-validation included.  Each archive then predicts eng.testb's first `--dev-sentences` sentences four
+The rows train `training_config/MODEL.jsonnet`, `MODEL_contextual.jsonnet`, the latter with
+`cache_size_mb: 0`, and the latter with a frozen random table as wide as the transformer in its
+place (what the wider layers cost with vectors for free), each with its own optimiser and batches,
+`--epochs` epochs, on the first `--train-sentences` sentences of CoNLL-2003's eng.train and
+`--dev-sentences` of eng.testa (copied under the output folder) with GloVe 6B 50d
+(NERZOO_DATA=conll2003); an epoch's time is the trainer's: training, validation and checkpoint.  Each archive then predicts eng.testb's first `--dev-sentences` sentences four
 times in one process (`sequence_tagger`, batches of 64): the first pass fills the cache, the best
 later pass is shown.  The transformer is TRANSFORMER_MODEL (default all-MiniLM-L6-v2).
 """
@@ -66,6 +67,12 @@ def prediction_passes(archive: str, sentences: List[List[str]], threads: int, pa
     return seconds
 
 
+WIDTH_CONTROL = """(import "%(root)s/training_config/%(model)s_contextual.jsonnet") + {
+  dataset_reader+: { token_indexers+: { transformer: { type: "single_id", lowercase_tokens: true } } },
+  model+: { text_field_embedder+: { token_embedders+: { transformer: {
+    type: "embedding", embedding_dim: (import "%(root)s/training_config/contextual.libsonnet").dim, trainable: false } } } },
+}
+"""
 COLUMNS = ["tagger", "epoch 1", "later epochs (mean)", "epoch vs GloVe"]
 COLUMNS += ["predict 1st pass", "predict later (best)", "predict vs GloVe"]
 
@@ -116,10 +123,15 @@ def main(argv=None) -> int:
     plain = f"training_config/{args.model}.jsonnet"
     contextual = f"training_config/{args.model}_contextual.jsonnet"
     transformer = "model.text_field_embedder.token_embedders.transformer"
+    # The contextual tagger with its vectors free: a frozen random table of the transformer's width.
+    width = os.path.abspath(os.path.join(args.output_root, "width_control.jsonnet"))
+    with open(width, "w") as handle:
+        handle.write(WIDTH_CONTROL % {"root": harness.REPO_ROOT, "model": args.model})
     rows = [
         ("GloVe + characters", plain, {}),
         ("+ contextual, cached", contextual, {}),
         ("+ contextual, no cache", contextual, {f"{transformer}.cache_size_mb": 0}),
+        ("+ a frozen table as wide, no transformer", width, {}),
     ]
     measured: List[Dict[str, Any]] = []
     for label, config, extra in rows:
