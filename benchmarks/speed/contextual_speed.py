@@ -67,11 +67,11 @@ def prediction_passes(archive: str, sentences: List[List[str]], threads: int, pa
     return seconds
 
 
-WIDTH_CONTROL = """(import "%(root)s/training_config/%(model)s_contextual.jsonnet") + {
-  dataset_reader+: { token_indexers+: { transformer: { type: "single_id", lowercase_tokens: true } } },
-  model+: { text_field_embedder+: { token_embedders+: { transformer: {
-    type: "embedding", embedding_dim: (import "%(root)s/training_config/contextual.libsonnet").dim, trainable: false } } } },
-}
+WIDTH_CONTROL = """local config = import "%(root)s/training_config/%(model)s_contextual.jsonnet";
+local table = { token_indexers+: { transformer: { type: "single_id", lowercase_tokens: true } } };
+config + { dataset_reader+: table } + (if std.objectHas(config, "validation_dataset_reader") then { validation_dataset_reader+: table } else {})
++ { model+: { text_field_embedder+: { token_embedders+: { transformer: { type: "embedding", trainable: false,
+  embedding_dim: (import "%(root)s/training_config/contextual.libsonnet").dim } } } } }
 """
 COLUMNS = ["tagger", "epoch 1", "later epochs (mean)", "epoch vs GloVe"]
 COLUMNS += ["predict 1st pass", "predict later (best)", "predict vs GloVe"]
