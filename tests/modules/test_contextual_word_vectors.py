@@ -115,7 +115,7 @@ def test_the_mix_is_allennlps_scalar_mix_and_trains_alike_from_the_cache():
     layers = uncached._word_layers(
         *(inputs.get(key) for key in ("token_ids", "mask", "offsets", "wordpiece_mask")), None, None
     )
-    allennlps = uncached.scalar_mix(list(layers.unbind(2)), inputs["mask"])
+    allennlps = uncached.scalar_mix(list(layers.unbind(0)), inputs["mask"])
     gradients = []
     for module in (cached, uncached):
         output = module.train()(**inputs)

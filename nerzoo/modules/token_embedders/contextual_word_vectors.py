@@ -135,8 +135,7 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         """
         inputs = (token_ids, mask, offsets, wordpiece_mask, type_ids, segment_concat_mask)
         if self.cache_size_bytes == 0:
-            # (num_layers, batch_size, num_words, hidden_size), zeros at padded words
-            return self._mix(self._word_layers(*inputs).movedim(2, 0))
+            return self._mix(self._word_layers(*inputs))
         # Mixed from (num_layers, real words of the batch, hidden_size), row after row.
         words = self._mix(self._cached_word_layers(*inputs))
         return words.new_zeros(*mask.shape, words.size(-1)).masked_scatter(mask.unsqueeze(-1), words)
@@ -161,7 +160,7 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         type_ids: Optional[torch.LongTensor],
         segment_concat_mask: Optional[torch.BoolTensor],
     ) -> torch.Tensor:
-        """Every layer pooled to words: `(batch_size, num_words, num_layers, hidden_size)`."""
+        """Every layer pooled to words: `(num_layers, batch_size, num_words, hidden_size)`, zeros at padding."""
         with torch.set_grad_enabled(self.train_parameters and torch.is_grad_enabled()):
             pieces = self._wordpiece_layers(token_ids, wordpiece_mask, type_ids, segment_concat_mask)
         batch_size, num_pieces = pieces.shape[:2]
@@ -175,7 +174,7 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
             span_pieces = span_pieces * span_mask.unsqueeze(-1)
             lengths = span_mask.sum(-1, keepdim=True)
             words = span_pieces.sum(2) / lengths.clamp(min=1)
-        return words.reshape(batch_size, words.size(1), self.num_layers, -1)
+        return words.reshape(batch_size, words.size(1), self.num_layers, -1).movedim(2, 0)
 
     def _wordpiece_layers(
         self,
@@ -257,9 +256,7 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
             ).cpu()
             for index, row in enumerate(missing):
                 # Layer-major, so that a batch's words are one matrix for the mix.
-                sentence = (
-                    computed[index, : num_words[row]].transpose(0, 1).clone(memory_format=torch.contiguous_format)
-                )
+                sentence = computed[:, index, : num_words[row]].clone(memory_format=torch.contiguous_format)
                 sentences[row] = sentence
                 self._store(keys[row], sentence)
         return torch.cat(sentences, dim=1).to(token_ids.device, non_blocking=True)  # type: ignore[arg-type]
