@@ -55,7 +55,15 @@ REAL_PAIRS = [(config, name) for config in ALL_CONFIGS for name in accepted(conf
 
 def test_the_data_sets_of_the_benchmarks_are_there():
     assert DATASETS[0] == "fixtures"
-    assert set(DATASETS) == {"fixtures", "conll2003", "uner_ewt", "conll2000_chunking", "conll2000_pos", "ewt_upos"}
+    assert set(DATASETS) == {
+        "fixtures",
+        "conll2003",
+        "uner_ewt",
+        "wnut17",
+        "conll2000_chunking",
+        "conll2000_pos",
+        "ewt_upos",
+    }
 
 
 def test_every_config_accepts_the_fixtures():
@@ -116,7 +124,7 @@ def test_header_is_short_and_names_the_data_sets_it_accepts(config: pathlib.Path
     "config, data, accepts",
     [
         ("me_crf_thread_discourse.jsonnet", "conll2003", "fixtures"),
-        ("bilstm_crf.jsonnet", "conll2000_pos", "fixtures, conll2003, uner_ewt"),
+        ("bilstm_crf.jsonnet", "conll2000_pos", "fixtures, conll2003, uner_ewt, wnut17"),
         ("fofe_ner.jsonnet", "uner_ewt", "fixtures, conll2003"),
         ("seq2biseq_pos.jsonnet", "conll2000_chunking", "fixtures, conll2000_pos, ewt_upos"),
     ],

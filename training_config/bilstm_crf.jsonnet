@@ -2,7 +2,7 @@
 // Lower-cased GloVe words + a character CNN, a BiLSTM and a constrained CRF over BIOUL tags, SGD as
 // the paper; batches of sentences of similar length (`bucket` sampler: override
 // `data_loader.batch_sampler.batch_size`, not `data_loader.batch_size`).
-// Data: NERZOO_DATA=fixtures (default), conll2003, uner_ewt (training_config/data.libsonnet).
+// Data: NERZOO_DATA=fixtures (default), conll2003, uner_ewt, wnut17 (training_config/data.libsonnet).
 local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;

@@ -17,6 +17,9 @@
 //                       .iob2 files with the treebank on sent_id); sentence-level NER configs only.
 //                       Its released train file is not here: it trains on the pre-release one, whose
 //                       OTH and spurious B-O tags are read as O (see uner_english_ewt/PROVENANCE.md)
+//   wnut17              WNUT-17 emerging entities (user-generated text, 6 types): wnut17train.conll,
+//                       emerging.dev.conll, emerging.test.annotated (the single-label test file), TAB
+//                       columns `token tag`, IOB2; the config's own reader; sentence-level NER configs only
 //   conll2000_chunking  CoNLL-2000 chunk column; dev = every 9th training sentence (992), the model
 //                       trains on the other 7,944 (`conll_columns`' `?held_out=` paths); all eleven
 //                       chunk types declared in the label vocabulary
@@ -65,6 +68,12 @@ local readers(config, reader) =
     [if std.objectHas(config, "validation_dataset_reader") then "validation_dataset_reader"]: with_indexers,
   };
 
+// The config's own readers, reading other columns.
+local columns(config, settings) = {
+  dataset_reader+: settings,
+  [if std.objectHas(config, "validation_dataset_reader") then "validation_dataset_reader"]+: settings,
+};
+
 // name -> what configs it accepts, and what it sets on one.
 local datasets = {
   fixtures: { accepts(config): true, set(config): {} },
@@ -83,6 +92,12 @@ local datasets = {
         file_tag_scheme: "BIO",
         tag_scheme: config.dataset_reader.tag_scheme,
       }),
+  },
+  wnut17: {
+    accepts(config): task(config) == "NER" && reads_sentences(config),
+    set(config):
+      paths(shared + "wnut17/", "wnut17train.conll", "emerging.dev.conll", "emerging.test.annotated")
+      + columns(config, { tag_column: 1, file_tag_scheme: "BIO", delimiter: "\t" }),
   },
   conll2000_chunking: {
     accepts(config): task(config) == "chunking" && reads_columns(config),

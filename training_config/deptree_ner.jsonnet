@@ -1,8 +1,8 @@
 // Dependency-aware NER, Aguilar & Solorio (2019), https://arxiv.org/abs/1909.05166 (§3, appendix A).
 // Words (GloVe + character CNN) ++ POS ++ dependency relations, a residual BiLSTM stack beside a
 // residual child-sum Tree-LSTM stack, relative and global attention, CRF; Adam, lr x0.9 each epoch.
-// Data: NERZOO_DATA=fixtures (default, parsed by spaCy), conll2003 (spaCy trees) or uner_ewt (gold UD
-// trees) (training_config/data.libsonnet). SGD schedule, ablations: docs/deptree_ner.md.
+// Data: NERZOO_DATA=fixtures (default, parsed by spaCy), conll2003, wnut17 (spaCy trees) or uner_ewt
+// (gold UD trees) (training_config/data.libsonnet). SGD schedule, ablations: docs/deptree_ner.md.
 local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local glove_dim = 50;
