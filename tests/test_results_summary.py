@@ -18,6 +18,7 @@ README = (PROJECT_ROOT / "README.md").read_text()
 README_DATA = {
     "CoNLL-2003": "conll2003",
     "UNER EWT": "uner_ewt",
+    "WNUT-17": "wnut17",
     "CoNLL-2000 chunking": "conll2000_chunking",
     "CoNLL-2000 POS": "conll2000_pos",
     "UD English-EWT UPOS": "ewt_upos",
