@@ -60,19 +60,17 @@ local reads_sentences(config) =
   std.member(["conll_columns", "spacy_parsed_conll"], config.dataset_reader.type)
   && !std.get(config.dataset_reader, "document_level", false);
 
+// `change(reader)` for every reader of the config.
+local every_reader(config, change) = {
+  dataset_reader: change(config.dataset_reader),
+  [if std.objectHas(config, "validation_dataset_reader") then "validation_dataset_reader"]:
+    change(config.validation_dataset_reader),
+};
 // `reader` with the config's token indexers, for every reader of the config.
 local readers(config, reader) =
-  local with_indexers = reader { token_indexers: config.dataset_reader.token_indexers };
-  {
-    dataset_reader: with_indexers,
-    [if std.objectHas(config, "validation_dataset_reader") then "validation_dataset_reader"]: with_indexers,
-  };
-
+  every_reader(config, function(_) reader { token_indexers: config.dataset_reader.token_indexers });
 // The config's own readers, reading other columns.
-local columns(config, settings) = {
-  dataset_reader+: settings,
-  [if std.objectHas(config, "validation_dataset_reader") then "validation_dataset_reader"]+: settings,
-};
+local columns(config, settings) = every_reader(config, function(own) own + settings);
 
 // name -> what configs it accepts, and what it sets on one.
 local datasets = {
