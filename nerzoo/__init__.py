@@ -42,6 +42,7 @@ from nerzoo.modules.token_embedders.char_gated_embedder import CharGatedEmbedder
 from nerzoo.modules.token_embedders.contextual_word_vectors import ContextualWordVectors
 from nerzoo.modules.token_embedders.fast_character_encoding import FastCharacterEncoder
 from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeaturesEmbedder
+from nerzoo.modules.token_embedders.word_dropout import WordDropout
 from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
@@ -102,4 +103,5 @@ __all__ = [
     "ThreadDiscoursePredictor",
     "ThreadDiscourseReader",
     "WordAndCharactersIndexer",
+    "WordDropout",
 ]

@@ -80,6 +80,7 @@ COMPONENTS = {
         "contextual_word_pieces",
     ): None,  # needs a model directory: tests/data/test_contextual_word_pieces_indexer.py
     (TokenEmbedder, "char_gated"): None,  # needs a vocabulary: tests/modules/test_char_gated_embedder.py
+    (TokenEmbedder, "word_dropout"): None,  # needs a vocabulary: tests/modules/test_word_dropout.py
     (Seq2VecEncoder, "summed_gru"): {"input_dim": 6, "hidden_dim": 3, "output_dim": 5, "num_layers": 2},
     (Metric, "concept_error_rate"): {"tag_scheme": "BIO"},
     (Model, "seq2biseq"): None,  # built and trained in tests/models/test_seq2biseq.py
