@@ -8,11 +8,11 @@ from allennlp.modules.token_embedders import TokenEmbedder
 class WordDropout(TokenEmbedder):
     """
     Word dropout: while training, each real token's id is replaced by the out-of-vocabulary id with
-    probability `rate` before the wrapped embedder sees it (Lample et al. 2016,
-    https://aclanthology.org/N16-1030, §4.3, replace words by the unknown word; Ma & Hovy 2016 keep
-    every word).  The unknown word's vector is then trained on words the model has seen, and the
-    tagger learns to lean on the other inputs (characters, contextual vectors) when a word is
-    unknown, as rare and unseen test words are.  In evaluation it is the wrapped embedder.
+    probability `rate` before the wrapped embedder sees it.  Lample et al. (2016),
+    https://aclanthology.org/N16-1030, replace the training set's singletons so, with probability
+    0.5; this replaces any word.  The unknown word's vector is trained on words the model has seen,
+    and the tagger learns to lean on its other inputs (characters, contextual vectors) where a word
+    is unknown, as rare and unseen test words are.  In evaluation it is the wrapped embedder.
 
     Registered as a `TokenEmbedder` with name "word_dropout".
 
