@@ -116,12 +116,12 @@ local datasets = {
 };
 
 // GloVe for every pretrained file: the vocabulary's, and the word embedders' (fofe_ner's
-// `model.word_embedders`, char_gated's `word_embedding`, word_dropout's `embedder`).
+// `model.word_embedders`, and those inside an embedder: char_gated's `word_embedding`,
+// word_dropout's `embedder`).
+local inner_embedders = ["word_embedding", "embedder"];
 local embedder_with_glove(embedder) =
   if std.objectHas(embedder, "pretrained_file") then embedder { pretrained_file: glove }
-  else if std.objectHas(embedder, "word_embedding") then embedder { word_embedding: embedder_with_glove(super.word_embedding) }
-  else if std.objectHas(embedder, "embedder") then embedder { embedder: embedder_with_glove(super.embedder) }
-  else embedder;
+  else embedder + { [key]: embedder_with_glove(embedder[key]) for key in inner_embedders if std.objectHas(embedder, key) };
 local all_with_glove(embedders) = std.mapWithKey(function(_, embedder) embedder_with_glove(embedder), embedders);
 local with_glove(config) = config + {
   [if std.objectHas(std.get(config, "vocabulary", {}), "pretrained_files") then "vocabulary"]+: {

@@ -33,11 +33,12 @@ class WordDropout(TokenEmbedder):
         super().__init__()
         if not 0.0 <= rate < 1.0:
             raise ConfigurationError(f"word_dropout: rate must be in [0, 1), got {rate}")
-        if vocab._oov_token not in vocab.get_token_to_index_vocabulary(vocab_namespace):
+        oov_index = vocab.get_token_to_index_vocabulary(vocab_namespace).get(vocab._oov_token)
+        if oov_index is None:
             raise ConfigurationError(f"word_dropout: namespace {vocab_namespace!r} has no unknown-word id")
         self.embedder = embedder
         self.rate = rate
-        self.oov_index = vocab.get_token_index(vocab._oov_token, vocab_namespace)
+        self.oov_index = oov_index
 
     def get_output_dim(self) -> int:
         return self.embedder.get_output_dim()
