@@ -101,7 +101,10 @@ def overrides_for(model: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
     }
     if not model.get("schedule"):
         overrides.update({"trainer.num_epochs": args.max_epochs, "trainer.patience": args.patience})
-    return {**overrides, **model.get("overrides", {}), **args.overrides}
+    merged = {**overrides, **model.get("overrides", {}), **args.overrides}
+    if not model.get("schedule"):  # --max-epochs caps the epochs that the overrides ask for too
+        merged["trainer.num_epochs"] = min(merged["trainer.num_epochs"], args.max_epochs)
+    return merged
 
 
 def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
@@ -191,7 +194,7 @@ def main() -> int:
         "--overrides",
         type=json.loads,
         default={},
-        help="JSON overrides for every run, applied last (use a separate --output-root)",
+        help="JSON overrides for every run, applied last but for the --max-epochs cap (use a separate --output-root)",
     )
     parser.add_argument("--label", default=None, help="the model column of these runs' rows (default: the model)")
     parser.add_argument("--table", action="store_true", help="print the table of the finished runs in --output-root")
