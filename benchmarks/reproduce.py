@@ -98,13 +98,13 @@ def overrides_for(model: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
     overrides: Dict[str, Any] = {
         "evaluate_on_test": True,
         **dict.fromkeys(("random_seed", "numpy_seed", "pytorch_seed"), seed),
+        **({} if model.get("schedule") else {"trainer.patience": args.patience}),
+        **model.get("overrides", {}),
+        **args.overrides,
     }
-    if not model.get("schedule"):
-        overrides.update({"trainer.num_epochs": args.max_epochs, "trainer.patience": args.patience})
-    merged = {**overrides, **model.get("overrides", {}), **args.overrides}
-    if not model.get("schedule"):  # --max-epochs caps the epochs that the overrides ask for too
-        merged["trainer.num_epochs"] = min(merged["trainer.num_epochs"], args.max_epochs)
-    return merged
+    if not model.get("schedule"):  # --max-epochs caps the epochs, the overrides' too
+        overrides["trainer.num_epochs"] = min(overrides.get("trainer.num_epochs", args.max_epochs), args.max_epochs)
+    return overrides
 
 
 def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
@@ -187,15 +187,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
     parser.add_argument("--runs", nargs="+", default=[], help="MODEL:DATASET:SEED, separated by spaces or commas")
     parser.add_argument("--patience", type=int, default=5)
-    parser.add_argument("--max-epochs", type=int, default=60)
+    parser.add_argument("--max-epochs", type=int, default=60, help="caps trainer.num_epochs, the overrides' too")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
     parser.add_argument("--output-root", default=os.path.join(REPO_ROOT, "runs", "reproduce"))
-    parser.add_argument(
-        "--overrides",
-        type=json.loads,
-        default={},
-        help="JSON overrides for every run, applied last but for the --max-epochs cap (use a separate --output-root)",
-    )
+    parser.add_argument("--overrides", type=json.loads, default={}, help="JSON overrides for every run, applied last")
     parser.add_argument("--label", default=None, help="the model column of these runs' rows (default: the model)")
     parser.add_argument("--table", action="store_true", help="print the table of the finished runs in --output-root")
     parser.add_argument(
