@@ -5,16 +5,15 @@ with frozen contextual word vectors (the cache on, and off) against the same tag
 characters only, in one run, like for like.
 
     .venv/bin/python benchmarks/speed/contextual_speed.py [--model bilstm_crf] [--train-sentences 2000]
-        [--dev-sentences 500] [--epochs 3] [--threads 1] [--record contextual_speed]
+        [--dev-sentences 500] [--epochs 3] [--threads 1] [--fine-tune] [--record contextual_speed]
 
-The rows train `training_config/MODEL.jsonnet`, `MODEL_contextual.jsonnet`, the latter with
-`cache_size_mb: 0`, and the latter with a frozen random table as wide as the transformer in its
-place (what the wider layers cost with vectors for free), each with its own optimiser and batches,
-`--epochs` epochs, on the first `--train-sentences` sentences of CoNLL-2003's eng.train and
-`--dev-sentences` of eng.testa (copied under the output folder) with GloVe 6B 50d
-(NERZOO_DATA=conll2003); an epoch's time is the trainer's: training, validation and checkpoint.  Each archive then predicts eng.testb's first `--dev-sentences` sentences four
-times in one process (`sequence_tagger`, batches of 64): the first pass fills the cache, the best
-later pass is shown.  The transformer is TRANSFORMER_MODEL (default all-MiniLM-L6-v2).
+Rows: `training_config/MODEL.jsonnet`; `MODEL_contextual.jsonnet`, also with `cache_size_mb: 0`,
+with a frozen random table as wide as the transformer instead (the wider layers with vectors for
+free) and (`--fine-tune`) with `train_parameters: true`; each trains `--epochs` epochs on the first
+`--train-sentences` sentences of eng.train and `--dev-sentences` of eng.testa (CoNLL-2003, GloVe 6B
+50d); an epoch's time is the trainer's (training, validation, checkpoint).  Each archive then tags
+eng.testb's first `--dev-sentences` sentences four times in one process (`sequence_tagger`, batches
+of 64): the first pass fills the cache, the best later one is shown.  Transformer: TRANSFORMER_MODEL.
 """
 
 import argparse
@@ -106,6 +105,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dev-sentences", type=int, default=500)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--fine-tune", action="store_true", help="add a row fine-tuning the transformer")
     parser.add_argument("--output-root", default=os.path.join(harness.REPO_ROOT, "runs", "contextual_speed"))
     parser.add_argument("--record", metavar="TABLE", default=None, help="add the rows to docs/results/TABLE.jsonl")
     args = parser.parse_args(argv)
@@ -133,6 +133,8 @@ def main(argv=None) -> int:
         ("+ contextual, no cache", contextual, {f"{transformer}.cache_size_mb": 0}),
         ("+ a frozen table as wide, no transformer", width, {}),
     ]
+    if args.fine_tune:
+        rows.append(("+ contextual, fine-tuned", contextual, {f"{transformer}.train_parameters": True}))
     measured: List[Dict[str, Any]] = []
     for label, config, extra in rows:
         overrides = {"train_data_path": train, "validation_data_path": dev, "test_data_path": None, **extra}
