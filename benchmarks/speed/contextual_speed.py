@@ -7,13 +7,13 @@ characters only, in one run, like for like.
     .venv/bin/python benchmarks/speed/contextual_speed.py [--model bilstm_crf] [--train-sentences 2000]
         [--dev-sentences 500] [--epochs 3] [--threads 1] [--fine-tune] [--record contextual_speed]
 
-Rows: `training_config/MODEL.jsonnet`; `MODEL_contextual.jsonnet`, also with `cache_size_mb: 0`,
-with a frozen random table as wide as the transformer instead (the wider layers with vectors for
-free) and (`--fine-tune`) with `train_parameters: true`; each trains `--epochs` epochs on the first
-`--train-sentences` sentences of eng.train and `--dev-sentences` of eng.testa (CoNLL-2003, GloVe 6B
-50d); an epoch's time is the trainer's (training, validation, checkpoint).  Each archive then tags
-eng.testb's first `--dev-sentences` sentences four times in one process (`sequence_tagger`, batches
-of 64): the first pass fills the cache, the best later one is shown.  Transformer: TRANSFORMER_MODEL.
+Rows: `training_config/MODEL.jsonnet`; `MODEL_contextual.jsonnet` as is, with `cache_size_mb: 0`,
+with a frozen random table as wide as the transformer in its place (the wider layers, vectors for
+free), and with `--fine-tune` `train_parameters: true`. Each, with its own optimiser, trains `--epochs`
+epochs on the first `--train-sentences` sentences of eng.train and `--dev-sentences` of eng.testa
+(CoNLL-2003, GloVe 6B 50d); an epoch's time is the trainer's (training, validation, checkpoint).  Each
+archive then tags eng.testb's first `--dev-sentences` sentences four times in one process (batches of
+64): the first pass fills the cache, the best later one is shown.  Transformer: TRANSFORMER_MODEL.
 """
 
 import argparse
