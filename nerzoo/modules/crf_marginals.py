@@ -78,8 +78,11 @@ def forward_backward(
     """
     logits = full_precision(logits)
     with without_autocast(logits):
+        if torch.is_tensor(transition_temperature):
+            transition_temperature = transition_temperature.to(crf.transitions.device)
+        # The CRF may live on another device than the logits (`calibrate` holds its batches on the CPU).
         transitions, start, end = (
-            scores.to(logits.dtype) for scores in constrained_scores(crf, transition_temperature)
+            scores.to(logits.device, logits.dtype) for scores in constrained_scores(crf, transition_temperature)
         )
         mask = mask.bool()
         result, underflow = _recursions(transitions, start, end, logits, mask, _log_matmul_exp)

@@ -93,7 +93,7 @@ class CrfScorer:
         a marginal is `exp(alpha + beta - log Z)` with `log Z` in the hundreds, where float32 keeps
         only about 3e-5 of it.
         """
-        temperatures = torch.tensor([self.temperature, self.transition_temperature])
+        temperatures = torch.tensor([self.temperature, self.transition_temperature], device=logits.device)
         return self.scaled_posteriors(logits.double(), mask, paths, temperatures)
 
     def scaled_posteriors(
@@ -101,6 +101,7 @@ class CrfScorer:
     ) -> TagPosteriors:
         """`posteriors` with the emissions divided by `temperatures[0]` and the transitions by
         `temperatures[-1]`, differentiable in them; computed in the dtype of `logits`."""
+        temperatures = temperatures.to(logits.device)
         logits = logits / temperatures[0].to(logits.dtype)
         result = forward_backward(self.crf, logits, mask, temperatures[-1])
         on_paths = PathPosteriors(result, logits, paths)
@@ -116,7 +117,12 @@ class CrfScorer:
         emissions divided by `temperatures[0]` and the transitions by `temperatures[-1]`
         (differentiable in `temperatures`, a tensor of one or two values).
         """
-        transitions, start, end = constrained_scores(self.crf, temperatures[-1])
+        # The batches may be kept on another device than the model (`calibrate` holds them on the CPU).
+        transitions, start, end = (
+            scores.to(logits.device)
+            for scores in constrained_scores(self.crf, temperatures[-1].to(self.crf.transitions.device))
+        )
+        temperatures = temperatures.to(logits.device)
         return sequence_log_likelihood(transitions, start, end, logits.double() / temperatures[0], tags, mask)
 
     def set_temperatures(self, temperatures: Sequence[float]) -> None:
@@ -149,13 +155,14 @@ class SoftmaxScorer:
     @torch.no_grad()
     def posteriors(self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor) -> TagPosteriors:
         """A segment's probability is the product of its tokens' (the positions are independent)."""
-        return self.scaled_posteriors(full_precision(logits), mask, paths, torch.tensor([self.temperature]))
+        temperatures = torch.tensor([self.temperature], device=logits.device)
+        return self.scaled_posteriors(full_precision(logits), mask, paths, temperatures)
 
     def scaled_posteriors(
         self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor, temperatures: torch.Tensor
     ) -> TagPosteriors:
         """`posteriors` with the scores divided by `temperatures[0]`, differentiable in it."""
-        log_softmax = torch.log_softmax(logits / temperatures[0].to(logits.dtype), dim=-1)
+        log_softmax = torch.log_softmax(logits / temperatures[0].to(logits.device, logits.dtype), dim=-1)
         on_path = log_softmax.gather(2, paths.unsqueeze(-1)).squeeze(-1) * mask
         prefix = on_path.double().cumsum(dim=1)
         return TagPosteriors(log_softmax.exp() * mask.unsqueeze(-1), on_path, on_path.double() - prefix, prefix)
@@ -164,7 +171,7 @@ class SoftmaxScorer:
         self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor, temperatures: torch.Tensor
     ) -> torch.Tensor:
         """`(batch_size,)` log P(tags | x) with the scores divided by `temperatures[0]` (differentiable in it)."""
-        log_softmax = torch.log_softmax(logits.double() / temperatures[0], dim=-1)
+        log_softmax = torch.log_softmax(logits.double() / temperatures[0].to(logits.device), dim=-1)
         return (log_softmax.gather(2, tags.unsqueeze(-1)).squeeze(-1) * mask).sum(dim=1)
 
     def set_temperatures(self, temperatures: Sequence[float]) -> None:
