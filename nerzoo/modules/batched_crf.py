@@ -23,6 +23,7 @@ from typing import NamedTuple, Optional
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
 
+from nerzoo.modules import chain_scans
 from nerzoo.modules.crf_marginals import constrained_scores
 from nerzoo.modules.full_precision import full_precision, without_autocast
 
@@ -54,27 +55,52 @@ def _viterbi(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.Bool
     if num_steps == 0:
         empty = logits.new_zeros((batch_size, 0), dtype=torch.long)
         return ViterbiPaths(empty, logits.new_zeros(batch_size), lengths)
+    first = start + logits[:, 0]
+    if num_steps == 1:
+        best_score, tag = (first + end).max(dim=1)
+        return ViterbiPaths(tag.unsqueeze(1) * mask, best_score * mask[:, 0], lengths)
+    stay = torch.arange(num_tags, device=logits.device)
+    if chain_scans.fits(batch_size, num_steps, num_tags):
+        scores = _forward_max_scores(transitions, first, logits, mask)
+        # (batch, step, from, to): the best previous tag of each tag at steps 1 .. T - 1.
+        previous = (scores[:, :-1].unsqueeze(3) + transitions).argmax(dim=2)
+        backpointers = torch.where(mask[:, 1:, None], previous, stay)
+        best_score, tag = (scores[:, -1] + end).max(dim=1)
+        tags = torch.cat([chain_scans.follow_backpointers(backpointers, tag), tag.unsqueeze(1)], dim=1) * mask
+    else:
+        best_score, tags = _stepwise_viterbi(transitions, first, end, logits, mask, stay)
+    # A row with no valid step has no path and scores 0.
+    return ViterbiPaths(tags, best_score * (lengths > 0), lengths)
 
-    stay = torch.arange(num_tags, device=logits.device).expand(batch_size, num_tags)
+
+def _forward_max_scores(transitions, first, logits, mask) -> torch.Tensor:
+    """
+    `(batch_size, T, K)` Viterbi forward scores by a max-semiring prefix scan: the first step's scores
+    enter as a matrix whose rows are all `first`, so row 0 of each prefix product is `alpha_t`.
+    """
+    matrices = chain_scans.transfer_matrices(transitions, logits, mask)
+    initial = first.unsqueeze(1).expand(-1, first.size(1), -1).unsqueeze(1)
+    return chain_scans.max_prefix_products(torch.cat([initial, matrices], dim=1))[:, :, 0]
+
+
+def _stepwise_viterbi(transitions, first, end, logits, mask, stay):
+    """The same, one step at a time (for batches whose scans would not fit in memory)."""
+    stay = stay.expand(logits.size(0), -1)
     step_mask = mask.t().unsqueeze(-1)  # (num_steps, batch_size, 1)
     step_logits = logits.transpose(0, 1)  # (num_steps, batch_size, num_tags)
-    score = start.unsqueeze(0) + step_logits[0]
+    score = first
     backpointers = []
-    for t in range(1, num_steps):
+    for t in range(1, logits.size(1)):
         # (batch, from, to): best previous tag for each tag at t.
         best, previous = (score.unsqueeze(2) + transitions).max(dim=1)
         score = torch.where(step_mask[t], best + step_logits[t], score)
         backpointers.append(torch.where(step_mask[t], previous, stay))
     best_score, tag = (score + end.unsqueeze(0)).max(dim=1)
-
     path = [tag]
     for previous in reversed(backpointers):
         tag = previous.gather(1, tag.unsqueeze(1)).squeeze(1)
         path.append(tag)
-    tags = torch.stack(path[::-1], dim=1) * mask
-    # A row with no valid step has no path and scores 0.
-    best_score = best_score * (lengths > 0)
-    return ViterbiPaths(tags, best_score, lengths)
+    return best_score, torch.stack(path[::-1], dim=1) * mask
 
 
 def crf_log_likelihood(
@@ -122,17 +148,23 @@ def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.
     gold_transitions = transitions[tags[:, :-1], tags[:, 1:]] * mask[:, 1:]
     numerator = gold_emissions.sum(dim=1) + gold_transitions.sum(dim=1)
 
-    # Denominator: log Z by the forward recursion.
-    alpha = logits[:, 0]
+    # Denominator: log Z, by a log-semiring product of the transfer matrices (or step by step).
+    first = logits[:, 0]
     if start is not None:
         numerator = numerator + start.to(logits.dtype)[tags[:, 0]]
-        alpha = alpha + start.to(logits.dtype).unsqueeze(0)
-    alphas = [alpha]
-    for t in range(1, num_steps):
-        alpha = torch.logsumexp(alpha.unsqueeze(2) + transitions, dim=1) + logits[:, t]
-        alphas.append(alpha)
-    final = torch.stack(alphas, dim=1)[rows, last]
+        first = first + start.to(logits.dtype)
     if end is not None:
         numerator = numerator + end.to(logits.dtype)[tags[rows, last]]
+    if num_steps > 1 and chain_scans.fits(batch_size, num_steps, num_tags):
+        product = chain_scans.log_chain_product(chain_scans.transfer_matrices(transitions, logits, mask))
+        final = first.unsqueeze(2) + product
+        if end is not None:
+            final = final + end.to(logits.dtype)
+        return numerator - final.logsumexp(dim=(1, 2))
+    alphas = [first]
+    for t in range(1, num_steps):
+        alphas.append(torch.logsumexp(alphas[-1].unsqueeze(2) + transitions, dim=1) + logits[:, t])
+    final = torch.stack(alphas, dim=1)[rows, last]
+    if end is not None:
         final = final + end.to(logits.dtype).unsqueeze(0)
     return numerator - torch.logsumexp(final, dim=1)

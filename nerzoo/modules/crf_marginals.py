@@ -34,19 +34,35 @@ def constrained_scores(
     `(transitions, start, end)` with forbidden moves scored as in `crf.viterbi_tags`; the learned
     scores divided by `temperature` (a float or a scalar tensor), the forbidden ones left forbidden.
     """
-    num_tags = crf.num_tags
-    allowed = crf._constraint_mask  # (num_tags + 2, num_tags + 2); rows/cols num_tags, num_tags + 1 = start, end
-    scaled = crf.transitions / temperature
-    transitions = scaled * allowed[:num_tags, :num_tags] + _FORBIDDEN * (1 - allowed[:num_tags, :num_tags])
-    start_allowed = allowed[num_tags, :num_tags]
-    end_allowed = allowed[:num_tags, num_tags + 1]
+    transitions_allowed, start_allowed, end_allowed = _allowed_moves(crf)
+    scaled = crf.transitions if _is_one(temperature) else crf.transitions / temperature
+    transitions = torch.where(transitions_allowed, scaled, _FORBIDDEN)
     if crf.include_start_end_transitions:
-        start = crf.start_transitions / temperature * start_allowed + _FORBIDDEN * (1 - start_allowed)
-        end = crf.end_transitions / temperature * end_allowed + _FORBIDDEN * (1 - end_allowed)
-    else:
-        start = _FORBIDDEN * (1 - start_allowed)
-        end = _FORBIDDEN * (1 - end_allowed)
-    return transitions, start, end
+        start, end = crf.start_transitions, crf.end_transitions
+        if not _is_one(temperature):
+            start, end = start / temperature, end / temperature
+        return transitions, torch.where(start_allowed, start, _FORBIDDEN), torch.where(end_allowed, end, _FORBIDDEN)
+    forbidden = torch.tensor(_FORBIDDEN, dtype=transitions.dtype, device=transitions.device)
+    return transitions, torch.where(start_allowed, 0.0, forbidden), torch.where(end_allowed, 0.0, forbidden)
+
+
+def _is_one(temperature: Union[float, torch.Tensor]) -> bool:
+    return not torch.is_tensor(temperature) and temperature == 1.0
+
+
+def _allowed_moves(crf: ConditionalRandomField) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`(num_tags, num_tags)` allowed transitions, `(num_tags,)` allowed first and last tags."""
+    constraint = crf._constraint_mask  # (num_tags + 2, num_tags + 2); rows/cols num_tags, num_tags + 1 = start, end
+    # Made once per CRF, device and version of its constraints, and kept on the CRF.
+    key = (constraint.device, constraint._version)
+    cached = crf.__dict__.get("_nerzoo_allowed_moves")
+    if cached is None or cached[0] != key:
+        num_tags = crf.num_tags
+        with torch.no_grad():
+            allowed = constraint.detach() > 0.5
+            masks = (allowed[:num_tags, :num_tags], allowed[num_tags, :num_tags], allowed[:num_tags, num_tags + 1])
+        crf.__dict__["_nerzoo_allowed_moves"] = cached = (key, masks)
+    return cached[1]
 
 
 def _log_matmul_exp(log_values: torch.Tensor, exp_matrix: torch.Tensor, shift: torch.Tensor):
