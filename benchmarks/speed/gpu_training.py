@@ -1,0 +1,382 @@
+#!/usr/bin/env python
+"""
+Training and prediction speed on one GPU, in one process: `bilstm_crf` with the recipe's batches
+and with the GPU recipe, allennlp-models' `crf_tagger` built like it, and `deptree_ner`, each in
+float32 and with `trainer.use_amp`, every ratio against a row measured in the same run.
+
+    .venv/bin/python benchmarks/speed/gpu_training.py --data conll2003 --json runs/gpu_training.json
+    bash .gpu/run.sh python3 benchmarks/speed/gpu_training.py --data conll2003   # ../shared/gpu/README.md
+    .venv/bin/python benchmarks/speed/gpu_training.py --data fixtures --device cpu --epochs 1 \
+        --max-sentences 40 --rows bilstm_crf,bilstm_crf_gpu   # smoke test
+
+Rows (`--rows`, `--precisions`), each built with allennlp's `TrainModel.from_params` in this process:
+`crf_tagger` (crf_tagger_reference.py's reference: needs `make install-bench`, skipped without it),
+`bilstm_crf` (training_config/bilstm_crf.jsonnet, batches of 10), `bilstm_crf_gpu`
+(training_config/bilstm_crf_gpu.jsonnet; where that file does not exist, bilstm_crf.jsonnet with
+GPU_RECIPE_STAND_IN), `deptree_ner` (training_config/deptree_ner.jsonnet, parsed by spaCy, the parses
+cached under NERZOO_CACHE).  On the CPU the `use_amp` rows are skipped (allennlp's AMP needs CUDA).
+
+Training: `--epochs` epochs (default 2) of the trainer's `_train_epoch` on the first `--max-sentences`
+sentences of the data set's train file (`--data`, NERZOO_DATA; CoNLL-2003 eng.train has 14,041): the
+loader, forward, backward, clipping, optimiser step, training metrics and progress bar, timed from
+the first batch to the synchronised end of the epoch.  Startup (reading, vocabulary, model) and
+validation are excluded: no validation runs.  Train sentences/s = sentences x epochs / their seconds.
+Prediction with confidences: the model in eval mode over the validation file (words, no gold tags),
+batches of 64 through `Model.forward_on_instances` (forward, `make_output_human_readable`, outputs to
+NumPy), as `allennlp predict` runs it, under `torch.autocast` in the `use_amp` rows; the fastest of
+`--predict-passes` passes after a warm-up batch counts.  nerzoo's taggers add tag and span confidences
+(forward-backward); `crf_tagger` has none and gives its Viterbi tags only.
+
+Budget on an H200, from the seconds of an eng.train epoch with validation before any speed-up
+(bilstm_crf 21, use_amp 25; batches of 256 4, of 64 ~6; crf_tagger 48; deptree_ner 33): 8 rows x 2
+epochs of all of eng.train would train ~7 min, ~10 with startup and prediction.  The default prefix
+of 5,000 sentences (36%) trains ~2.5 min, the rows build in ~1 min (deptree_ner's spaCy parses of
+8,250 sentences, once), prediction ~1 min, imports 15 s: ~5 min.
+`--budget` (default 450 s from the start) skips the rows that would start later, and ends a row's
+training after an epoch when the next would pass it; the output says so.
+"""
+
+import argparse
+import contextlib
+import gc
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any, Dict, List, Optional, Tuple
+
+STARTED = time.monotonic()
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # crf_tagger_reference, harness
+
+import harness  # noqa: E402
+
+MODELS = ("crf_tagger", "bilstm_crf", "bilstm_crf_gpu", "deptree_ner")
+PRECISIONS = ("float32", "use_amp")
+CONFIGS = {
+    "bilstm_crf": "training_config/bilstm_crf.jsonnet",
+    "bilstm_crf_gpu": "training_config/bilstm_crf_gpu.jsonnet",
+    "deptree_ner": "training_config/deptree_ner.jsonnet",
+}
+# The GPU recipe's batches and clipping, where training_config/bilstm_crf_gpu.jsonnet does not exist.
+GPU_RECIPE_STAND_IN = {"data_loader.batch_sampler.batch_size": 64, "trainer.grad_norm": 32.0}
+REFERENCE = "crf_tagger float32"
+PREDICT_BATCH_SIZE = 64
+
+
+def row_name(model: str, precision: str) -> str:
+    return f"{model} {precision}"
+
+
+def write_prefix(source: str, count: int, target: str) -> Optional[int]:
+    """Writes the first `count` sentences of a CoNLL file (its -DOCSTART- lines kept) to `target`;
+    `None` (nothing written) when the file has no more than `count`."""
+    kept, sentences, in_sentence = [], 0, False
+    with open(source, encoding="utf-8") as handle:
+        for line in handle:
+            kept.append(line)
+            if line.strip():
+                in_sentence = in_sentence or not line.startswith("-DOCSTART-")
+                continue
+            if in_sentence:
+                sentences, in_sentence = sentences + 1, False
+                if sentences == count:
+                    with open(target, "w", encoding="utf-8") as out:
+                        out.writelines(kept)
+                    return count
+    return None
+
+
+def row_params(model: str, overrides: Dict[str, Any], ext_vars: Dict[str, str]) -> Tuple[Any, str]:
+    """The row's allennlp params with `overrides`, and what they are."""
+    from allennlp.common.params import Params
+
+    if model == "crf_tagger":
+        import crf_tagger_reference
+
+        importlib.import_module("allennlp_models.tagging")
+        resolved = Params.from_file(CONFIGS["bilstm_crf"], json.dumps(overrides), ext_vars=ext_vars)
+        return Params(crf_tagger_reference.reference_config(resolved.as_dict(quiet=True))), (
+            "allennlp-models crf_tagger built like training_config/bilstm_crf.jsonnet (crf_tagger_reference.py)"
+        )
+    config = CONFIGS[model]
+    if model == "bilstm_crf_gpu" and not os.path.exists(config):
+        overrides = {**GPU_RECIPE_STAND_IN, **overrides}
+        config = CONFIGS["bilstm_crf"]
+        described = f"{config} with {json.dumps(GPU_RECIPE_STAND_IN)} ({CONFIGS['bilstm_crf_gpu']} does not exist)"
+    else:
+        described = config
+    return Params.from_file(config, json.dumps(overrides), ext_vars=ext_vars), described
+
+
+def synchronize(cuda: bool) -> None:
+    if cuda:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def prediction_seconds(model, instances: List[Any], passes: int, cuda: bool, amp: bool) -> List[float]:
+    """Seconds of each pass of `model.forward_on_instances` over `instances` in batches, after a warm-up batch."""
+    import torch
+
+    batches = [instances[start : start + PREDICT_BATCH_SIZE] for start in range(0, len(instances), PREDICT_BATCH_SIZE)]
+    model.eval()
+    autocast = torch.autocast("cuda", dtype=torch.float16) if amp else contextlib.nullcontext()
+    seconds = []
+    with autocast:
+        model.forward_on_instances(batches[0])
+        for _ in range(passes):
+            synchronize(cuda)
+            started = time.perf_counter()
+            for batch in batches:
+                model.forward_on_instances(batch)
+            synchronize(cuda)
+            seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def run_row(model: str, precision: str, overrides: Dict[str, Any], args, ext_vars, work: str) -> Dict[str, Any]:
+    """Builds, trains and times one row; its figures."""
+    from allennlp.commands.train import TrainModel
+    from allennlp.common.util import prepare_environment
+    from allennlp.data import Instance
+
+    cuda = args.cuda_index >= 0
+    overrides = {**overrides, "trainer.cuda_device": args.cuda_index, "trainer.use_amp": precision == "use_amp"}
+    params, described = row_params(model, overrides, ext_vars)
+    row = {"row": row_name(model, precision), "model": model, "precision": precision, "config": described}
+    prepare_environment(params)
+    started = time.perf_counter()
+    serialization_dir = os.path.join(work, row["row"].replace(" ", "-"))
+    loop = TrainModel.from_params(params=params, serialization_dir=serialization_dir, local_rank=0)
+    row["startup_seconds"] = time.perf_counter() - started
+    trainer = loop.trainer
+    row["train_sentences"] = sum(1 for _ in trainer.data_loader.iter_instances())
+    for callback in trainer._callbacks:
+        callback.on_start(trainer, is_primary=True)
+    row["epoch_seconds"] = []
+    for epoch in range(args.epochs):
+        if epoch and time.monotonic() - STARTED + row["epoch_seconds"][-1] > args.budget:
+            row["note"] = f"{epoch} of {args.epochs} epochs: the next would pass --budget {args.budget:.0f} s"
+            break
+        synchronize(cuda)
+        started = time.perf_counter()
+        metrics = trainer._train_epoch(epoch)
+        synchronize(cuda)
+        row["epoch_seconds"].append(time.perf_counter() - started)
+        row["train_loss"] = metrics["loss"]
+    row["train_sentences_per_second"] = row["train_sentences"] * len(row["epoch_seconds"]) / sum(row["epoch_seconds"])
+
+    # The validation sentences without their gold tags, as a caller has them.
+    vocab = loop.model.vocab
+    instances = []
+    for instance in trainer._validation_data_loader.iter_instances():
+        words_only = Instance({name: field for name, field in instance.fields.items() if name != "tags"})
+        words_only.index_fields(vocab)
+        instances.append(words_only)
+    predict = prediction_seconds(loop.model, instances, args.predict_passes, cuda, precision == "use_amp")
+    row["predict_sentences"] = len(instances)
+    row["predict_seconds"] = predict
+    row["predict_sentences_per_second"] = len(instances) / min(predict)
+    row["status"] = "ok"
+    return row
+
+
+def ratios(rows: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Each measured row against crf_tagger float32, use_amp against float32, the GPU recipe against the recipe's batches."""
+    pairs = [(name, REFERENCE, "against crf_tagger float32") for name in rows if name != REFERENCE]
+    pairs += [
+        (row_name(model, "use_amp"), row_name(model, "float32"), "use_amp / float32")
+        for model in MODELS
+        if row_name(model, "use_amp") in rows
+    ]
+    pairs += [
+        (row_name("bilstm_crf_gpu", precision), row_name("bilstm_crf", precision), "GPU recipe / recipe batches")
+        for precision in PRECISIONS
+    ]
+    measured = []
+    for name, against, what in pairs:
+        if rows.get(name, {}).get("status") != "ok" or rows.get(against, {}).get("status") != "ok":
+            continue
+        measured.append(
+            {
+                "row": name,
+                "against": against,
+                "what": what,
+                "train": rows[name]["train_sentences_per_second"] / rows[against]["train_sentences_per_second"],
+                "predict": rows[name]["predict_sentences_per_second"] / rows[against]["predict_sentences_per_second"],
+            }
+        )
+    return measured
+
+
+def device_description(cuda_index: int) -> Dict[str, Any]:
+    import torch
+
+    described = {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
+    if cuda_index >= 0:
+        described["device"] = torch.cuda.get_device_name(cuda_index)
+    else:
+        described["device"] = "CPU: " + harness.machine_description()
+    return described
+
+
+def print_table(results: Dict[str, Any]) -> None:
+    against = {ratio["row"]: ratio for ratio in results["ratios"] if ratio["against"] == REFERENCE}
+    print(
+        f"\n{'row':26s} {'train sent':>10s} {'epochs (s)':>14s} {'train sent/s':>12s} {'predict sent/s':>14s}", end=""
+    )
+    print(f" {'train vs crf_tagger':>19s} {'predict vs crf_tagger':>21s}")
+    for row in results["rows"]:
+        if row["status"] != "ok":
+            print(f"{row['row']:26s} {row['status']}: {row['message']}")
+            continue
+        epochs = ", ".join(f"{seconds:.1f}" for seconds in row["epoch_seconds"])
+        ratio = against.get(row["row"])
+        cells = [f"{ratio[key]:.2f}x" if ratio else "n/a" for key in ("train", "predict")]
+        print(
+            f"{row['row']:26s} {row['train_sentences']:10d} {epochs:>14s} {row['train_sentences_per_second']:12.1f} "
+            f"{row['predict_sentences_per_second']:14.1f} {cells[0]:>19s} {cells[1]:>21s}"
+            + (f"  ({row['note']})" if "note" in row else "")
+        )
+    for ratio in results["ratios"]:
+        if ratio["against"] != REFERENCE:
+            print(
+                f"{ratio['row']} / {ratio['against']} ({ratio['what']}): "
+                f"training {ratio['train']:.2f}x, prediction {ratio['predict']:.2f}x"
+            )
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
+    parser.add_argument("--data", default="conll2003", help="a data set of training_config/data.libsonnet")
+    parser.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda where there is one)")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--max-sentences", type=int, default=5000, help="train on the train file's first N sentences")
+    parser.add_argument("--rows", default=",".join(MODELS), help=f"models, comma-separated: {', '.join(MODELS)}")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS), help="float32, use_amp or both")
+    parser.add_argument("--predict-passes", type=int, default=2, help="at least 1; the fastest counts")
+    parser.add_argument("--budget", type=float, default=450.0, help="seconds from the start; see the docstring")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--json", default=None, metavar="OUT", help="write the results to OUT")
+    args = parser.parse_args(argv)
+    models = [model for model in args.rows.split(",") if model]
+    precisions = [precision for precision in args.precisions.split(",") if precision]
+    unknown = sorted(set(models) - set(MODELS)) + sorted(set(precisions) - set(PRECISIONS))
+    if unknown:
+        parser.error(f"unknown rows or precisions: {', '.join(unknown)}")
+    if args.predict_passes < 1 or args.epochs < 1:
+        parser.error("--epochs and --predict-passes must be at least 1")
+
+    import torch
+    from allennlp.common import logging as common_logging
+
+    import nerzoo  # noqa: F401
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    args.cuda_index = -1 if device == "cpu" else int(device.partition(":")[2] or 0)
+    if args.cuda_index >= 0:
+        torch.cuda.set_device(args.cuda_index)  # what synchronize() waits for
+    args.json = args.json and os.path.abspath(args.json)
+    cwd, file_friendly = os.getcwd(), common_logging.FILE_FRIENDLY_LOGGING
+    try:
+        os.chdir(harness.REPO_ROOT)  # the configs' data paths are relative to it
+        common_logging.FILE_FRIENDLY_LOGGING = True  # a progress line every 2 s, as --file-friendly-logging
+        results = measure(args, models, precisions)
+    finally:
+        os.chdir(cwd)
+        common_logging.FILE_FRIENDLY_LOGGING = file_friendly
+    results["command"] = harness.command_line(__file__, sys.argv[1:] if argv is None else argv)
+    results["wall_seconds"] = time.monotonic() - STARTED
+    print_table(results)
+    print(f"{results['command']}; {results['device']}, torch {results['torch']}, CUDA {results['cuda']}")
+    print(
+        f"train: {results['train_data']} ({args.epochs} epoch{'s' if args.epochs > 1 else ''}, no validation); predict: {results['predict_data']}"
+    )
+    print(f"wall time {results['wall_seconds']:.0f} s")
+    if args.json:
+        os.makedirs(os.path.dirname(args.json), exist_ok=True)
+        with open(args.json, "w") as handle:
+            json.dump(results, handle, indent=1)
+    failed = [row["row"] for row in results["rows"] if row["status"] == "failed"]
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
+    """The rows of `models` x `precisions`, and the ratios between them."""
+    import torch
+    from allennlp.common.params import Params
+
+    ext_vars = {**os.environ, "NERZOO_DATA": args.data}
+    results: Dict[str, Any] = {**device_description(args.cuda_index), "data": args.data, "epochs": args.epochs}
+    print(f"device: {results['device']}; torch {results['torch']}, CUDA {results['cuda']}, cuDNN {results['cudnn']}")
+    rows: Dict[str, Dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="gpu_training-") as work:
+        resolved = Params.from_file(CONFIGS["bilstm_crf"], ext_vars=ext_vars).as_dict(quiet=True)
+        overrides: Dict[str, Any] = {
+            "trainer.num_epochs": args.epochs,
+            "trainer.patience": None,
+            "test_data_path": None,
+            "evaluate_on_test": False,
+        }
+        prefix = os.path.join(work, "train_prefix.txt")
+        if args.max_sentences and write_prefix(resolved["train_data_path"], args.max_sentences, prefix):
+            overrides["train_data_path"] = prefix
+            results["train_data"] = f"the first {args.max_sentences} sentences of {resolved['train_data_path']}"
+        else:
+            results["train_data"] = resolved["train_data_path"]
+        results["predict_data"] = resolved["validation_data_path"]
+        print(f"training on {results['train_data']}; predicting {results['predict_data']}")
+        if "bilstm_crf_gpu" in models and not os.path.exists(CONFIGS["bilstm_crf_gpu"]):
+            print(
+                f"{CONFIGS['bilstm_crf_gpu']} does not exist: bilstm_crf_gpu is bilstm_crf with {GPU_RECIPE_STAND_IN}"
+            )
+
+        for model in models:
+            for precision in precisions:
+                name = row_name(model, precision)
+                skipped = None
+                if precision == "use_amp" and args.cuda_index < 0:
+                    skipped = "allennlp's use_amp needs a CUDA device"
+                elif model == "crf_tagger" and importlib.util.find_spec("allennlp_models") is None:
+                    skipped = "allennlp-models is not installed: run `make install-bench`"
+                elif time.monotonic() - STARTED > args.budget:
+                    skipped = f"--budget {args.budget:.0f} s reached"
+                if skipped:
+                    rows[name] = {"row": name, "model": model, "precision": precision, "status": "skipped"}
+                    rows[name]["message"] = skipped
+                    print(f"=== {name}: skipped, {skipped}", flush=True)
+                    continue
+                print(f"=== {name}", flush=True)
+                try:
+                    rows[name] = row = run_row(model, precision, overrides, args, ext_vars, work)
+                    print(
+                        f"{name}: {row['train_sentences']} sentences, epochs "
+                        f"{[round(seconds, 2) for seconds in row['epoch_seconds']]} s (startup "
+                        f"{row['startup_seconds']:.1f} s), {row['train_sentences_per_second']:.1f} train sentences/s, "
+                        f"{row['predict_sentences_per_second']:.1f} predict sentences/s",
+                        flush=True,
+                    )
+                except Exception as error:  # one failing row leaves the others measured
+                    traceback.print_exc()
+                    rows[name] = {"row": name, "model": model, "precision": precision, "status": "failed"}
+                    rows[name]["message"] = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+                gc.collect()
+                if args.cuda_index >= 0:
+                    torch.cuda.empty_cache()
+    results["rows"] = list(rows.values())
+    results["ratios"] = ratios(rows)
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(main())
