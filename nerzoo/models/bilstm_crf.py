@@ -85,8 +85,12 @@ class BiLstmCrf(Model):
         What `TagHead.forward` returns, plus `words` when metadata is given.
         """
         mask = get_text_field_mask(tokens)
-        embedded = self.dropout(self.text_field_embedder(tokens))
-        encoded = self.dropout(self.encoder(embedded, mask))
+        embedded = self.text_field_embedder(tokens)
+        if self.training:  # variational dropout is the identity in evaluation
+            embedded = self.dropout(embedded)
+        encoded = self.encoder(embedded, mask)
+        if self.training:
+            encoded = self.dropout(encoded)
         output = self.head(encoded, mask, tags, metadata, pop_auxiliary_losses(self))
         if metadata is not None:
             output["words"] = [instance_metadata["words"] for instance_metadata in metadata]

@@ -42,7 +42,7 @@ def viterbi_decode(crf: ConditionalRandomField, logits: torch.Tensor, mask: torc
     At padded steps a row's scores are carried over unchanged and its backpointers point each tag
     to itself, so following them back from the last step leaves the row's path intact.
     """
-    logits = full_precision(logits.detach())
+    logits = full_precision(logits)  # no graph is built: the decorator turns gradients off
     with without_autocast(logits):
         return _viterbi(crf, logits, mask)
 
@@ -50,7 +50,7 @@ def viterbi_decode(crf: ConditionalRandomField, logits: torch.Tensor, mask: torc
 def _viterbi(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor) -> ViterbiPaths:
     batch_size, num_steps, num_tags = logits.shape
     mask = mask.bool()
-    transitions, start, end = (scores.detach().to(logits.dtype) for scores in constrained_scores(crf))
+    transitions, start, end = (scores.to(logits.dtype) for scores in constrained_scores(crf))
     lengths = mask.sum(dim=1)
     if num_steps == 0:
         empty = logits.new_zeros((batch_size, 0), dtype=torch.long)
@@ -59,28 +59,21 @@ def _viterbi(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.Bool
     if num_steps == 1:
         best_score, tag = (first + end).max(dim=1)
         return ViterbiPaths(tag.unsqueeze(1) * mask, best_score * mask[:, 0], lengths)
-    stay = torch.arange(num_tags, device=logits.device)
     if chain_scans.fits(batch_size, num_steps, num_tags):
-        scores = _forward_max_scores(transitions, first, logits, mask)
-        # (batch, step, from, to): the best previous tag of each tag at steps 1 .. T - 1.
-        previous = (scores[:, :-1].unsqueeze(3) + transitions).argmax(dim=2)
-        backpointers = torch.where(mask[:, 1:, None], previous, stay)
+        matrices = chain_scans.transfer_matrices(transitions, logits, mask)
+        # Row 0 of the prefix products from a first matrix whose rows are all `first`: the forward
+        # scores alpha_t, (batch, T, K).
+        initial = first.unsqueeze(1).expand(-1, num_tags, -1).unsqueeze(1)
+        scores = chain_scans.prefix_products(torch.cat([initial, matrices], dim=1), chain_scans.max_product)[:, :, 0]
+        # The best previous tag of each tag at steps 1 .. T - 1; a padded step's identity keeps the tag.
+        backpointers = (scores[:, :-1].unsqueeze(3) + matrices).argmax(dim=2)
         best_score, tag = (scores[:, -1] + end).max(dim=1)
         tags = torch.cat([chain_scans.follow_backpointers(backpointers, tag), tag.unsqueeze(1)], dim=1) * mask
     else:
+        stay = torch.arange(num_tags, device=logits.device)
         best_score, tags = _stepwise_viterbi(transitions, first, end, logits, mask, stay)
     # A row with no valid step has no path and scores 0.
     return ViterbiPaths(tags, best_score * (lengths > 0), lengths)
-
-
-def _forward_max_scores(transitions, first, logits, mask) -> torch.Tensor:
-    """
-    `(batch_size, T, K)` Viterbi forward scores by a max-semiring prefix scan: the first step's scores
-    enter as a matrix whose rows are all `first`, so row 0 of each prefix product is `alpha_t`.
-    """
-    matrices = chain_scans.transfer_matrices(transitions, logits, mask)
-    initial = first.unsqueeze(1).expand(-1, first.size(1), -1).unsqueeze(1)
-    return chain_scans.max_prefix_products(torch.cat([initial, matrices], dim=1))[:, :, 0]
 
 
 def _stepwise_viterbi(transitions, first, end, logits, mask, stay):

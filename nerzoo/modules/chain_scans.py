@@ -25,7 +25,7 @@ Shapes: `transitions` `(K, K)`, `logits` `(batch_size, T, K)`, `mask` `(batch_si
 row's valid steps first; `matrices` `(batch_size, n, K, K)`.
 """
 
-from typing import Dict, Tuple
+from typing import Callable, Dict, Tuple
 
 import torch
 
@@ -35,12 +35,14 @@ PADDING_SCORE = -1e30
 # The largest `(batch_size, T, K, K, K)` round the scans take (128 MiB of float32).
 MAX_SCAN_ELEMENTS = 2**25
 
+Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 _IDENTITIES: Dict[Tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
 
 
-def fits(batch_size: int, num_steps: int, num_tags: int) -> bool:
-    """Whether the scans of a batch of this shape stay within `MAX_SCAN_ELEMENTS`."""
-    return batch_size * max(num_steps - 1, 1) * num_tags**3 <= MAX_SCAN_ELEMENTS
+def fits(batch_size: int, num_steps: int, num_tags: int, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether the scans of a batch of this shape stay within `MAX_SCAN_ELEMENTS` (of float32; half as many of float64)."""
+    scale = 2 if dtype == torch.float64 else 1
+    return batch_size * max(num_steps - 1, 1) * num_tags**3 * scale <= MAX_SCAN_ELEMENTS
 
 
 def identity(num_tags: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -74,17 +76,27 @@ def log_chain_product(matrices: torch.Tensor) -> torch.Tensor:
     while matrices.size(1) > 1:
         count = matrices.size(1)
         pairs = (matrices if count % 2 == 0 else matrices[:, : count - 1]).unflatten(1, (count // 2, 2))
-        product = log_product(pairs[:, :, 0], pairs[:, :, 1])
+        product = log_product(*pairs.unbind(2))
         matrices = product if count % 2 == 0 else torch.cat([product, matrices[:, count - 1 :]], dim=1)
     return matrices[:, 0]
 
 
-def max_prefix_products(matrices: torch.Tensor) -> torch.Tensor:
-    """`(batch_size, n, K, K)`: `M_1 (x) ... (x) M_t` for every `t`, in the max semiring (Hillis & Steele)."""
+def prefix_products(matrices: torch.Tensor, product: Product) -> torch.Tensor:
+    """`(batch_size, n, K, K)`: `M_1 (x) ... (x) M_t` for every `t` (Hillis & Steele's scan)."""
     shift, count = 1, matrices.size(1)
     while shift < count:
-        combined = max_product(matrices[:, :-shift], matrices[:, shift:])
+        combined = product(matrices[:, :-shift], matrices[:, shift:])
         matrices = torch.cat([matrices[:, :shift], combined], dim=1)
+        shift *= 2
+    return matrices
+
+
+def suffix_products(matrices: torch.Tensor, product: Product) -> torch.Tensor:
+    """`(batch_size, n, K, K)`: `M_t (x) ... (x) M_n` for every `t`."""
+    shift, count = 1, matrices.size(1)
+    while shift < count:
+        combined = product(matrices[:, :-shift], matrices[:, shift:])
+        matrices = torch.cat([combined, matrices[:, count - shift :]], dim=1)
         shift *= 2
     return matrices
 

@@ -12,6 +12,7 @@ from typing import NamedTuple, Tuple, Union
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
 
+from nerzoo.modules import chain_scans
 from nerzoo.modules.full_precision import full_precision, without_autocast
 
 # allennlp's Viterbi gives forbidden transitions this score; we do the same.
@@ -87,10 +88,12 @@ def forward_backward(
     crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor, transition_temperature: float = 1.0
 ) -> ForwardBackward:
     """
-    Runs both recursions, batched over sentences, one step at a time.  Each step is a rescaled
-    matrix product in probability space (see `_log_matmul_exp`); if any valid step underflowed
-    (scores hundreds of nats apart), both recursions are run again with logsumexp.  The transition
-    scores are divided by `transition_temperature` (the caller scales `logits`).
+    Runs both recursions, batched over sentences.  Where the batch fits
+    (`nerzoo.modules.chain_scans.fits`), both are log-semiring scans over the transfer matrices
+    (`ceil(log2 T)` rounds each, exact logsumexp).  Otherwise they run one step at a time, each
+    step a rescaled matrix product in probability space (see `_log_matmul_exp`); if any valid step
+    underflowed (scores hundreds of nats apart), both recursions are run again with logsumexp.  The
+    transition scores are divided by `transition_temperature` (the caller scales `logits`).
     """
     logits = full_precision(logits)
     with without_autocast(logits):
@@ -101,10 +104,28 @@ def forward_backward(
             scores.to(logits.device, logits.dtype) for scores in constrained_scores(crf, transition_temperature)
         )
         mask = mask.bool()
+        if logits.size(1) > 1 and chain_scans.fits(*logits.shape, dtype=logits.dtype):
+            return _scanned_recursions(transitions, start, end, logits, mask)
         result, underflow = _recursions(transitions, start, end, logits, mask, _log_matmul_exp)
         if underflow is not None and bool(underflow):
             result, _ = _recursions(transitions, start, end, logits, mask, _log_matmul_exp_exact)
     return result
+
+
+def _scanned_recursions(transitions, start, end, logits, mask) -> ForwardBackward:
+    """
+    alpha_t is row 0 of the prefix products of `[F, M_1, ..., M_{T-1}]`, where every row of `F` is
+    the first step's scores; beta_t is column 0 of the suffix products of `[M_{t+1}, ..., M_{T-1}, E]`,
+    where every column of `E` is the end scores.  A padded step's identity carries both over.
+    """
+    batch_size, num_steps, num_tags = logits.shape
+    matrices = chain_scans.transfer_matrices(transitions, logits, mask)
+    first = (start + logits[:, 0]).unsqueeze(1).expand(-1, num_tags, -1).unsqueeze(1)
+    log_alpha = chain_scans.prefix_products(torch.cat([first, matrices], dim=1), chain_scans.log_product)[:, :, 0]
+    last = end.view(1, 1, num_tags, 1).expand(batch_size, 1, num_tags, num_tags)
+    log_beta = chain_scans.suffix_products(torch.cat([matrices, last], dim=1), chain_scans.log_product)[..., 0]
+    log_partition = torch.logsumexp(log_alpha[:, -1] + end, dim=1)
+    return ForwardBackward(log_alpha, log_beta, log_partition, transitions)
 
 
 def _recursions(transitions, start, end, logits, mask, log_matmul_exp):

@@ -181,18 +181,20 @@ class TagDecoder(torch.nn.Module):
         `span_counts` of the predicted against the gold tag ids, `(num_types, 3)`, computed on
         their device without reading anything back to the host.
         """
-        predicted_opens, predicted_ends, predicted_types = self._chunks_by_start(predicted, mask, sentence_starts)
-        gold_opens, gold_ends, gold_types = self._chunks_by_start(tags, mask, sentence_starts)
+        # Both tag sequences in one pass: rows 0 .. B - 1 predicted, B .. 2B - 1 gold.
+        starts = None if sentence_starts is None else sentence_starts.repeat(2, 1)
+        opens, ends, types = self._chunks_by_start(torch.cat([predicted, tags]), mask.repeat(2, 1), starts)
+        (predicted_opens, gold_opens), (predicted_ends, gold_ends), (predicted_types, gold_types) = (
+            values.view(2, *mask.shape).unbind() for values in (opens, ends, types)
+        )
         correct = predicted_opens & gold_opens & (predicted_ends == gold_ends) & (predicted_types == gold_types)
+        # (3, batch, steps): the chunks counted for each row of the result, and their types.
+        counted = torch.stack([correct, predicted_opens, gold_opens])
+        counted_types = torch.stack([predicted_types, predicted_types, gold_types])
         type_ids = torch.arange(len(self.entity_types), device=tags.device)
-
-        def per_type(selected: torch.BoolTensor, types: torch.LongTensor) -> torch.LongTensor:
-            return ((types.unsqueeze(-1) == type_ids) & selected.unsqueeze(-1)).sum(dim=(0, 1))
-
-        true_positives = per_type(correct, predicted_types)
-        false_positives = per_type(predicted_opens, predicted_types) - true_positives
-        false_negatives = per_type(gold_opens, gold_types) - true_positives
-        return torch.stack([true_positives, false_positives, false_negatives], dim=1)
+        found = ((counted_types.unsqueeze(-1) == type_ids) & counted.unsqueeze(-1)).sum(dim=(1, 2))
+        true_positives, predicted_total, gold_total = found.unbind()
+        return torch.stack([true_positives, predicted_total - true_positives, gold_total - true_positives], dim=1)
 
     def match(
         self,
@@ -248,7 +250,8 @@ class TagDecoder(torch.nn.Module):
         the `posteriors` of the predictions, also each predicted span's confidence against whether it
         is right (`span_ece`, `span_brier`).
         """
-        predicted = predicted.detach()
+        if predicted.requires_grad:
+            predicted = predicted.detach()
         mask = mask.bool()
         counts = torch.stack([((predicted == tags) & mask).sum(), mask.sum()])
         self._token_counts = counts if self._token_counts is None else self._token_counts + counts

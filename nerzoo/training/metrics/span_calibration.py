@@ -1,6 +1,7 @@
 from typing import Dict, List, Sequence, Tuple
 
 import torch
+from allennlp.common.util import is_distributed
 from allennlp.training.metrics.metric import Metric
 
 from nerzoo.training.distributed import all_gather_rows
@@ -59,6 +60,8 @@ class SpanCalibration(Metric):
         )
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
+        if not self._confidences and not is_distributed():
+            return {}  # nothing counted (as in training): nothing to build
         # (num_spans, 2) over every worker.
         pairs = all_gather_rows(torch.stack(self.pairs(), dim=1))
         metrics: Dict[str, float] = {}

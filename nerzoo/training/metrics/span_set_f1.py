@@ -101,11 +101,12 @@ class SpanSetF1(Metric):
         }
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
-        counts = dist_reduce_sum(self._counts).cpu().clone()
+        # One read back from the device for every count.
+        counts: List[List[int]] = dist_reduce_sum(self._counts).tolist()
         metrics: Dict[str, float] = {}
-        for index, label in enumerate(self.entity_types):
-            metrics.update(_scores(counts[index], f"-{label}"))
-        metrics.update(_scores(counts.sum(dim=0), "-overall"))
+        for label, row in zip(self.entity_types, counts):
+            metrics.update(_scores(row, f"-{label}"))
+        metrics.update(_scores([sum(column) for column in zip(*counts)] if counts else [0, 0, 0], "-overall"))
         if reset:
             self.reset()
         return metrics
@@ -118,8 +119,8 @@ def _span_set(spans: Iterable[LabelledSpan]) -> Set[LabelledSpan]:
     return {(int(start), int(end), label) for start, end, label in spans}
 
 
-def _scores(counts: torch.Tensor, suffix: str) -> Dict[str, float]:
-    true_positives, false_positives, false_negatives = (int(value) for value in counts)
+def _scores(counts: Sequence[int], suffix: str) -> Dict[str, float]:
+    true_positives, false_positives, false_negatives = counts
     precision = _ratio(true_positives, true_positives + false_positives)
     recall = _ratio(true_positives, true_positives + false_negatives)
     f1 = _ratio(2 * precision * recall, precision + recall)

@@ -1,0 +1,102 @@
+"""
+The parallel scans of `nerzoo.modules.chain_scans` against plain loops, and the CRF functions that use
+them (Viterbi, likelihood, forward-backward) against their step-by-step recursions, which run where a
+batch is too large to scan (forced here with `MAX_SCAN_ELEMENTS = 0`).
+"""
+
+import pytest
+import torch
+
+from nerzoo.modules import chain_scans
+from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
+from nerzoo.modules.crf_marginals import forward_backward
+from tests.modules.test_batched_crf import NUM_TAGS, _crf, _random_batch
+
+
+def _loop_products(matrices, product, suffix=False):
+    steps = range(matrices.size(1) - 1, -1, -1) if suffix else range(matrices.size(1))
+    results, running = {}, None
+    for t in steps:
+        step = matrices[:, t]
+        running = step if running is None else (product(step, running) if suffix else product(running, step))
+        results[t] = running
+    return torch.stack([results[t] for t in range(matrices.size(1))], dim=1)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 8, 13])
+@pytest.mark.parametrize("product", [chain_scans.log_product, chain_scans.max_product], ids=["log", "max"])
+def test_prefix_suffix_and_chain_products_equal_loops(count, product):
+    matrices = torch.randn(3, count, 4, 4, generator=torch.Generator().manual_seed(count), dtype=torch.float64)
+    prefix = chain_scans.prefix_products(matrices, product)
+    suffix = chain_scans.suffix_products(matrices, product)
+    torch.testing.assert_close(prefix, _loop_products(matrices, product))
+    torch.testing.assert_close(suffix, _loop_products(matrices, product, suffix=True))
+    if product is chain_scans.log_product:
+        torch.testing.assert_close(chain_scans.log_chain_product(matrices), prefix[:, -1])
+
+
+@pytest.mark.parametrize("count", [1, 2, 5, 16])
+def test_following_backpointers_equals_walking_back(count):
+    generator = torch.Generator().manual_seed(count)
+    backpointers = torch.randint(5, (4, count, 5), generator=generator)
+    last = torch.randint(5, (4,), generator=generator)
+    expected, tag = [], last
+    for t in range(count - 1, -1, -1):
+        tag = backpointers[:, t].gather(1, tag.unsqueeze(1)).squeeze(1)
+        expected.append(tag)
+    assert chain_scans.follow_backpointers(backpointers, last).tolist() == torch.stack(expected[::-1], 1).tolist()
+
+
+def _both_ways(monkeypatch, function):
+    scanned = function()
+    monkeypatch.setattr(chain_scans, "MAX_SCAN_ELEMENTS", 0)
+    stepwise = function()
+    monkeypatch.undo()
+    return scanned, stepwise
+
+
+CASES = [
+    (constrained, dtype, steps)
+    for constrained in (True, False)
+    for dtype in (torch.float32, torch.float64)
+    for steps in (1, 2, 6, 17)
+]
+
+
+@pytest.mark.parametrize("constrained,dtype,num_steps", CASES)
+def test_scans_equal_the_stepwise_recursions(monkeypatch, constrained, dtype, num_steps):
+    crf = _crf(constrained, True, seed=num_steps).to(dtype)
+    logits, mask, tags, _ = _random_batch(num_steps, dtype, num_steps=num_steps)
+    tolerance = {"atol": 1e-4, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-9, "rtol": 1e-9}
+
+    scanned, stepwise = _both_ways(monkeypatch, lambda: viterbi_decode(crf, logits, mask))
+    assert scanned.tags.tolist() == stepwise.tags.tolist()
+    torch.testing.assert_close(scanned.scores, stepwise.scores, **tolerance)
+
+    def likelihood():
+        leaf = logits.clone().requires_grad_()
+        value = crf_log_likelihood(crf, leaf, tags, mask)
+        return value, torch.autograd.grad(value.sum(), [leaf, crf.transitions])
+
+    (scanned, scanned_grads), (stepwise, stepwise_grads) = _both_ways(monkeypatch, likelihood)
+    torch.testing.assert_close(scanned, stepwise, **tolerance)
+    for got, wanted in zip(scanned_grads, stepwise_grads):
+        torch.testing.assert_close(got, wanted, **tolerance)
+
+    scanned, stepwise = _both_ways(monkeypatch, lambda: forward_backward(crf, logits, mask))
+    torch.testing.assert_close(scanned.log_partition, stepwise.log_partition, **tolerance)
+    valid = mask.unsqueeze(-1).expand(-1, -1, NUM_TAGS)
+    # Forbidden tags score about -10000 either way: compared where the model allows them.
+    allowed = valid & (stepwise.log_alpha > -5000) & (stepwise.log_beta > -5000)
+    torch.testing.assert_close(scanned.log_alpha[allowed], stepwise.log_alpha[allowed], **tolerance)
+    torch.testing.assert_close(scanned.log_beta[allowed], stepwise.log_beta[allowed], **tolerance)
+
+
+def test_a_batch_too_large_to_scan_runs_step_by_step(monkeypatch):
+    assert chain_scans.fits(10, 40, 17) and not chain_scans.fits(256, 124, 17)
+    called = []
+    monkeypatch.setattr(chain_scans, "prefix_products", lambda *args: called.append(args))
+    monkeypatch.setattr(chain_scans, "MAX_SCAN_ELEMENTS", 0)
+    logits, mask, _, _ = _random_batch(0, torch.float32)
+    viterbi_decode(_crf(True, True, 0), logits, mask)
+    assert not called
