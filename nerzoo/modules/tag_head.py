@@ -94,6 +94,13 @@ class TagHead(torch.nn.Module, FromParams):
         ME-CRF's CRF over the words of a sentence (Liu et al., 2017, §3) while the encoder reads the
         whole document.  Loss, Viterbi paths and posteriors are those of each sentence on its own;
         instances without `sentence_spans` are one sentence.  `False`: one chain per instance.
+    training_decode_interval : `int`, optional (default = `1`)
+        In training, the batches are decoded for the training metrics (accuracy, span F1) this many
+        at a time, in one padded batch, when the metrics are read (the trainer reads them after
+        every batch) or reset (at the end of the epoch), instead of each in its own forward pass.
+        The epoch's metrics are the same; the progress bar's update every this many batches, and
+        a training forward pass returns no `paths`.  On a GPU a small batch's Viterbi pass costs
+        as many kernel launches as its likelihood, so e.g. 50 saves most of them.
     """
 
     def __init__(
@@ -114,8 +121,14 @@ class TagHead(torch.nn.Module, FromParams):
         temperature: float = 1.0,
         transition_temperature: Optional[float] = None,
         calibration_metrics: bool = True,
+        training_decode_interval: int = 1,
     ) -> None:
         super().__init__()
+        if training_decode_interval < 1:
+            raise ConfigurationError(f"training_decode_interval must be >= 1, got {training_decode_interval}")
+        self.training_decode_interval = training_decode_interval
+        # Training batches waiting to be decoded for the metrics: (logits, tags, mask, sentence_starts).
+        self._pending: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]] = []
         if temperature <= 0 or (transition_temperature is not None and transition_temperature <= 0):
             raise ConfigurationError(
                 f"temperatures must be > 0, got temperature={temperature}, transition_temperature={transition_temperature}"
@@ -186,11 +199,16 @@ class TagHead(torch.nn.Module, FromParams):
         logits = self.tag_projection(hidden)
         sentence_spans = self._sentence_spans(metadata, mask)
         rows = self._sentence_rows(sentence_spans, mask)
-        if rows is None:
-            paths = self.scorer.decode(logits, mask)
-        else:
-            paths = rows.scatter(self.scorer.decode(rows.gather(logits), rows.mask), mask.size(0))
-        output: Dict[str, Any] = {"logits": logits, "mask": mask, "paths": paths, "sentence_spans": sentence_spans}
+        output: Dict[str, Any] = {"logits": logits, "mask": mask, "sentence_spans": sentence_spans}
+        deferred = self.training and tags is not None and self.training_decode_interval > 1
+        if not self.training and self._pending:
+            self._decode_pending()  # counted before the batches of another mode
+        if not deferred:
+            if rows is None:
+                paths = self.scorer.decode(logits, mask)
+            else:
+                paths = rows.scatter(self.scorer.decode(rows.gather(logits), rows.mask), mask.size(0))
+            output["paths"] = paths
         if not self.training:
             # Lists are read on the host; a training step never needs them.
             output["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
@@ -202,12 +220,45 @@ class TagHead(torch.nn.Module, FromParams):
             if self.loss_reduction == "mean":
                 loss = loss / max(mask.size(0), 1)
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
+            if deferred:
+                self._defer(logits, tags, mask, sentence_spans, rows)
+                return output
             posteriors = None
             if not self.training and self.span_calibration is not None:
                 posteriors = self.posteriors(logits, mask, paths, sentence_spans)
             sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
             self.decoder.update_metrics(paths, tags, mask, sentence_starts, posteriors)
         return output
+
+    def _defer(self, logits, tags, mask, sentence_spans, rows: Optional[SentenceRows]) -> None:
+        """Keeps a training batch for `_decode_pending`, one row per CRF chain."""
+        if rows is None:
+            sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
+            self._pending.append((logits.detach(), tags, mask, sentence_starts))
+        else:
+            self._pending.append((rows.gather(logits.detach()), rows.gather(tags), rows.mask, None))
+
+    def _decode_pending(self) -> None:
+        """Decodes the kept training batches as one batch padded to the longest, and counts them."""
+        pending, self._pending = self._pending, []
+        num_steps = max(batch[2].size(1) for batch in pending)
+
+        def padded(tensor: Optional[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+            if tensor is None:  # no sentence boundaries inside these rows
+                tensor = torch.zeros_like(like, dtype=torch.bool)
+            if tensor.size(1) == num_steps:
+                return tensor
+            return torch.cat(
+                [tensor, tensor.new_zeros(tensor.size(0), num_steps - tensor.size(1), *tensor.shape[2:])], 1
+            )
+
+        logits, tags, mask, starts = (
+            torch.cat([padded(batch[index], batch[2]) for batch in pending]) if len(pending) > 1 else pending[0][index]
+            for index in range(4)
+        )
+        if len(pending) > 1 and all(batch[3] is None for batch in pending):
+            starts = None
+        self.decoder.update_metrics(self.scorer.decode(logits, mask), tags, mask, starts)
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
         """
@@ -281,6 +332,8 @@ class TagHead(torch.nn.Module, FromParams):
         return SentenceRows(sentence_spans, mask.size(1), mask.device)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        if self._pending and (reset or len(self._pending) >= self.training_decode_interval):
+            self._decode_pending()
         metrics = self.decoder.get_metrics(reset)
         metrics.update(self.auxiliary_losses.get_metrics(reset))
         return metrics
