@@ -6,6 +6,7 @@ from allennlp.common import Params
 from allennlp.modules.token_embedders import TokenCharactersEncoder, TokenEmbedder
 
 from nerzoo.modules.token_embedders.fast_character_encoding import FastCharacterEncoder
+from tests.cuda_autocast import cuda_float16_autocast
 
 ENCODERS = {
     "cnn": {"type": "cnn", "embedding_dim": 6, "num_filters": 7, "ngram_filter_sizes": [2, 3]},
@@ -77,12 +78,20 @@ def test_cnn_runs_as_matrix_products_not_through_the_convolutions(monkeypatch):
     assert torch.allclose(packed(characters), expected, atol=1e-6)
 
 
+AUTOCASTS = {
+    "CPU autocast": lambda: torch.autocast("cpu", dtype=torch.float16),
+    "CUDA autocast (emulated)": cuda_float16_autocast,
+}
+
+
+@pytest.mark.parametrize("autocast", sorted(AUTOCASTS))
 @pytest.mark.parametrize("pack", [True, False], ids=["packed (CPU)", "every slot (accelerators)"])
-def test_float16_autocast_masks_with_the_activations_dtype(pack):
+def test_float16_autocast_masks_with_the_activations_dtype(pack, autocast):
+    # Words shorter than a filter (1 to 3 characters against a width of 4) get 0 there, as in float32.
     reference, packed = _pair("cnn, tanh and projection")
     characters, tokens = _characters()
     expected = reference(characters)
-    with torch.autocast("cpu", dtype=torch.float16):
+    with AUTOCASTS[autocast]():
         output = packed.encode(characters, pack=pack)
     assert output.dtype == torch.float16
     assert torch.allclose(output[tokens].float(), expected[tokens], atol=1e-2)

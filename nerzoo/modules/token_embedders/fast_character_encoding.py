@@ -22,7 +22,10 @@ class FastCharacterEncoder(TokenCharactersEncoder):
     An allennlp `cnn` encoder is run as its equivalent matrix product: each window of `h`
     characters (`unfold`) times the convolution's weights seen as a `(num_filters, dim * h)` matrix,
     then the same masking and max-pooling.  On the CPU oneDNN's convolution spends more on setting up
-    every batch's shapes than on these small products.
+    every batch's shapes than on these small products.  Under float16 autocast (`use_amp`) a word
+    shorter than a filter gets 0 from it, as in float32; allennlp's `CnnEncoder` gives it float16's
+    lowest value (-65504: its mask is added in float32 and then looked for at float32's lowest),
+    which dropout or an LSTM's float16 input turns into -inf.
 
     Registered as a `TokenEmbedder` with name "fast_character_encoding".
 
