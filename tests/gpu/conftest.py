@@ -1,6 +1,15 @@
 import pytest
 import torch
 
+from tests.gpu.cudnn_rnn_rule import cudnn_rnn_rule
+
+
+@pytest.fixture(autouse=True)
+def cpu_rnns_follow_cudnn():
+    """Every test of the suite: an RNN on the CPU has no backward pass in evaluation mode, as on a GPU."""
+    with cudnn_rnn_rule():
+        yield
+
 
 @pytest.fixture
 def ieee_float32():

@@ -6,10 +6,12 @@ functions, the `ConditionalRandomField` that holds their parameters), makes CPU 
 builders of the module's own tests in tests/modules), and runs the same call on the module and on a
 deep copy of it on DEVICE. The outputs (tensors on DEVICE, integer ones such as Viterbi paths
 exactly equal), the gradients of a fixed random projection of them with respect to the floating
-inputs, and the gradients of every parameter must equal the CPU's to 1e-5. Modules run in
-evaluation mode, since the two devices draw different dropout masks. Where a module takes another
-path on an accelerator (`fast_character_encoding` encodes every slot instead of packing the real
-tokens), a case runs each path on DEVICE against the CPU's own.
+inputs, and the gradients of every parameter must equal the CPU's to 1e-5. Modules run in training
+mode (cuDNN's RNNs have no backward pass in evaluation mode; tests/gpu/cudnn_rnn_rule.py holds the
+CPU to that rule) with every dropout off, since the two devices draw different masks; their outputs
+are compared in evaluation mode too. Where a module takes another path on an accelerator
+(`fast_character_encoding` encodes every slot instead of packing the real tokens), a case runs
+each path on DEVICE against the CPU's own.
 """
 
 import copy
@@ -361,28 +363,58 @@ def _outputs_and_gradients(
     )
 
 
+def _without_dropout(module: torch.nn.Module) -> torch.nn.Module:
+    """`module` in training mode with every dropout off: its `Dropout` layers and its RNNs' between layers."""
+    for each in module.modules():
+        if isinstance(each, torch.nn.modules.dropout._DropoutNd):
+            each.p = 0.0
+        elif isinstance(each, torch.nn.RNNBase):
+            each.dropout = 0.0
+    return module.train()
+
+
+def _outputs_in_evaluation_mode(module: torch.nn.Module, inputs: Tuple[Any, ...], run: Callable[..., Any]):
+    module.eval()
+    try:
+        with torch.no_grad():
+            return [output.cpu() if torch.is_tensor(output) else output for output in _leaves(run(module, *inputs))]
+    finally:
+        module.train()
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_module_on_the_device_equals_the_cpu(case: Case, ieee_float32):
     torch.manual_seed(0)
-    module = case.build().eval()
+    module = _without_dropout(case.build())
     inputs = case.inputs()
     device_module = copy.deepcopy(module).to(DEVICE)
     device_inputs = tuple(value.to(DEVICE) if torch.is_tensor(value) else value for value in inputs)
 
+    # A seed of its own for each side: a dropout left on gives other masks even when DEVICE is the CPU.
+    torch.manual_seed(1)
     expected = _outputs_and_gradients(module, inputs, case.run, torch.device("cpu"))
+    torch.manual_seed(2)
     got = _outputs_and_gradients(device_module, device_inputs, case.run_on_device or case.run, DEVICE)
+    evaluated = [
+        _outputs_in_evaluation_mode(each, each_inputs, run)
+        for each, each_inputs, run in [
+            (module, inputs, case.run),
+            (device_module, device_inputs, case.run_on_device or case.run),
+        ]
+    ]
 
     def close(actual, wanted, what):
         torch.testing.assert_close(
             actual, wanted, atol=TOLERANCE, rtol=TOLERANCE, msg=lambda message: f"{case.name}, {what}: {message}"
         )
 
-    assert len(got[0]) == len(expected[0])
-    for index, (actual, wanted) in enumerate(zip(got[0], expected[0])):
-        if torch.is_tensor(wanted):
-            close(actual, wanted, f"output {index}")  # integer outputs (Viterbi paths) exactly
-        else:
-            assert actual == wanted, (case.name, index)
+    for mode, actuals, wanteds in [("training", got[0], expected[0]), ("evaluation", evaluated[1], evaluated[0])]:
+        assert len(actuals) == len(wanteds)
+        for index, (actual, wanted) in enumerate(zip(actuals, wanteds)):
+            if torch.is_tensor(wanted):
+                close(actual, wanted, f"output {index} in {mode} mode")  # integer ones (Viterbi paths) exactly
+            else:
+                assert actual == wanted, (case.name, mode, index)
     assert [grad is None for grad in got[1]] == [grad is None for grad in expected[1]]
     for index, (actual, wanted) in enumerate(zip(got[1], expected[1])):
         if wanted is not None:
