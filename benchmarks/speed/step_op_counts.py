@@ -1,0 +1,131 @@
+#!/usr/bin/env python
+"""
+Aten operator calls per training step and per prediction batch of shipped configs, counted on the CPU
+as allennlp's trainer and `allennlp predict` run them: on a GPU a small batch costs about one kernel
+launch per call, so these counts predict GPU speed at the recipe's batch size.
+
+A training step is what `GradientDescentTrainer` does for a batch: forward, backward, gradient
+clipping (the config's `grad_norm`), the config's optimiser step with `foreach` on (PyTorch's default
+for CUDA parameters; on the CPU it steps one parameter at a time), and the metrics read for the
+progress bar.  The count is the mean over `--steps` batches, so that work a config does every few
+batches (`head.training_decode_interval`) counts in proportion.  A prediction batch is the model in
+evaluation mode without gold tags plus `make_output_human_readable` (tags, spans and confidences).
+Batches are real sentences of 12-16 words (CoNLL-2003's mean is 14.5), at the config's batch size.
+`../shared/tools/op_count.py` counts the same with a plain SGD step and the metrics reset after every
+step.
+
+    NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf bilstm_crf_gpu deptree_ner
+    .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf --steps 3   # fixtures: a smoke test
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+from typing import Any, Dict
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import harness  # noqa: E402,F401  (puts the repository root first on sys.path)
+
+
+class OperatorCalls(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+        self.by_operator: collections.Counter = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        self.by_operator[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count(config_name: str, steps: int, batch_size: int = 0) -> Dict[str, Any]:
+    from allennlp.common.params import Params
+    from allennlp.common.util import import_module_and_submodules
+    from allennlp.data import Batch, DatasetReader, Vocabulary
+    from allennlp.models import Model
+    from allennlp.training.optimizers import Optimizer
+
+    import_module_and_submodules("nerzoo")
+    config = Params.from_file(f"training_config/{config_name}.jsonnet", ext_vars=dict(os.environ)).as_dict(quiet=True)
+    reader = DatasetReader.from_params(Params(config["dataset_reader"]))
+    instances = []
+    for instance in reader.read(config["validation_data_path"]):
+        instances.append(instance)
+        if len(instances) > 600:
+            break
+    vocab = Vocabulary.from_instances(instances)
+    torch.manual_seed(0)
+    model = Model.from_params(vocab=vocab, params=Params(config["model"]))
+    loader = config["data_loader"].get("batch_sampler", config["data_loader"])
+    size = batch_size or loader.get("batch_size", 32)
+    typical = [instance for instance in instances if 12 <= len(instance["tokens"]) <= 16]
+    if len(typical) < size:
+        typical = instances
+    batch = Batch(typical[:size])
+    batch.index_instances(vocab)
+    tensors = batch.as_tensor_dict()
+    parameters = [[name, parameter] for name, parameter in model.named_parameters() if parameter.requires_grad]
+    optimizer = Optimizer.from_params(model_parameters=parameters, params=Params(config["trainer"]["optimizer"]))
+    for group in optimizer.param_groups:
+        group["foreach"] = True
+    grad_norm = config["trainer"].get("grad_norm")
+
+    def training_step() -> None:
+        optimizer.zero_grad()
+        model(**tensors)["loss"].backward()
+        if grad_norm:
+            torch.nn.utils.clip_grad_norm_([parameter for _, parameter in parameters], grad_norm)
+        optimizer.step()
+        model.get_metrics()
+
+    model.train()
+    for _ in range(2):  # warm-up (lazily made state: optimiser moments, cached masks)
+        training_step()
+    model.get_metrics(reset=True)
+    training = OperatorCalls()
+    with training:
+        for _ in range(steps):
+            training_step()
+    model.get_metrics(reset=True)
+    model.eval()
+    inputs = {key: value for key, value in tensors.items() if key != "tags"}
+    prediction = OperatorCalls()
+    with torch.no_grad(), prediction:
+        model.make_output_human_readable(model(**inputs))
+    return {
+        "config": config_name,
+        "batch": len(typical[:size]),
+        "training_step": round(training.calls / steps, 1),
+        "prediction_batch": prediction.calls,
+        "top_training_operators": [
+            (name, round(calls / steps, 1)) for name, calls in training.by_operator.most_common(6)
+        ],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("configs", nargs="+", help="names of training_config/*.jsonnet")
+    parser.add_argument("--steps", type=int, default=50, help="training steps counted (the mean is printed)")
+    parser.add_argument("--batch-size", type=int, default=0, help="default: the config's")
+    parser.add_argument("--json", help="also write the rows here")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rows = [count(name, args.steps, args.batch_size) for name in args.configs]
+    print(f"{'config':<24} {'batch':>5} {'training step':>14} {'prediction batch':>17}")
+    for row in rows:
+        print(f"{row['config']:<24} {row['batch']:>5} {row['training_step']:>14} {row['prediction_batch']:>17}")
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(rows, file, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
