@@ -131,13 +131,15 @@ def sequence_log_likelihood(
 def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.Tensor:
     batch_size, num_steps, num_tags = logits.shape
     mask = mask.bool()
-    logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
+    scan = num_steps > 1 and chain_scans.fits(batch_size, num_steps, num_tags)
+    if not scan:  # the recursion reads every step; the scan gives padded steps the identity
+        logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
     transitions = transitions.to(logits.dtype)
     last = (mask.sum(dim=1) - 1).clamp_min(0)
     rows = torch.arange(batch_size, device=logits.device)
 
-    # Numerator: the gold path's score.
-    gold_emissions = logits.gather(2, tags.unsqueeze(-1)).squeeze(-1) * mask
+    # Numerator: the gold path's score (`where`: whatever padding holds stays out of it).
+    gold_emissions = torch.where(mask, logits.gather(2, tags.unsqueeze(-1)).squeeze(-1), 0.0)
     gold_transitions = transitions[tags[:, :-1], tags[:, 1:]] * mask[:, 1:]
     numerator = gold_emissions.sum(dim=1) + gold_transitions.sum(dim=1)
 
@@ -148,7 +150,7 @@ def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.
         first = first + start.to(logits.dtype)
     if end is not None:
         numerator = numerator + end.to(logits.dtype)[tags[rows, last]]
-    if num_steps > 1 and chain_scans.fits(batch_size, num_steps, num_tags):
+    if scan:
         product = chain_scans.log_chain_product(chain_scans.transfer_matrices(transitions, logits, mask))
         final = first.unsqueeze(2) + product
         if end is not None:

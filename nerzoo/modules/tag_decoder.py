@@ -254,7 +254,7 @@ class TagDecoder(torch.nn.Module):
             predicted = predicted.detach()
         mask = mask.bool()
         counts = torch.stack([((predicted == tags) & mask).sum(), mask.sum()])
-        self._token_counts = counts if self._token_counts is None else self._token_counts + counts
+        self._token_counts = counts if self._token_counts is None else self._token_counts.to(counts.device) + counts
         if self.span_f1 is None:
             return
         if posteriors is None and self.concept_error_rate is None:
