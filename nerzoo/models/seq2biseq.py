@@ -266,8 +266,12 @@ class Seq2Biseq(Model):
         term `sum(p * g) - sum(p * g).detach()`, which is 0 and has gradient `g` with respect to `p`.
         """
         extra = self.backward_loss_weight * backward_nll
+        # Outside training the value is all that counts (and cuDNN's RNNs have no backward pass in
+        # evaluation mode).
         if self.backward_loss_weight == 0 or self.backward_loss_scope == "all" or not extra.requires_grad:
             return extra
+        if not self.training:
+            return extra.detach()
         parameters = [p for p in self._backward_decoder_parameters() if p.requires_grad]
         if not parameters:
             return extra.detach()
