@@ -11,9 +11,8 @@ float32 and with `trainer.use_amp`, every ratio against a row measured in the sa
 
 Rows (`--rows`, `--precisions`), each built with allennlp's `TrainModel.from_params` in this process:
 `crf_tagger` (crf_tagger_reference.py's reference: needs `make install-bench`, skipped without it),
-`bilstm_crf` (training_config/bilstm_crf.jsonnet, batches of 10), `bilstm_crf_gpu`
-(training_config/bilstm_crf_gpu.jsonnet; where that file does not exist, bilstm_crf.jsonnet with
-GPU_RECIPE_STAND_IN), `deptree_ner` (training_config/deptree_ner.jsonnet, parsed by spaCy, the parses
+`bilstm_crf` (training_config/bilstm_crf.jsonnet, batches of 10), `bilstm_crf_gpu` (the GPU recipe,
+training_config/bilstm_crf_gpu.jsonnet: batches of 64, Adam), `deptree_ner` (training_config/deptree_ner.jsonnet, parsed by spaCy, the parses
 cached under NERZOO_CACHE).  On the CPU the `use_amp` rows are skipped (allennlp's AMP needs CUDA).
 
 Training: `--epochs` epochs (default 2) of the trainer's `_train_epoch` on the first `--max-sentences`
@@ -62,8 +61,6 @@ CONFIGS = {
     "bilstm_crf_gpu": "training_config/bilstm_crf_gpu.jsonnet",
     "deptree_ner": "training_config/deptree_ner.jsonnet",
 }
-# The GPU recipe's batches and clipping, where training_config/bilstm_crf_gpu.jsonnet does not exist.
-GPU_RECIPE_STAND_IN = {"data_loader.batch_sampler.batch_size": 64, "trainer.grad_norm": 32.0}
 REFERENCE = "crf_tagger float32"
 PREDICT_BATCH_SIZE = 64
 
@@ -104,13 +101,7 @@ def row_params(model: str, overrides: Dict[str, Any], ext_vars: Dict[str, str]) 
             "allennlp-models crf_tagger built like training_config/bilstm_crf.jsonnet (crf_tagger_reference.py)"
         )
     config = CONFIGS[model]
-    if model == "bilstm_crf_gpu" and not os.path.exists(config):
-        overrides = {**GPU_RECIPE_STAND_IN, **overrides}
-        config = CONFIGS["bilstm_crf"]
-        described = f"{config} with {json.dumps(GPU_RECIPE_STAND_IN)} ({CONFIGS['bilstm_crf_gpu']} does not exist)"
-    else:
-        described = config
-    return Params.from_file(config, json.dumps(overrides), ext_vars=ext_vars), described
+    return Params.from_file(config, json.dumps(overrides), ext_vars=ext_vars), config
 
 
 def synchronize(cuda: bool) -> None:
@@ -336,10 +327,6 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
             results["train_data"] = resolved["train_data_path"]
         results["predict_data"] = resolved["validation_data_path"]
         print(f"training on {results['train_data']}; predicting {results['predict_data']}")
-        if "bilstm_crf_gpu" in models and not os.path.exists(CONFIGS["bilstm_crf_gpu"]):
-            print(
-                f"{CONFIGS['bilstm_crf_gpu']} does not exist: bilstm_crf_gpu is bilstm_crf with {GPU_RECIPE_STAND_IN}"
-            )
 
         for model in models:
             for precision in precisions:
