@@ -11,6 +11,9 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.input_variational_dropout import InputVariationalDropout
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
+from torch.autograd.function import once_differentiable
+
+from nerzoo.modules.full_precision import without_autocast
 
 
 class TreeLstmOutput(NamedTuple):
@@ -56,7 +59,7 @@ class _LevelSchedule(NamedTuple):
     node_positions: torch.Tensor  # (num_nodes,): flat position b * num_tokens + t of each sorted node
     parent_or_self: torch.Tensor  # (num_nodes,): sorted index of the node's head, a root's own index
     level_sizes: List[int]  # nodes per height; the nodes of each height are consecutive
-    push_targets: List[torch.Tensor]  # per level (level_nodes,): head's row in the accumulator after it
+    push_targets: List[torch.Tensor]  # per level (level_nodes,): sorted index of the head, num_nodes for a root
     scatter_back: torch.Tensor  # (batch_size * num_tokens,): 1 + sorted index, 0 at masked positions
     is_root: torch.Tensor  # (batch_size, num_tokens) bool
 
@@ -92,8 +95,11 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
 
     Computation: the nodes of the whole batch are sorted once by height (leaf = 0, a node is one
     higher than its highest child) and processed one height at a time, so the loop runs
-    `1 + max tree height` times per layer whatever the batch size; each level's children push `h_k`
-    and `f_jk * c_k` into their heads' accumulators with `index_add`.  The schedule (heights, node
+    `1 + max tree height` times per layer whatever the batch size.  `W x + b` is computed for all
+    nodes at once; as `U h~_j = sum_k U h_k`, each level's children push `U h_k` and `f_jk * c_k`
+    into their heads' rows of one accumulator with `index_add`, so that a level costs one matrix
+    product; the backward pass is written out level by level (`_LevelRecurrence`), with one product
+    over all nodes for each weight's gradient.  The schedule (heights, node
     order, level sizes, push targets) is built on the CPU from one copy of the mask and heads and
     sent back as index tensors, so on a GPU a forward pass waits for the device once, not once per
     tree level, and the layers' loops never wait for it.
@@ -221,50 +227,135 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         """One Tree-LSTM layer over the scheduled forest: `(batch, tokens, in)` -> `(batch, tokens, hidden)`."""
         batch_size, num_tokens, _ = inputs.shape
         hidden = self._hidden_dim
-        level_sizes = schedule.level_sizes
-        num_nodes = sum(level_sizes)
-        if num_nodes == 0:
+        if not schedule.level_sizes:
             return inputs.new_zeros(batch_size, num_tokens, hidden)
-
-        # Per-level pieces are cut with `split` rather than slicing: the backward of one split is one
-        # concatenation, where each slice's backward would fill a zero tensor of the full size.
         node_inputs = inputs.reshape(batch_size * num_tokens, -1)[schedule.node_positions]  # (nodes, in)
         projected = layer.input_linearity(node_inputs)  # (nodes, 4 * hidden): W x + b for i, o, u, f
-        input_iou, input_forget = projected.split([3 * hidden, hidden], dim=1)
-        input_iou_levels = input_iou.split(level_sizes)  # per level (level_nodes, 3 * hidden)
-        # W_f x_head + b_f for every node: the head's part of the forget gate of the node's memory.
-        head_forget_levels = input_forget[schedule.parent_or_self].split(level_sizes)
-        state_weight = layer.state_linearity.weight.t()  # (hidden, 3 * hidden)
-        forget_weight = layer.forget_state_linearity.weight.t()  # (hidden, hidden)
-
-        # `accumulator` holds, for the nodes of the levels not yet computed (parents always lie in a
-        # later level than their children), [sum of the children's h, sum of f * c]: (rows, 2 * hidden),
-        # plus a last row that collects the roots' pushes and is never read.
-        accumulator = projected.new_zeros(num_nodes + 1 - level_sizes[0], 2 * hidden)
-        level_states = []
-        for level, level_size in enumerate(level_sizes):
-            if level == 0:  # leaves: h~ = 0 and no children's memories
-                iou = input_iou_levels[0]
-                children_memory = None
-            else:
-                sums, accumulator = accumulator.split([level_size, accumulator.size(0) - level_size])
-                child_sum, children_memory = sums.chunk(2, dim=1)  # (level_nodes, hidden) each
-                iou = torch.addmm(input_iou_levels[level], child_sum, state_weight)
-            input_output, update = iou.split([2 * hidden, hidden], dim=1)
-            input_gate, output_gate = input_output.sigmoid().chunk(2, dim=1)
-            if children_memory is None:
-                cell = input_gate * update.tanh()
-            else:
-                cell = torch.addcmul(children_memory, input_gate, update.tanh())  # (level_nodes, hidden)
-            state = output_gate * cell.tanh()  # (level_nodes, hidden)
-            level_states.append(state)
-            if level + 1 < len(level_sizes):
-                forget = torch.addmm(head_forget_levels[level], state, forget_weight).sigmoid()
-                pushed = torch.cat([state, forget * cell], dim=1)  # (level_nodes, 2 * hidden)
-                accumulator = accumulator.index_add(0, schedule.push_targets[level], pushed)
-
-        node_states = torch.cat([projected.new_zeros(1, hidden)] + level_states, dim=0)  # (1 + nodes, hidden)
+        node_states = _LevelRecurrence.apply(
+            projected, layer.state_linearity.weight, layer.forget_state_linearity.weight, schedule
+        )  # (1 + nodes, hidden), a zero row first
         return node_states[schedule.scatter_back].view(batch_size, num_tokens, hidden)
+
+
+class _LevelRecurrence(torch.autograd.Function):
+    """
+    The recurrent part of a layer, `U h~` and `U_f h_k` and the gates, one level at a time, with a
+    backward pass written out level by level: `(projected (nodes, 4 * hidden), state_weight
+    (3 * hidden, hidden), forget_weight (hidden, hidden), schedule) -> (1 + nodes, hidden)`, the
+    states in node order after a zero row.
+
+    By linearity `U h~_j = sum_k U h_k`, so each level's nodes push `[U h_k, f_jk * c_k]` into their
+    heads' rows of one accumulator `[W x + b (i, o, u), sum of f * c]`, which then holds the heads'
+    pre-activations and children's memory sum: per level one matrix product and one `index_add`.
+    The gates are written into buffers for all nodes, so that the backward pass computes each
+    weight's gradient with one product over all nodes instead of one per level.
+    """
+
+    @staticmethod
+    def forward(ctx, projected, state_weight, forget_weight, schedule):  # type: ignore[override]
+        with without_autocast(projected):
+            num_nodes, hidden = projected.size(0), state_weight.size(1)
+            sizes = schedule.level_sizes
+            recurrent = torch.cat([state_weight, forget_weight]).to(projected.dtype)  # (4 * hidden, hidden)
+            # Rows: the nodes, then one that collects the roots' pushes and is never read.
+            accumulator = torch.cat([projected, projected.new_zeros(1, 4 * hidden)])
+            accumulator[:, 3 * hidden :].zero_()
+            # Each node's push adds `W_f x_head + b_f` to its forget gate (a root's own, unused).
+            push_bias = projected.new_zeros(num_nodes, 4 * hidden)
+            torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=push_bias[:, 3 * hidden :])
+            states = projected.new_zeros(1 + num_nodes, hidden)
+            buffers = [projected.new_empty(num_nodes, hidden) for _ in range(6)]  # i, o, u, c, tanh c, f
+            pushed = projected.new_empty(num_nodes, 4 * hidden)  # [U h, f * c] of each node
+            # Per level views, cut once: (pre-activations of i, o, u, children's memory sum), the states,
+            # the buffers, and the pushes.
+            columns = list(accumulator[:num_nodes].split(hidden, dim=1)) + [states[1:]] + buffers
+            columns += [push_bias, pushed, pushed[:, 3 * hidden :]]
+            levels = [column.split(sizes) for column in columns]
+            weight = recurrent.t()  # (hidden, 4 * hidden)
+            for level, targets in enumerate(schedule.push_targets):
+                (
+                    input_pre,
+                    output_pre,
+                    update_pre,
+                    children_memory,
+                    state,
+                    input_gate,
+                    output_gate,
+                    update,
+                    cell,
+                    tanh_cell,
+                    forget,
+                    bias,
+                    push,
+                    forget_pre,
+                ) = (pieces[level] for pieces in levels)
+                torch.sigmoid(input_pre, out=input_gate)
+                torch.sigmoid(output_pre, out=output_gate)
+                torch.tanh(update_pre, out=update)
+                torch.addcmul(children_memory, input_gate, update, out=cell)
+                torch.tanh(cell, out=tanh_cell)
+                torch.mul(output_gate, tanh_cell, out=state)
+                if level + 1 < len(sizes):  # the last level holds only roots
+                    torch.addmm(bias, state, weight, out=push)  # (level_nodes, 4 * hidden)
+                    torch.sigmoid(forget_pre, out=forget)
+                    torch.mul(forget, cell, out=forget_pre)
+                    accumulator.index_add_(0, targets, push)
+        ctx.levels = levels[5:11]
+        ctx.schedule = schedule
+        ctx.dtypes = (state_weight.dtype, forget_weight.dtype)
+        ctx.save_for_backward(states, recurrent)
+        return states
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_states):  # type: ignore[override]
+        states, recurrent = ctx.saved_tensors
+        schedule = ctx.schedule
+        sizes = schedule.level_sizes
+        four_hidden, hidden = recurrent.shape
+        with without_autocast(grad_states):
+            grad_states = grad_states.to(states.dtype)
+            # [d i_pre, d o_pre, d u_pre, d c] per node (then d projected), and a zero row for roots' heads.
+            grad_rows = grad_states.new_zeros(states.size(0), four_hidden)
+            # d [U h, forget_pre] of each node's push: zero for the roots.
+            grad_pushed = grad_states.new_zeros(states.size(0) - 1, four_hidden)
+            columns = list(grad_rows[:-1].split(hidden, dim=1))
+            columns += [grad_states[1:], grad_pushed, grad_pushed[:, 3 * hidden :]]
+            grad_levels = [column.split(sizes) for column in columns]
+            for level in reversed(range(len(sizes))):
+                input_gate, output_gate, update, cell, tanh_cell, forget = (pieces[level] for pieces in ctx.levels)
+                grad_input, grad_output, grad_update, grad_cell, grad_state, grad_push, grad_children_memory = (
+                    pieces[level] for pieces in grad_levels
+                )  # grad_children_memory: the head's d c, for d (f * c)
+                if level + 1 < len(sizes):
+                    torch.index_select(grad_rows, 0, schedule.push_targets[level], out=grad_push)
+                    grad_cell_pushed = grad_children_memory * forget
+                    grad_forget = grad_children_memory * cell
+                    torch.ops.aten.sigmoid_backward.grad_input(grad_forget, forget, grad_input=grad_children_memory)
+                    grad_state = torch.addmm(grad_state, grad_push, recurrent)
+                torch.mul(grad_state, tanh_cell, out=grad_output)
+                torch.ops.aten.sigmoid_backward.grad_input(grad_output, output_gate, grad_input=grad_output)
+                grad_tanh_cell = grad_state * output_gate
+                if level + 1 < len(sizes):
+                    grad_cell_own = torch.ops.aten.tanh_backward(grad_tanh_cell, tanh_cell)
+                    torch.add(grad_cell_own, grad_cell_pushed, out=grad_cell)
+                else:
+                    torch.ops.aten.tanh_backward.grad_input(grad_tanh_cell, tanh_cell, grad_input=grad_cell)
+                torch.mul(grad_cell, update, out=grad_input)
+                torch.ops.aten.sigmoid_backward.grad_input(grad_input, input_gate, grad_input=grad_input)
+                torch.mul(grad_cell, input_gate, out=grad_update)
+                torch.ops.aten.tanh_backward.grad_input(grad_update, update, grad_input=grad_update)
+            grad_projected = grad_weights = None
+            if ctx.needs_input_grad[0]:
+                grad_projected = grad_rows[:-1]
+                grad_head_forget = grad_projected[:, 3 * hidden :]  # d W_f x_head + b_f: sum over the children
+                grad_head_forget.zero_()
+                grad_head_forget.index_add_(0, schedule.parent_or_self, grad_pushed[:, 3 * hidden :])
+            if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+                grad_weights = grad_pushed.t().mm(states[1:]).split([four_hidden - hidden, hidden])
+        if grad_weights is None:
+            return grad_projected, None, None, None
+        return grad_projected, grad_weights[0].to(ctx.dtypes[0]), grad_weights[1].to(ctx.dtypes[1]), None
 
 
 def _copy_to_host(tensor: torch.Tensor) -> torch.Tensor:
@@ -359,9 +450,6 @@ def _host_schedule(
     parent_nodes = node_index[flat_head[node_positions]]  # (nodes,): roots -> num_nodes
     own_index = torch.arange(num_nodes)
     parent_or_self = torch.where(parent_nodes == num_nodes, own_index, parent_nodes)
-    # After level l the accumulator starts at the first node of level l + 1.
-    sizes = torch.tensor(level_sizes, dtype=torch.long)
-    node_level_end = sizes.cumsum(0).repeat_interleave(sizes, output_size=num_nodes)  # (nodes,)
-    push_targets = parent_nodes - node_level_end
+    push_targets = parent_nodes
     scatter_back = torch.where(flat_mask, node_index[:num_positions] + 1, 0)
     return node_positions, parent_or_self, push_targets, scatter_back, level_sizes
