@@ -172,7 +172,7 @@ class DeptreeNer(Model):
                 if labels is None:
                     raise ConfigurationError(f"this model embeds {name}, but the input has none")
                 parts.append(embedding(labels))
-        embedded = self.dropout(torch.cat(parts, dim=-1))
+        embedded = self._drop(torch.cat(parts, dim=-1))
 
         # h = [s ; t], q = [h_root ; s_n].
         encoded, queries = [], []
@@ -186,20 +186,24 @@ class DeptreeNer(Model):
             syntactic = self.syntactic_encoder.encode(embedded, mask, head_indices)
             encoded.append(syntactic.states)
             queries.insert(0, syntactic.root)
-        hidden = self.dropout(torch.cat(encoded, dim=-1))
+        hidden = self._drop(torch.cat(encoded, dim=-1))
 
         output: Dict[str, Any] = {}
         if self.relative_attention is not None:
             hidden, output["relative_attention"] = self.relative_attention.attend(hidden, mask)
-            hidden = self.dropout(hidden)
+            hidden = self._drop(hidden)
         if self.global_attention is not None:
             hidden, output["global_attention"] = self.global_attention.attend(hidden, mask, torch.cat(queries, dim=-1))
-            hidden = self.dropout(hidden)
+            hidden = self._drop(hidden)
 
         output.update(self.head(hidden, mask, tags, metadata, pop_auxiliary_losses(self)))
         if metadata is not None:
             output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
         return output
+
+    def _drop(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`self.dropout` in training; in evaluation (where it multiplies by ones) nothing."""
+        return self.dropout(tensor) if self.training and self.dropout.p > 0 else tensor
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
         return self.head.make_output_human_readable(output_dict)

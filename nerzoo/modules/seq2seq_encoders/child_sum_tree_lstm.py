@@ -202,7 +202,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         # Garbage (even inf/nan) at masked positions must not reach the residual sums.
         layer_input = inputs.masked_fill(~token_mask, 0.0)
         for index, layer in enumerate(self.layers):
-            if index > 0:
+            if index > 0 and self.training and self.dropout.p > 0:  # in evaluation an identity
                 layer_input = self.dropout(layer_input)
             output = self._run_layer(layer, layer_input, schedule)
             if layer.layer_norm is not None:

@@ -112,7 +112,7 @@ class ResidualStack(Seq2SeqEncoder):
         keep = mask.unsqueeze(-1)
         output = inputs
         for index, layer in enumerate(self._layers):
-            if index > 0 and self._dropout is not None:
+            if index > 0 and self._dropout is not None and self.training:  # in evaluation an identity
                 output = self._dropout(output)
             # Shape: (batch_size, sequence_length, layer.get_output_dim())
             encoded = layer(output, mask)
