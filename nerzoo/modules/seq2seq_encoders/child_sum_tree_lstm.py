@@ -54,11 +54,11 @@ class ChildSumTreeLstmLayer(torch.nn.Module):
 
 
 class _LevelSchedule(NamedTuple):
-    """Where every token goes when the batch is flattened to nodes sorted by tree height."""
+    """Where every token goes when the batch is flattened to nodes sorted by depth, deepest first."""
 
     node_positions: torch.Tensor  # (num_nodes,): flat position b * num_tokens + t of each sorted node
     parent_or_self: torch.Tensor  # (num_nodes,): sorted index of the node's head, a root's own index
-    level_sizes: List[int]  # nodes per height; the nodes of each height are consecutive
+    level_sizes: List[int]  # nodes per depth, deepest first; the nodes of each depth are consecutive
     push_targets: List[torch.Tensor]  # per level (level_nodes,): sorted index of the head, num_nodes for a root
     scatter_back: torch.Tensor  # (batch_size * num_tokens,): 1 + sorted index, 0 at masked positions
     is_root: torch.Tensor  # (batch_size, num_tokens) bool
@@ -93,13 +93,13 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     `dropout > 0`, variational dropout (`InputVariationalDropout`, one mask per sentence) is applied
     to the input of every layer but the first.  Outputs at masked positions are zero after every layer.
 
-    Computation: the nodes of the whole batch are sorted once by height (leaf = 0, a node is one
-    higher than its highest child) and processed one height at a time, so the loop runs
-    `1 + max tree height` times per layer whatever the batch size.  `W x + b` is computed for all
+    Computation: the nodes of the whole batch are sorted once by depth (root = 0, children one
+    deeper than their head) and processed one depth at a time, deepest first, so the loop runs
+    `1 + max tree depth` times per layer whatever the batch size.  `W x + b` is computed for all
     nodes at once; as `U h~_j = sum_k U h_k`, each level's children push `U h_k` and `f_jk * c_k`
     into their heads' rows of one accumulator with `index_add`, so that a level costs one matrix
     product; the backward pass is written out level by level (`_LevelRecurrence`), with one product
-    over all nodes for each weight's gradient.  The schedule (heights, node
+    over all nodes for each weight's gradient.  The schedule (depths, node
     order, level sizes, push targets) is built on the CPU from one copy of the mask and heads and
     sent back as index tensors, so on a GPU a forward pass waits for the device once, not once per
     tree level, and the layers' loops never wait for it.
@@ -257,8 +257,9 @@ class _LevelRecurrence(torch.autograd.Function):
             num_nodes, hidden = projected.size(0), state_weight.size(1)
             sizes = schedule.level_sizes
             recurrent = torch.cat([state_weight, forget_weight]).to(projected.dtype)  # (4 * hidden, hidden)
-            # Rows: the nodes, then one that collects the roots' pushes and is never read.
-            accumulator = torch.cat([projected, projected.new_zeros(1, 4 * hidden)])
+            # Per node [pre-activations of i, o, u; children's memory sum]: `W x + b` and 0 until the
+            # children push (the roots, on the last level, push nothing).
+            accumulator = projected.clone()
             accumulator[:, 3 * hidden :].zero_()
             # Each node's push adds `W_f x_head + b_f` to its forget gate (a root's own, unused).
             push_bias = projected.new_zeros(num_nodes, 4 * hidden)
@@ -268,7 +269,7 @@ class _LevelRecurrence(torch.autograd.Function):
             pushed = projected.new_empty(num_nodes, 4 * hidden)  # [U h, f * c] of each node
             # Per level views, cut once: (pre-activations of i, o, u, children's memory sum), the states,
             # the buffers, and the pushes.
-            columns = list(accumulator[:num_nodes].split(hidden, dim=1)) + [states[1:]] + buffers
+            columns = list(accumulator.split(hidden, dim=1)) + [states[1:]] + buffers
             columns += [push_bias, pushed, pushed[:, 3 * hidden :]]
             levels = [column.split(sizes) for column in columns]
             weight = recurrent.t()  # (hidden, 4 * hidden)
@@ -315,11 +316,11 @@ class _LevelRecurrence(torch.autograd.Function):
         four_hidden, hidden = recurrent.shape
         with without_autocast(grad_states):
             grad_states = grad_states.to(states.dtype)
-            # [d i_pre, d o_pre, d u_pre, d c] per node (then d projected), and a zero row for roots' heads.
-            grad_rows = grad_states.new_zeros(states.size(0), four_hidden)
+            # [d i_pre, d o_pre, d u_pre, d c] per node, then d projected.
+            grad_rows = grad_states.new_empty(states.size(0) - 1, four_hidden)
             # d [U h, forget_pre] of each node's push: zero for the roots.
             grad_pushed = grad_states.new_zeros(states.size(0) - 1, four_hidden)
-            columns = list(grad_rows[:-1].split(hidden, dim=1))
+            columns = list(grad_rows.split(hidden, dim=1))
             columns += [grad_states[1:], grad_pushed, grad_pushed[:, 3 * hidden :]]
             grad_levels = [column.split(sizes) for column in columns]
             for level in reversed(range(len(sizes))):
@@ -347,7 +348,7 @@ class _LevelRecurrence(torch.autograd.Function):
                 torch.ops.aten.tanh_backward.grad_input(grad_update, update, grad_input=grad_update)
             grad_projected = grad_weights = None
             if ctx.needs_input_grad[0]:
-                grad_projected = grad_rows[:-1]
+                grad_projected = grad_rows
                 grad_head_forget = grad_projected[:, 3 * hidden :]  # d W_f x_head + b_f: sum over the children
                 grad_head_forget.zero_()
                 grad_head_forget.index_add_(0, schedule.parent_or_self, grad_pushed[:, 3 * hidden :])
@@ -406,8 +407,8 @@ def _host_schedule(
     mask: torch.BoolTensor, head_indices: torch.LongTensor
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, List[int]]:
     """
-    Heights of every real token, with tensor operations over the whole batch on the CPU, and the
-    node order sorted by height: `(node_positions, parent_or_self, push_targets, scatter_back,
+    Depths of every real token, with tensor operations over the whole batch on the CPU, and the
+    node order sorted by depth, deepest first: `(node_positions, parent_or_self, push_targets, scatter_back,
     level_sizes)` as in `_LevelSchedule`, with the push targets of all levels in one tensor.
     Raises a `ValueError` for heads out of range, pointing at masked positions, or forming a cycle.
     """
@@ -425,23 +426,26 @@ def _host_schedule(
     # Flat position of each token's head; roots and masked tokens point at a dummy slot.
     flat_head = torch.where(has_head, head_position + row_start, num_positions).view(-1)  # (positions,)
 
-    height = torch.zeros(num_positions, dtype=torch.long)
-    for _ in range(num_tokens + 1):
-        pushed = torch.zeros(num_positions + 1, dtype=torch.long)
-        pushed = pushed.scatter_reduce(0, flat_head, height + 1, reduce="amax", include_self=True)
-        new_height = pushed[:num_positions]
-        if torch.equal(new_height, height):
-            break
-        height = new_height
-    else:  # heights grow without bound only around a cycle
+    # Depth (distance to the root) by pointer jumping: after step k each position's `ancestor` is
+    # its 2^k-th (or its root's dummy slot) and `depth` counts the edges in between.
+    ancestor = torch.cat([flat_head, flat_head.new_full((1,), num_positions)])  # (positions + 1,)
+    depth = torch.cat([has_head.view(-1).long(), flat_head.new_zeros(1)])
+    for _ in range(max(num_tokens - 1, 1).bit_length()):  # a path has at most num_tokens - 1 edges
+        depth = depth + depth[ancestor]
+        ancestor = ancestor[ancestor]
+    if bool((ancestor[:num_positions] != num_positions).any()):  # only tokens on or under a cycle
         raise ValueError("head_indices contain a cycle.")
 
+    # Level num_tokens - 1 - depth, so that every node comes a level after its children (and the
+    # roots last); masked positions sort first and are dropped, as are the empty levels in front.
     flat_mask = mask.reshape(-1)
-    sort_key = torch.where(flat_mask, height, -1)  # masked positions sort first and are dropped
+    sort_key = torch.where(flat_mask, (num_tokens - 1) - depth[:num_positions], -1)
     order = torch.argsort(sort_key, stable=True)
     counts = torch.bincount(sort_key + 1, minlength=1).tolist()
     num_masked = counts[0]
     level_sizes = counts[1:]
+    while level_sizes and level_sizes[0] == 0:
+        level_sizes.pop(0)
     num_nodes = sum(level_sizes)
 
     node_positions = order[num_masked:]  # (nodes,)
