@@ -12,8 +12,8 @@ float32 and with `trainer.use_amp`, every ratio against a row measured in the sa
 Rows (`--rows`, `--precisions`), each built with allennlp's `TrainModel.from_params` in this process:
 `crf_tagger` (crf_tagger_reference.py's reference: needs `make install-bench`, skipped without it),
 `bilstm_crf` (training_config/bilstm_crf.jsonnet, batches of 10), `bilstm_crf_gpu` (the GPU recipe,
-training_config/bilstm_crf_gpu.jsonnet: batches of 20), `deptree_ner` (training_config/deptree_ner.jsonnet, parsed by spaCy, the parses
-cached under NERZOO_CACHE).  On the CPU the `use_amp` rows are skipped (allennlp's AMP needs CUDA).
+training_config/bilstm_crf_gpu.jsonnet: batches of 20), `deptree_ner`
+(training_config/deptree_ner.jsonnet, parsed by spaCy, the parses cached under NERZOO_CACHE).  On the CPU the `use_amp` rows are skipped (allennlp's AMP needs CUDA).
 
 Training: `--epochs` epochs (default 2) of the trainer's `_train_epoch` on the first `--max-sentences`
 sentences of the data set's train file (`--data`, NERZOO_DATA; CoNLL-2003 eng.train has 14,041): the
