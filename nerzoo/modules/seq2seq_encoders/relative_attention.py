@@ -118,14 +118,13 @@ class RelativeAttention(Seq2SeqEncoder):
         # Padding never reaches the arithmetic, whatever it holds (even inf or NaN).
         inputs = inputs.masked_fill(~mask.unsqueeze(-1), 0.0)
 
-        # Shape: (batch_size, sequence_length, input_dim) each.
-        queries = self._query(inputs)
-        keys = self._key(inputs)
-        values = self._value(inputs)
+        # Shape: (batch_size, sequence_length, input_dim) each, from one product with W_Q, W_K, W_V stacked.
+        weight = torch.cat([self._query.weight, self._key.weight, self._value.weight])
+        queries, keys, values = torch.nn.functional.linear(inputs, weight).chunk(3, dim=-1)
 
         # Eq. 1, scores scaled by d_a^-0.5.
         # Shape: (batch_size, sequence_length, sequence_length)
-        scores = torch.einsum("bid,bjd->bij", queries, keys) * (self._input_dim**-0.5)
+        scores = torch.bmm(queries, keys.transpose(1, 2)) * (self._input_dim**-0.5)
 
         # Word i attends to word j when both are real and i != j.
         # Shape: (batch_size, sequence_length, sequence_length)
@@ -137,7 +136,7 @@ class RelativeAttention(Seq2SeqEncoder):
         attended = weights if self._dropout is None else self._dropout(weights)
         # Eq. 2: M = A V + V.
         # Shape: (batch_size, sequence_length, input_dim)
-        weighted = torch.einsum("bij,bjd->bid", attended, values) + values
+        weighted = torch.baddbmm(values, attended, values)
 
         if self._layer_norm is not None:
             # Eq. 4: z = LayerNorm(x + Sublayer(x)).
