@@ -265,21 +265,22 @@ class _LevelRecurrence(torch.autograd.Function):
             push_bias = projected.new_zeros(num_nodes, 4 * hidden)
             torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=push_bias[:, 3 * hidden :])
             states = projected.new_zeros(1 + num_nodes, hidden)
-            buffers = [projected.new_empty(num_nodes, hidden) for _ in range(6)]  # i, o, u, c, tanh c, f
+            gates = projected.new_empty(num_nodes, 2 * hidden)  # i, o
+            buffers = [projected.new_empty(num_nodes, hidden) for _ in range(4)]  # u, c, tanh c, f
             pushed = projected.new_empty(num_nodes, 4 * hidden)  # [U h, f * c] of each node
-            # Per level views, cut once: (pre-activations of i, o, u, children's memory sum), the states,
-            # the buffers, and the pushes.
-            columns = list(accumulator.split(hidden, dim=1)) + [states[1:]] + buffers
-            columns += [push_bias, pushed, pushed[:, 3 * hidden :]]
+            # Per level views, cut once: the pre-activations of (i, o) and u and the children's memory
+            # sum, the states, the gates and buffers, and the pushes.
+            columns = list(accumulator.split([2 * hidden, hidden, hidden], dim=1)) + [states[1:], gates]
+            columns += [*gates.split(hidden, dim=1), *buffers, push_bias, pushed, pushed[:, 3 * hidden :]]
             levels = [column.split(sizes) for column in columns]
             weight = recurrent.t()  # (hidden, 4 * hidden)
             for level, targets in enumerate(schedule.push_targets):
                 (
-                    input_pre,
-                    output_pre,
+                    gate_pre,
                     update_pre,
                     children_memory,
                     state,
+                    gate,
                     input_gate,
                     output_gate,
                     update,
@@ -290,8 +291,7 @@ class _LevelRecurrence(torch.autograd.Function):
                     push,
                     forget_pre,
                 ) = (pieces[level] for pieces in levels)
-                torch.sigmoid(input_pre, out=input_gate)
-                torch.sigmoid(output_pre, out=output_gate)
+                torch.sigmoid(gate_pre, out=gate)
                 torch.tanh(update_pre, out=update)
                 torch.addcmul(children_memory, input_gate, update, out=cell)
                 torch.tanh(cell, out=tanh_cell)
@@ -301,7 +301,7 @@ class _LevelRecurrence(torch.autograd.Function):
                     torch.sigmoid(forget_pre, out=forget)
                     torch.mul(forget, cell, out=forget_pre)
                     accumulator.index_add_(0, targets, push)
-        ctx.levels = levels[5:11]
+        ctx.levels = levels[4:11]  # gate, input_gate, output_gate, update, cell, tanh_cell, forget
         ctx.schedule = schedule
         ctx.dtypes = (state_weight.dtype, forget_weight.dtype)
         ctx.save_for_backward(states, recurrent)
@@ -316,18 +316,27 @@ class _LevelRecurrence(torch.autograd.Function):
         four_hidden, hidden = recurrent.shape
         with without_autocast(grad_states):
             grad_states = grad_states.to(states.dtype)
-            # [d i_pre, d o_pre, d u_pre, d c] per node, then d projected.
+            # [d (i_pre, o_pre), d u_pre, d c] per node, then d projected.
             grad_rows = grad_states.new_empty(states.size(0) - 1, four_hidden)
             # d [U h, forget_pre] of each node's push: zero for the roots.
             grad_pushed = grad_states.new_zeros(states.size(0) - 1, four_hidden)
-            columns = list(grad_rows.split(hidden, dim=1))
-            columns += [grad_states[1:], grad_pushed, grad_pushed[:, 3 * hidden :]]
+            columns = list(grad_rows.split([2 * hidden, hidden, hidden], dim=1))
+            columns += [*columns[0].split(hidden, dim=1), grad_states[1:], grad_pushed, grad_pushed[:, 3 * hidden :]]
             grad_levels = [column.split(sizes) for column in columns]
             for level in reversed(range(len(sizes))):
-                input_gate, output_gate, update, cell, tanh_cell, forget = (pieces[level] for pieces in ctx.levels)
-                grad_input, grad_output, grad_update, grad_cell, grad_state, grad_push, grad_children_memory = (
-                    pieces[level] for pieces in grad_levels
-                )  # grad_children_memory: the head's d c, for d (f * c)
+                gate, input_gate, output_gate, update, cell, tanh_cell, forget = (
+                    pieces[level] for pieces in ctx.levels
+                )
+                (
+                    grad_gate,
+                    grad_update,
+                    grad_cell,
+                    grad_input,
+                    grad_output,
+                    grad_state,
+                    grad_push,
+                    grad_children_memory,  # the head's d c, for d (f * c)
+                ) = (pieces[level] for pieces in grad_levels)
                 if level + 1 < len(sizes):
                     torch.index_select(grad_rows, 0, schedule.push_targets[level], out=grad_push)
                     grad_cell_pushed = grad_children_memory * forget
@@ -335,7 +344,6 @@ class _LevelRecurrence(torch.autograd.Function):
                     torch.ops.aten.sigmoid_backward.grad_input(grad_forget, forget, grad_input=grad_children_memory)
                     grad_state = torch.addmm(grad_state, grad_push, recurrent)
                 torch.mul(grad_state, tanh_cell, out=grad_output)
-                torch.ops.aten.sigmoid_backward.grad_input(grad_output, output_gate, grad_input=grad_output)
                 grad_tanh_cell = grad_state * output_gate
                 if level + 1 < len(sizes):
                     grad_cell_own = torch.ops.aten.tanh_backward(grad_tanh_cell, tanh_cell)
@@ -343,7 +351,7 @@ class _LevelRecurrence(torch.autograd.Function):
                 else:
                     torch.ops.aten.tanh_backward.grad_input(grad_tanh_cell, tanh_cell, grad_input=grad_cell)
                 torch.mul(grad_cell, update, out=grad_input)
-                torch.ops.aten.sigmoid_backward.grad_input(grad_input, input_gate, grad_input=grad_input)
+                torch.ops.aten.sigmoid_backward.grad_input(grad_gate, gate, grad_input=grad_gate)
                 torch.mul(grad_cell, input_gate, out=grad_update)
                 torch.ops.aten.tanh_backward.grad_input(grad_update, update, grad_input=grad_update)
             grad_projected = grad_weights = None
