@@ -19,7 +19,6 @@ import sys
 import time
 from typing import List, Tuple
 
-import conllu
 import torch
 
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
@@ -33,9 +32,14 @@ DEFAULT_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "ud_english_ewt",
 
 def read_heads(path: str, count: int, min_tokens: int) -> List[List[int]]:
     """The HEAD column of the first `count` sentences with at least `min_tokens` basic tokens."""
+    sentences: List[List[int]] = [[]]
     with open(path, encoding="utf-8") as handle:
-        # Basic tokens only: not `1-2` ranges or `1.1` empty nodes.
-        sentences = [[t["head"] for t in s if isinstance(t["id"], int)] for s in conllu.parse_incr(handle)]
+        for line in handle:
+            columns = line.rstrip("\n").split("\t")
+            if not line.strip():
+                sentences.append([])
+            elif columns[0].isdigit():  # basic tokens only: not `1-2` ranges, `1.1` empty nodes or comments
+                sentences[-1].append(int(columns[6]))
     sentences = [heads for heads in sentences if len(heads) >= min_tokens]
     if len(sentences) < count:
         raise ValueError(f"{path} has only {len(sentences)} sentences with >= {min_tokens} tokens.")
