@@ -59,6 +59,7 @@ class _LevelSchedule(NamedTuple):
     node_positions: torch.Tensor  # (num_nodes,): flat position b * num_tokens + t of each sorted node
     parent_or_self: torch.Tensor  # (num_nodes,): sorted index of the node's head, a root's own index
     level_sizes: List[int]  # nodes per depth, deepest first; the nodes of each depth are consecutive
+    head_counts: List[int]  # per level, how many of its nodes (the first ones) have children
     push_targets: List[torch.Tensor]  # per level (level_nodes,): sorted index of the head, num_nodes for a root
     scatter_back: torch.Tensor  # (batch_size * num_tokens,): 1 + sorted index, 0 at masked positions
     is_root: torch.Tensor  # (batch_size, num_tokens) bool
@@ -96,13 +97,13 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     Computation: the nodes of the whole batch are sorted once by depth (root = 0, children one
     deeper than their head) and processed one depth at a time, deepest first, so the loop runs
     `1 + max tree depth` times per layer whatever the batch size.  `W x + b` is computed for all
-    nodes at once; as `U h~_j = sum_k U h_k`, each level's children push `U h_k` and `f_jk * c_k`
-    into their heads' rows of one accumulator with `index_add`, so that a level costs one matrix
-    product; the backward pass is written out level by level (`_LevelRecurrence`), with one product
-    over all nodes for each weight's gradient.  The schedule (depths, node
-    order, level sizes, push targets) is built on the CPU from one copy of the mask and heads and
-    sent back as index tensors, so on a GPU a forward pass waits for the device once, not once per
-    tree level, and the layers' loops never wait for it.
+    nodes at once; each level's nodes push `h_k` and `f_jk * c_k` into their heads' rows of one
+    accumulator with `index_add`, and a level costs two matrix products (`U h~` for its nodes with
+    children, `U_f h_k` for all); the backward pass is written out level by level
+    (`_LevelRecurrence`), with one product over all nodes for each weight's gradient.  The schedule
+    (depths, node order, level sizes, push targets) is built on the CPU from one copy of the mask and
+    heads and sent back as index tensors, so on a GPU a forward pass waits for the device once, not
+    once per tree level, and the layers' loops never wait for it.
 
     Registered as a `Seq2SeqEncoder` with name "child_sum_tree_lstm".  Unlike most encoders it needs the
     dependency heads: `forward(inputs, mask, head_indices)`.
@@ -239,47 +240,52 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
 
 class _LevelRecurrence(torch.autograd.Function):
     """
-    The recurrent part of a layer, `U h~` and `U_f h_k` and the gates, one level at a time, with a
-    backward pass written out level by level: `(projected (nodes, 4 * hidden), state_weight
-    (3 * hidden, hidden), forget_weight (hidden, hidden), schedule) -> (1 + nodes, hidden)`, the
-    states in node order after a zero row.
+    The recurrent part of a layer, one level at a time, with its backward pass written out level by
+    level: `(projected (nodes, 4 * hidden), state_weight (3 * hidden, hidden), forget_weight
+    (hidden, hidden), schedule) -> (1 + nodes, hidden)`, the states in node order after a zero row.
 
-    By linearity `U h~_j = sum_k U h_k`, so each level's nodes push `[U h_k, f_jk * c_k]` into their
-    heads' rows of one accumulator `[W x + b (i, o, u), sum of f * c]`, which then holds the heads'
-    pre-activations and children's memory sum: per level one matrix product and one `index_add`.
-    The gates are written into buffers for all nodes, so that the backward pass computes each
-    weight's gradient with one product over all nodes instead of one per level.
+    Each level's nodes push `[h_k, f_jk * c_k]` into their heads' rows of one accumulator with
+    `index_add`; a level then adds `U h~` to the pre-activations of its nodes with children and
+    `U_f h_k` to its nodes' forget gates, two matrix products.  The gates are written into
+    buffers for all nodes, so that the backward pass computes each weight's gradient with one
+    product over all nodes instead of one per level.
     """
 
     @staticmethod
     def forward(ctx, projected, state_weight, forget_weight, schedule):  # type: ignore[override]
         with without_autocast(projected):
             num_nodes, hidden = projected.size(0), state_weight.size(1)
-            sizes = schedule.level_sizes
-            recurrent = torch.cat([state_weight, forget_weight]).to(projected.dtype)  # (4 * hidden, hidden)
-            # Per node [pre-activations of i, o, u; children's memory sum]: `W x + b` and 0 until the
-            # children push (the roots, on the last level, push nothing).
-            accumulator = projected.clone()
-            accumulator[:, 3 * hidden :].zero_()
-            # Each node's push adds `W_f x_head + b_f` to its forget gate (a root's own, unused).
-            push_bias = projected.new_zeros(num_nodes, 4 * hidden)
-            torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=push_bias[:, 3 * hidden :])
-            states = projected.new_zeros(1 + num_nodes, hidden)
+            sizes, head_counts = schedule.level_sizes, schedule.head_counts
+            # Within each level its heads (nodes with children), then the other nodes.
+            blocks = [size for heads, level_size in zip(head_counts, sizes) for size in (heads, level_size - heads)]
+            ctx.dtypes = (state_weight.dtype, forget_weight.dtype)
+            state_weight = state_weight.to(projected.dtype)
+            forget_weight = forget_weight.to(projected.dtype)
+            # Per node the pre-activations [i, o, u; f]: `W x + b`, and for f the head's `W_f x + b_f`
+            # (a root's own, unused), to which the levels add `U h~` and `U_f h`.
+            pre = projected.clone()
+            torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=pre[:, 3 * hidden :])
+            children = projected.new_zeros(num_nodes, 2 * hidden)  # [h~, sum of f * c]
+            # [h, f * c] per node, after a zero row: the states are the output.
+            pushed = projected.new_zeros(1 + num_nodes, 2 * hidden)
             gates = projected.new_empty(num_nodes, 2 * hidden)  # i, o
             buffers = [projected.new_empty(num_nodes, hidden) for _ in range(4)]  # u, c, tanh c, f
-            pushed = projected.new_empty(num_nodes, 4 * hidden)  # [U h, f * c] of each node
-            # Per level views, cut once: the pre-activations of (i, o) and u and the children's memory
-            # sum, the states, the gates and buffers, and the pushes.
-            columns = list(accumulator.split([2 * hidden, hidden, hidden], dim=1)) + [states[1:], gates]
-            columns += [*gates.split(hidden, dim=1), *buffers, push_bias, pushed, pushed[:, 3 * hidden :]]
+            # Per level views, cut once per layer.
+            columns = [*pre.split([2 * hidden, hidden, hidden], dim=1), *children.split(hidden, dim=1)]
+            columns += [*pushed[1:].split(hidden, dim=1), pushed[1:], gates, *gates.split(hidden, dim=1), *buffers]
             levels = [column.split(sizes) for column in columns]
-            weight = recurrent.t()  # (hidden, 4 * hidden)
+            head_rows = [pre[:, : 3 * hidden].split(blocks)[0::2], children[:, :hidden].split(blocks)[0::2]]
+            state_weight_t, forget_weight_t = state_weight.t(), forget_weight.t()
             for level, targets in enumerate(schedule.push_targets):
                 (
                     gate_pre,
                     update_pre,
+                    forget_pre,
+                    _,
                     children_memory,
                     state,
+                    pushed_memory,
+                    push,
                     gate,
                     input_gate,
                     output_gate,
@@ -287,42 +293,50 @@ class _LevelRecurrence(torch.autograd.Function):
                     cell,
                     tanh_cell,
                     forget,
-                    bias,
-                    push,
-                    forget_pre,
                 ) = (pieces[level] for pieces in levels)
+                if head_counts[level] > 0:
+                    head_pre, child_sum = (pieces[level] for pieces in head_rows)
+                    head_pre.addmm_(child_sum, state_weight_t)
                 torch.sigmoid(gate_pre, out=gate)
                 torch.tanh(update_pre, out=update)
                 torch.addcmul(children_memory, input_gate, update, out=cell)
                 torch.tanh(cell, out=tanh_cell)
                 torch.mul(output_gate, tanh_cell, out=state)
                 if level + 1 < len(sizes):  # the last level holds only roots
-                    torch.addmm(bias, state, weight, out=push)  # (level_nodes, 4 * hidden)
+                    forget_pre.addmm_(state, forget_weight_t)
                     torch.sigmoid(forget_pre, out=forget)
-                    torch.mul(forget, cell, out=forget_pre)
-                    accumulator.index_add_(0, targets, push)
-        ctx.levels = levels[4:11]  # gate, input_gate, output_gate, update, cell, tanh_cell, forget
-        ctx.schedule = schedule
-        ctx.dtypes = (state_weight.dtype, forget_weight.dtype)
-        ctx.save_for_backward(states, recurrent)
-        return states
+                    torch.mul(forget, cell, out=pushed_memory)
+                    children.index_add_(0, targets, push)
+        ctx.levels = levels[8:]  # gate, input_gate, output_gate, update, cell, tanh_cell, forget
+        ctx.schedule, ctx.blocks = schedule, blocks
+        ctx.children = children
+        ctx.save_for_backward(pushed, state_weight, forget_weight)
+        return pushed[:, :hidden]
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_states):  # type: ignore[override]
-        states, recurrent = ctx.saved_tensors
-        schedule = ctx.schedule
-        sizes = schedule.level_sizes
-        four_hidden, hidden = recurrent.shape
+        pushed, state_weight, forget_weight = ctx.saved_tensors
+        schedule, blocks, children = ctx.schedule, ctx.blocks, ctx.children
+        sizes, head_counts = schedule.level_sizes, schedule.head_counts
+        num_nodes, hidden = children.size(0), state_weight.size(1)
         with without_autocast(grad_states):
-            grad_states = grad_states.to(states.dtype)
-            # [d (i_pre, o_pre), d u_pre, d c] per node, then d projected.
-            grad_rows = grad_states.new_empty(states.size(0) - 1, four_hidden)
-            # d [U h, forget_pre] of each node's push: zero for the roots.
-            grad_pushed = grad_states.new_zeros(states.size(0) - 1, four_hidden)
-            columns = list(grad_rows.split([2 * hidden, hidden, hidden], dim=1))
-            columns += [*columns[0].split(hidden, dim=1), grad_states[1:], grad_pushed, grad_pushed[:, 3 * hidden :]]
+            grad_states = grad_states.to(pushed.dtype)
+            # d [i_pre, o_pre; u_pre; the head's W_f x + b_f] per node: d projected.
+            grad_pre = grad_states.new_empty(num_nodes, 4 * hidden)
+            grad_children = grad_states.new_empty(num_nodes, 2 * hidden)  # d [h~, c] (d h~ of heads only)
+            # d [h~, c] of each node's head, then d [h~ of the head, forget_pre]: zero for the roots.
+            gathered = grad_states.new_zeros(num_nodes, 2 * hidden)
+            grad_forget_pre = gathered[:, hidden:]
+            # d h = d [h~ of the head, forget_pre] @ [1; U_f] in one product.
+            through_push = torch.cat(
+                [torch.eye(hidden, dtype=forget_weight.dtype, device=forget_weight.device), forget_weight]
+            )
+            columns = [*grad_pre[:, : 3 * hidden].split([2 * hidden, hidden], dim=1)]
+            columns += [*grad_pre[:, : 2 * hidden].split(hidden, dim=1), grad_children[:, hidden:], grad_states[1:]]
+            columns += [gathered, grad_forget_pre]
             grad_levels = [column.split(sizes) for column in columns]
+            head_rows = [grad_pre[:, : 3 * hidden].split(blocks)[0::2], grad_children[:, :hidden].split(blocks)[0::2]]
             for level in reversed(range(len(sizes))):
                 gate, input_gate, output_gate, update, cell, tanh_cell, forget = (
                     pieces[level] for pieces in ctx.levels
@@ -330,19 +344,19 @@ class _LevelRecurrence(torch.autograd.Function):
                 (
                     grad_gate,
                     grad_update,
-                    grad_cell,
                     grad_input,
                     grad_output,
+                    grad_cell,
                     grad_state,
-                    grad_push,
-                    grad_children_memory,  # the head's d c, for d (f * c)
+                    grad_heads,
+                    grad_head_memory,  # d c of the node's head, for d (f * c), then d forget_pre
                 ) = (pieces[level] for pieces in grad_levels)
                 if level + 1 < len(sizes):
-                    torch.index_select(grad_rows, 0, schedule.push_targets[level], out=grad_push)
-                    grad_cell_pushed = grad_children_memory * forget
-                    grad_forget = grad_children_memory * cell
-                    torch.ops.aten.sigmoid_backward.grad_input(grad_forget, forget, grad_input=grad_children_memory)
-                    grad_state = torch.addmm(grad_state, grad_push, recurrent)
+                    torch.index_select(grad_children, 0, schedule.push_targets[level], out=grad_heads)
+                    grad_cell_pushed = grad_head_memory * forget
+                    grad_forget = grad_head_memory * cell
+                    torch.ops.aten.sigmoid_backward.grad_input(grad_forget, forget, grad_input=grad_head_memory)
+                    grad_state = torch.addmm(grad_state, grad_heads, through_push)
                 torch.mul(grad_state, tanh_cell, out=grad_output)
                 grad_tanh_cell = grad_state * output_gate
                 if level + 1 < len(sizes):
@@ -354,17 +368,20 @@ class _LevelRecurrence(torch.autograd.Function):
                 torch.ops.aten.sigmoid_backward.grad_input(grad_gate, gate, grad_input=grad_gate)
                 torch.mul(grad_cell, input_gate, out=grad_update)
                 torch.ops.aten.tanh_backward.grad_input(grad_update, update, grad_input=grad_update)
-            grad_projected = grad_weights = None
+                if head_counts[level] > 0:
+                    grad_head_pre, grad_child_sum = (pieces[level] for pieces in head_rows)
+                    torch.mm(grad_head_pre, state_weight, out=grad_child_sum)
+            grad_projected = grad_state_weight = grad_forget_weight = None
             if ctx.needs_input_grad[0]:
-                grad_projected = grad_rows
-                grad_head_forget = grad_projected[:, 3 * hidden :]  # d W_f x_head + b_f: sum over the children
+                grad_projected = grad_pre
+                grad_head_forget = grad_pre[:, 3 * hidden :]  # d W_f x_head + b_f: summed over the children
                 grad_head_forget.zero_()
-                grad_head_forget.index_add_(0, schedule.parent_or_self, grad_pushed[:, 3 * hidden :])
-            if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-                grad_weights = grad_pushed.t().mm(states[1:]).split([four_hidden - hidden, hidden])
-        if grad_weights is None:
-            return grad_projected, None, None, None
-        return grad_projected, grad_weights[0].to(ctx.dtypes[0]), grad_weights[1].to(ctx.dtypes[1]), None
+                grad_head_forget.index_add_(0, schedule.parent_or_self, grad_forget_pre)
+            if ctx.needs_input_grad[1]:  # over all nodes: h~ is zero for the nodes without children
+                grad_state_weight = grad_pre[:, : 3 * hidden].t().mm(children[:, :hidden]).to(ctx.dtypes[0])
+            if ctx.needs_input_grad[2]:
+                grad_forget_weight = grad_forget_pre.t().mm(pushed[1:, :hidden]).to(ctx.dtypes[1])
+        return grad_projected, grad_state_weight, grad_forget_weight, None
 
 
 def _copy_to_host(tensor: torch.Tensor) -> torch.Tensor:
@@ -396,7 +413,7 @@ def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _
         host_mask, host_heads = mask, head_indices.long()
     else:
         host_mask, host_heads = _copy_to_host(torch.stack([mask.long(), head_indices.long()]))
-    node_positions, parent_or_self, push_targets, scatter_back, level_sizes = _host_schedule(
+    node_positions, parent_or_self, push_targets, scatter_back, level_sizes, head_counts = _host_schedule(
         host_mask.bool(), host_heads
     )
     if not on_host:
@@ -407,17 +424,23 @@ def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _
         )
     is_root = mask & (head_indices == 0)  # on the device: the heads were checked on the host
     return _LevelSchedule(
-        node_positions, parent_or_self, level_sizes, list(push_targets.split(level_sizes)), scatter_back, is_root
+        node_positions,
+        parent_or_self,
+        level_sizes,
+        head_counts,
+        list(push_targets.split(level_sizes)),
+        scatter_back,
+        is_root,
     )
 
 
 def _host_schedule(
     mask: torch.BoolTensor, head_indices: torch.LongTensor
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, List[int]]:
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, List[int], List[int]]:
     """
     Depths of every real token, with tensor operations over the whole batch on the CPU, and the
     node order sorted by depth, deepest first: `(node_positions, parent_or_self, push_targets, scatter_back,
-    level_sizes)` as in `_LevelSchedule`, with the push targets of all levels in one tensor.
+    level_sizes, head_counts)` as in `_LevelSchedule`, with the push targets of all levels in one tensor.
     Raises a `ValueError` for heads out of range, pointing at masked positions, or forming a cycle.
     """
     batch_size, num_tokens = mask.shape
@@ -445,15 +468,20 @@ def _host_schedule(
         raise ValueError("head_indices contain a cycle.")
 
     # Level num_tokens - 1 - depth, so that every node comes a level after its children (and the
-    # roots last); masked positions sort first and are dropped, as are the empty levels in front.
+    # roots last), within a level the heads of other nodes first; masked positions sort first and
+    # are dropped, as are the empty levels in front.
     flat_mask = mask.reshape(-1)
-    sort_key = torch.where(flat_mask, (num_tokens - 1) - depth[:num_positions], -1)
+    is_head = torch.zeros(num_positions + 1, dtype=torch.long).index_fill_(0, flat_head, 1)[:num_positions]
+    sort_key = torch.where(flat_mask, 2 * ((num_tokens - 1) - depth[:num_positions]) + 1 - is_head, -1)
     order = torch.argsort(sort_key, stable=True)
     counts = torch.bincount(sort_key + 1, minlength=1).tolist()
     num_masked = counts[0]
-    level_sizes = counts[1:]
+    counts = counts[1:] + [0] * (len(counts) % 2 == 0)  # (heads, others) per level
+    head_counts, other_counts = counts[0::2], counts[1::2]
+    level_sizes = [heads + others for heads, others in zip(head_counts, other_counts)]
     while level_sizes and level_sizes[0] == 0:
         level_sizes.pop(0)
+        head_counts.pop(0)
     num_nodes = sum(level_sizes)
 
     node_positions = order[num_masked:]  # (nodes,)
@@ -464,4 +492,4 @@ def _host_schedule(
     parent_or_self = torch.where(parent_nodes == num_nodes, own_index, parent_nodes)
     push_targets = parent_nodes
     scatter_back = torch.where(flat_mask, node_index[:num_positions] + 1, 0)
-    return node_positions, parent_or_self, push_targets, scatter_back, level_sizes
+    return node_positions, parent_or_self, push_targets, scatter_back, level_sizes, head_counts
