@@ -61,8 +61,8 @@ class _LevelSchedule(NamedTuple):
     level_sizes: List[int]  # nodes per depth, deepest first; the nodes of each depth are consecutive
     head_counts: List[int]  # per level, how many of its nodes (the first ones) have children
     push_targets: List[torch.Tensor]  # per level (level_nodes,): sorted index of the head, num_nodes for a root
-    scatter_back: torch.Tensor  # (batch_size * num_tokens,): 1 + sorted index, 0 at masked positions
-    is_root: torch.Tensor  # (batch_size, num_tokens) bool
+    node_rows: torch.Tensor  # (num_nodes,): the batch row (sentence) of each node
+    root_counts: torch.Tensor  # (batch_size,): roots per sentence, at least 1
 
 
 @Seq2SeqEncoder.register("child_sum_tree_lstm")
@@ -92,7 +92,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     linear map `P` (no bias), `LayerNorm(P x + TreeLSTM(x))` (He et al., 2016's projection
     shortcut); with `projected_residual=False` that layer outputs `TreeLSTM(x)`.  With
     `dropout > 0`, variational dropout (`InputVariationalDropout`, one mask per sentence) is applied
-    to the input of every layer but the first.  Outputs at masked positions are zero after every layer.
+    to the input of every layer but the first.  Outputs at masked positions are zero.
 
     Computation: the nodes of the whole batch are sorted once by depth (root = 0, children one
     deeper than their head) and processed one depth at a time, deepest first, so the loop runs
@@ -199,12 +199,15 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
             )
         mask = mask.bool()
         schedule = _level_schedule(mask, head_indices)
-        token_mask = mask.unsqueeze(-1)  # (batch_size, num_tokens, 1)
-        # Garbage (even inf/nan) at masked positions must not reach the residual sums.
-        layer_input = inputs.masked_fill(~token_mask, 0.0)
+        # The layers run on the real tokens in node order, `(nodes, dim)`: what masked positions hold
+        # (even inf/nan) never reaches them.
+        layer_input = inputs.reshape(batch_size * num_tokens, input_dim)[schedule.node_positions]
         for index, layer in enumerate(self.layers):
             if index > 0 and self.training and self.dropout.p > 0:  # in evaluation an identity
-                layer_input = self.dropout(layer_input)
+                # `InputVariationalDropout`'s mask, one per sentence, picked for each node.
+                ones = layer_input.new_ones(batch_size, layer_input.size(-1))
+                dropout_mask = torch.nn.functional.dropout(ones, self.dropout.p, training=True)
+                layer_input = layer_input * dropout_mask[schedule.node_rows]
             output = self._run_layer(layer, layer_input, schedule)
             if layer.layer_norm is not None:
                 # Functional call of the layer's own LayerNorm: allennlp's trainer-time
@@ -213,36 +216,37 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
                 # and the recurrence, not into this norm) for a bias feeding it, and stop training.
                 norm = layer.layer_norm
                 shortcut = layer_input if layer.residual_projection is None else layer.residual_projection(layer_input)
-                residual = torch.nn.functional.layer_norm(
+                output = torch.nn.functional.layer_norm(
                     shortcut + output, norm.normalized_shape, norm.weight, norm.bias, norm.eps
                 )
-                output = residual.masked_fill(~token_mask, 0.0)
             layer_input = output
-        states = layer_input  # (batch_size, num_tokens, hidden_dim)
-        roots = schedule.is_root.unsqueeze(-1)  # (batch_size, num_tokens, 1)
-        root_sum = (states * roots).sum(dim=1)  # (batch_size, hidden_dim)
-        root = root_sum / roots.sum(dim=1).clamp(min=1).to(states.dtype)
-        return TreeLstmOutput(states, root)
+        node_states = layer_input  # (nodes, hidden_dim)
+        hidden = self._hidden_dim
+        states = node_states.new_zeros(batch_size * num_tokens, hidden).index_copy(
+            0, schedule.node_positions, node_states
+        )
+        num_roots = schedule.level_sizes[-1] if schedule.level_sizes else 0  # the roots: the last level
+        root_sum = node_states.new_zeros(batch_size, hidden).index_add(
+            0, schedule.node_rows[node_states.size(0) - num_roots :], node_states[node_states.size(0) - num_roots :]
+        )
+        root = root_sum / schedule.root_counts.unsqueeze(1).to(node_states.dtype)
+        return TreeLstmOutput(states.view(batch_size, num_tokens, hidden), root)
 
     def _run_layer(self, layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, schedule: _LevelSchedule) -> torch.Tensor:
-        """One Tree-LSTM layer over the scheduled forest: `(batch, tokens, in)` -> `(batch, tokens, hidden)`."""
-        batch_size, num_tokens, _ = inputs.shape
-        hidden = self._hidden_dim
+        """One Tree-LSTM layer over the scheduled forest, in node order: `(nodes, in)` -> `(nodes, hidden)`."""
         if not schedule.level_sizes:
-            return inputs.new_zeros(batch_size, num_tokens, hidden)
-        node_inputs = inputs.reshape(batch_size * num_tokens, -1)[schedule.node_positions]  # (nodes, in)
-        projected = layer.input_linearity(node_inputs)  # (nodes, 4 * hidden): W x + b for i, o, u, f
-        node_states = _LevelRecurrence.apply(
+            return inputs.new_zeros(0, self._hidden_dim)
+        projected = layer.input_linearity(inputs)  # (nodes, 4 * hidden): W x + b for i, o, u, f
+        return _LevelRecurrence.apply(
             projected, layer.state_linearity.weight, layer.forget_state_linearity.weight, schedule
-        )  # (1 + nodes, hidden), a zero row first
-        return node_states[schedule.scatter_back].view(batch_size, num_tokens, hidden)
+        )
 
 
 class _LevelRecurrence(torch.autograd.Function):
     """
     The recurrent part of a layer, one level at a time, with its backward pass written out level by
     level: `(projected (nodes, 4 * hidden), state_weight (3 * hidden, hidden), forget_weight
-    (hidden, hidden), schedule) -> (1 + nodes, hidden)`, the states in node order after a zero row.
+    (hidden, hidden), schedule) -> (nodes, hidden)`, the states in node order.
 
     Each level's nodes push `[h_k, f_jk * c_k]` into their heads' rows of one accumulator with
     `index_add`; a level then adds `U h~` to the pre-activations of its nodes with children and
@@ -266,13 +270,13 @@ class _LevelRecurrence(torch.autograd.Function):
             pre = projected.clone()
             torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=pre[:, 3 * hidden :])
             children = projected.new_zeros(num_nodes, 2 * hidden)  # [h~, sum of f * c]
-            # [h, f * c] per node, after a zero row: the states are the output.
-            pushed = projected.new_zeros(1 + num_nodes, 2 * hidden)
+            # [h, f * c] per node: the states are the output.
+            pushed = projected.new_empty(num_nodes, 2 * hidden)
             gates = projected.new_empty(num_nodes, 2 * hidden)  # i, o
             buffers = [projected.new_empty(num_nodes, hidden) for _ in range(4)]  # u, c, tanh c, f
             # Per level views, cut once per layer.
             columns = [*pre.split([2 * hidden, hidden, hidden], dim=1), *children.split(hidden, dim=1)]
-            columns += [*pushed[1:].split(hidden, dim=1), pushed[1:], gates, *gates.split(hidden, dim=1), *buffers]
+            columns += [*pushed.split(hidden, dim=1), pushed, gates, *gates.split(hidden, dim=1), *buffers]
             levels = [column.split(sizes) for column in columns]
             head_rows = [pre[:, : 3 * hidden].split(blocks)[0::2], children[:, :hidden].split(blocks)[0::2]]
             state_weight_t, forget_weight_t = state_weight.t(), forget_weight.t()
@@ -333,7 +337,7 @@ class _LevelRecurrence(torch.autograd.Function):
                 [torch.eye(hidden, dtype=forget_weight.dtype, device=forget_weight.device), forget_weight]
             )
             columns = [*grad_pre[:, : 3 * hidden].split([2 * hidden, hidden], dim=1)]
-            columns += [*grad_pre[:, : 2 * hidden].split(hidden, dim=1), grad_children[:, hidden:], grad_states[1:]]
+            columns += [*grad_pre[:, : 2 * hidden].split(hidden, dim=1), grad_children[:, hidden:], grad_states]
             columns += [gathered, grad_forget_pre]
             grad_levels = [column.split(sizes) for column in columns]
             head_rows = [grad_pre[:, : 3 * hidden].split(blocks)[0::2], grad_children[:, :hidden].split(blocks)[0::2]]
@@ -380,7 +384,7 @@ class _LevelRecurrence(torch.autograd.Function):
             if ctx.needs_input_grad[1]:  # over all nodes: h~ is zero for the nodes without children
                 grad_state_weight = grad_pre[:, : 3 * hidden].t().mm(children[:, :hidden]).to(ctx.dtypes[0])
             if ctx.needs_input_grad[2]:
-                grad_forget_weight = grad_forget_pre.t().mm(pushed[1:, :hidden]).to(ctx.dtypes[1])
+                grad_forget_weight = grad_forget_pre.t().mm(pushed[:, :hidden]).to(ctx.dtypes[1])
         return grad_projected, grad_state_weight, grad_forget_weight, None
 
 
@@ -413,34 +417,33 @@ def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _
         host_mask, host_heads = mask, head_indices.long()
     else:
         host_mask, host_heads = _copy_to_host(torch.stack([mask.long(), head_indices.long()]))
-    node_positions, parent_or_self, push_targets, scatter_back, level_sizes, head_counts = _host_schedule(
+    node_positions, parent_or_self, push_targets, node_rows, root_counts, level_sizes, head_counts = _host_schedule(
         host_mask.bool(), host_heads
     )
     if not on_host:
         num_nodes = sum(level_sizes)
-        indices = _copy_to_device(torch.cat([node_positions, parent_or_self, push_targets, scatter_back]), device)
-        node_positions, parent_or_self, push_targets, scatter_back = indices.split(
-            [num_nodes, num_nodes, num_nodes, batch_size * num_tokens]
+        indices = torch.cat([node_positions, parent_or_self, push_targets, node_rows, root_counts])
+        node_positions, parent_or_self, push_targets, node_rows, root_counts = _copy_to_device(indices, device).split(
+            [num_nodes, num_nodes, num_nodes, num_nodes, batch_size]
         )
-    is_root = mask & (head_indices == 0)  # on the device: the heads were checked on the host
     return _LevelSchedule(
         node_positions,
         parent_or_self,
         level_sizes,
         head_counts,
         list(push_targets.split(level_sizes)),
-        scatter_back,
-        is_root,
+        node_rows,
+        root_counts,
     )
 
 
 def _host_schedule(
     mask: torch.BoolTensor, head_indices: torch.LongTensor
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, List[int], List[int]]:
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, List[int], List[int]]:
     """
     Depths of every real token, with tensor operations over the whole batch on the CPU, and the
-    node order sorted by depth, deepest first: `(node_positions, parent_or_self, push_targets, scatter_back,
-    level_sizes, head_counts)` as in `_LevelSchedule`, with the push targets of all levels in one tensor.
+    node order sorted by depth, deepest first: `(node_positions, parent_or_self, push_targets, node_rows,
+    root_counts, level_sizes, head_counts)` as in `_LevelSchedule`, with the push targets of all levels in one tensor.
     Raises a `ValueError` for heads out of range, pointing at masked positions, or forming a cycle.
     """
     batch_size, num_tokens = mask.shape
@@ -491,5 +494,7 @@ def _host_schedule(
     own_index = torch.arange(num_nodes)
     parent_or_self = torch.where(parent_nodes == num_nodes, own_index, parent_nodes)
     push_targets = parent_nodes
-    scatter_back = torch.where(flat_mask, node_index[:num_positions] + 1, 0)
-    return node_positions, parent_or_self, push_targets, scatter_back, level_sizes, head_counts
+    node_rows = torch.div(node_positions, max(num_tokens, 1), rounding_mode="floor")
+    num_roots = level_sizes[-1] if level_sizes else 0  # the last level holds every root
+    root_counts = torch.bincount(node_rows[num_nodes - num_roots :], minlength=batch_size).clamp(min=1)
+    return node_positions, parent_or_self, push_targets, node_rows, root_counts, level_sizes, head_counts
