@@ -105,7 +105,8 @@ class CudaFloat16Autocast(TorchFunctionMode):
             args, kwargs = self.cast(name, args, kwargs)
         with _cpu_autocast_off():
             output = func(*args, **kwargs)
-            if self.first_non_finite is None and not all(map(_finite, _floats(output))):
+            # Uninitialised memory (buffers filled afterwards) may hold anything.
+            if name not in UNINITIALISED and self.first_non_finite is None and not all(map(_finite, _floats(output))):
                 inputs = _floats(given)
                 if all(map(_finite, inputs)):
                     largest = max((float(value.abs().max()) for value in inputs if value.numel()), default=0.0)
@@ -134,6 +135,9 @@ class CudaFloat16Autocast(TorchFunctionMode):
 
 def _floats(value: Any) -> list:
     return [leaf for leaf in tree_flatten(value)[0] if torch.is_tensor(leaf) and leaf.is_floating_point()]
+
+
+UNINITIALISED = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
 
 
 def _finite(tensor: torch.Tensor) -> bool:
