@@ -6,12 +6,14 @@ Sequence Data", ICML).  The CRF module stays the holder of the parameters (`tran
 per-instance Python loops:
 
 - `viterbi_decode` equals `ConditionalRandomField.viterbi_tags` (same constrained scores: a
-  forbidden transition scores -10000), but decodes the whole batch at once: one loop over the time
-  steps with `(batch_size, num_tags, num_tags)` tensors, backpointers kept as tensors, and one
-  loop back over them.
+  forbidden transition scores -10000), but decodes the whole batch at once: the forward scores by a
+  max-semiring prefix scan, every step's backpointers in one product, and the path followed back
+  by pointer jumping (`nerzoo.modules.chain_scans`, `ceil(log2 T)` rounds each).
 - `crf_log_likelihood` equals `ConditionalRandomField.forward` per instance (unconstrained
   transitions, as allennlp trains): the gold path's score is gathered without a loop, the
-  partition function is one forward recursion over the time steps.
+  partition function is a log-semiring product of the transfer matrices in pairwise rounds.
+
+Batches whose scans would not fit (`chain_scans.fits`) run the same recursions one step at a time.
 
 Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)` with each
 row's valid steps first (right padding), as everywhere in allennlp.  Half-precision logits (under
