@@ -8,8 +8,8 @@ OUT=${OUT:-runs/device_checks}
 mkdir -p "$OUT"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))" | tee "$OUT/torch.txt"
-timeout 300 python3 -m pytest -q -n 8 -rs tests/gpu > "$OUT/gpu_suite.log" 2>&1
+timeout 240 python3 -m pytest -q -n 8 -rs --durations=10 tests/gpu > "$OUT/gpu_suite.log" 2>&1
 echo "GPU suite: rc=$?"; tail -15 "$OUT/gpu_suite.log"
-NERZOO_DATA=conll2003 timeout 480 python3 benchmarks/speed/gpu_training.py --data conll2003 \
-  --json "$OUT/gpu_training.json" > "$OUT/gpu_training.log" 2>&1
+NERZOO_DATA=conll2003 timeout 330 python3 benchmarks/speed/gpu_training.py --data conll2003 \
+  --budget 290 --max-sentences 4000 --json "$OUT/gpu_training.json" > "$OUT/gpu_training.log" 2>&1
 echo "GPU benchmark: rc=$?"; tail -40 "$OUT/gpu_training.log"

@@ -46,6 +46,8 @@ from tests.modules import test_span_character_cnn as span_cnn_tests
 skip_unless_the_device_is_available()
 
 TOLERANCE = 1e-5
+# Gradients sum over time steps and positions, in cuDNN and on the CPU in other orders.
+GRADIENT_TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True)
@@ -403,9 +405,9 @@ def test_module_on_the_device_equals_the_cpu(case: Case, ieee_float32):
         ]
     ]
 
-    def close(actual, wanted, what):
+    def close(actual, wanted, what, tolerance=TOLERANCE):
         torch.testing.assert_close(
-            actual, wanted, atol=TOLERANCE, rtol=TOLERANCE, msg=lambda message: f"{case.name}, {what}: {message}"
+            actual, wanted, atol=tolerance, rtol=tolerance, msg=lambda message: f"{case.name}, {what}: {message}"
         )
 
     for mode, actuals, wanteds in [("training", got[0], expected[0]), ("evaluation", evaluated[1], evaluated[0])]:
@@ -418,9 +420,9 @@ def test_module_on_the_device_equals_the_cpu(case: Case, ieee_float32):
     assert [grad is None for grad in got[1]] == [grad is None for grad in expected[1]]
     for index, (actual, wanted) in enumerate(zip(got[1], expected[1])):
         if wanted is not None:
-            close(actual, wanted, f"gradient of input {index}")
+            close(actual, wanted, f"gradient of input {index}", GRADIENT_TOLERANCE)
     assert got[2].keys() == expected[2].keys()
     for name in expected[2]:
-        close(got[2][name], expected[2][name], f"gradient of {name}")
+        close(got[2][name], expected[2][name], f"gradient of {name}", GRADIENT_TOLERANCE)
     # Something was compared: every case has outputs, and each differentiable one reaches its parameters.
     assert expected[0]

@@ -102,8 +102,13 @@ class FastLstm(LstmSeq2SeqEncoder):
             with torch.autocast("cpu", enabled=False):
                 return self._run(inputs.float(), [weight.float() for weight in weights])
         zeros = inputs.new_zeros(1, inputs.size(0), self._module.hidden_size)
+        if not self._module.bias and inputs.is_cuda:
+            # Without biases this module's cuDNN outputs differed from the CPU's (two layers, an H100,
+            # PyTorch 2.11, CUDA 13; tests/gpu); with zero biases they agree.
+            no_bias = weights[0].new_zeros(4 * self._module.hidden_size)
+            weights = [*weights, no_bias, no_bias]
         output, _, _ = torch.lstm(
-            inputs.contiguous(), (zeros, zeros), weights, self._module.bias, 1, 0.0, self.training, False, True
+            inputs.contiguous(), (zeros, zeros), weights, len(weights) == 4, 1, 0.0, self.training, False, True
         )
         return output
 
