@@ -28,8 +28,8 @@ import harness
 import results
 
 from nerzoo.commands.calibrate import calibrate, data_loader, evaluate, evaluate_archive
-from nerzoo.modules.calibration import fit_temperatures, has_spans
-from nerzoo.modules.tag_decoder import TagDecoder
+from nerzoo.modules.crf.calibration import fit_temperatures, has_spans
+from nerzoo.modules.crf.tag_decoder import TagDecoder
 from nerzoo.training.metrics.span_calibration import (
     calibration_error,
     expected_calibration_error,

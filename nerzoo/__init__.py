@@ -29,6 +29,7 @@ from nerzoo.models.fofe_ner import FofeNer
 from nerzoo.models.me_crf import MeCrf
 from nerzoo.models.me_crf_thread_discourse import MeCrfThreadDiscourse
 from nerzoo.models.seq2biseq import Seq2Biseq
+from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
@@ -37,7 +38,6 @@ from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
 from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
 from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
-from nerzoo.modules.tag_head import TagHead
 from nerzoo.modules.token_embedders.char_gated_embedder import CharGatedEmbedder
 from nerzoo.modules.token_embedders.contextual_word_vectors import ContextualWordVectors
 from nerzoo.modules.token_embedders.fast_character_encoding import FastCharacterEncoder

@@ -24,7 +24,7 @@ from allennlp.nn import util
 from allennlp.predictors import Predictor
 
 from nerzoo.commands.calibrate import evaluate
-from nerzoo.modules.calibration import (
+from nerzoo.modules.crf.calibration import (
     CalibrationBatch,
     SpanOutcomes,
     calibration_modules,

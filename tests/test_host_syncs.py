@@ -43,7 +43,7 @@ def test_training_step_reads_nothing_back_from_the_device(config_name, decode_in
 
 
 def test_the_meta_device_catches_a_read_back(monkeypatch):
-    from nerzoo.modules.tag_decoder import TagDecoder
+    from nerzoo.modules.crf.tag_decoder import TagDecoder
 
     update = TagDecoder.update_metrics
 

@@ -143,7 +143,9 @@ class Chains:
         network_log = directory / "network.log"
         env = {**os.environ, "PYTHONPATH": str(guard), "NERZOO_NETWORK_LOG": str(network_log)}
         script = "set -euo pipefail\n" + step.script + "\n"
-        result = subprocess.run(["bash", "-c", script], cwd=directory, env=env, capture_output=True, text=True, timeout=900)
+        result = subprocess.run(
+            ["bash", "-c", script], cwd=directory, env=env, capture_output=True, text=True, timeout=900
+        )
         assert result.returncode == 0, f"{script}\n{result.stderr[-3000:]}"
         assert not network_log.exists(), network_log.read_text()
         for picture in re.findall(r" -o (\S+\.png)", step.script):
@@ -158,7 +160,9 @@ def chains(tmp_path_factory):
 def test_the_commands_form_chains():
     assert len(STEPS) >= 15
     assert {"bilstm_crf", "deptree_ner", "me_crf", "threads", "fofe"} <= {step.chain for step in STEPS}
-    assert all(re.search(r"\.png$", picture) for step in STEPS for picture in re.findall(r" -o (\S+\.png)", step.script))
+    assert all(
+        re.search(r"\.png$", picture) for step in STEPS for picture in re.findall(r" -o (\S+\.png)", step.script)
+    )
     assert sum(len(re.findall(r" -o (\S+\.png)", step.script)) for step in STEPS) >= 3
 
 

@@ -25,9 +25,9 @@ from allennlp.data import Vocabulary
 from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
-from nerzoo.modules.tag_decoder import TagDecoder
-from nerzoo.modules.tag_scorers import CrfScorer
+from nerzoo.modules.crf.batched_crf import crf_log_likelihood, viterbi_decode
+from nerzoo.modules.crf.tag_decoder import TagDecoder
+from nerzoo.modules.crf.tag_scorers import CrfScorer
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,6 +1,6 @@
 """
 Speed of the FOFE-NER word features of every candidate fragment, computed in prefix form
-(`nerzoo/modules/fofe.py`) against recomputing each fragment's codes from scratch, same run.
+(`nerzoo/modules/fofe/codes.py`) against recomputing each fragment's codes from scratch, same run.
 
     .venv/bin/python benchmarks/speed/fofe_span_speed.py [--sentences 2000] [--max-width 7] [--dim 64]
         [--batch-size 32] [--alpha 0.5] [--threads N] [--data ../shared/data/conll2003/eng.train]
@@ -24,8 +24,8 @@ from typing import List, Tuple
 
 import torch
 
-from nerzoo.modules.fofe_span_features import span_features, word_codes
-from nerzoo.modules.fofe_spans import FlatSpans, enumerate_spans
+from nerzoo.modules.fofe.span_features import span_features, word_codes
+from nerzoo.modules.fofe.spans import FlatSpans, enumerate_spans
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import harness  # noqa: E402

@@ -16,7 +16,7 @@ from allennlp.models import Model
 from allennlp.models.archival import CONFIG_NAME, Archive, load_archive
 from allennlp.nn import util
 
-from nerzoo.modules.calibration import (
+from nerzoo.modules.crf.calibration import (
     CalibrationBatch,
     FittedTemperatures,
     calibration_modules,
@@ -35,7 +35,7 @@ class Calibrate(Subcommand):
     `allennlp calibrate ARCHIVE DEV_DATA --output-file CALIBRATED.tar.gz` fits the temperatures of
     a model's confidences on `DEV_DATA` (read with the archive's validation dataset reader) and
     writes an archive that predicts with them: the same weights and vocabulary, the temperatures in
-    its config (`nerzoo.modules.calibration`, Guo et al. 2017).  Predictions do not change; the
+    its config (`nerzoo.modules.crf.calibration`, Guo et al. 2017).  Predictions do not change; the
     confidences (span and tag probabilities) do.
 
     The temperatures minimise a negative log-likelihood on `DEV_DATA`.  With `--objective span` (the

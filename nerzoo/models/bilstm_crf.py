@@ -10,7 +10,7 @@ from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
 from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
-from nerzoo.modules.tag_head import TagHead
+from nerzoo.modules.crf.tag_head import TagHead
 
 
 @Model.register("bilstm_crf")

@@ -11,10 +11,10 @@ from allennlp.nn.util import get_final_encoder_states, get_text_field_mask
 
 from nerzoo.data.dependency_trees import DEPENDENCY_NAMESPACE, POS_NAMESPACE
 from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
 from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
-from nerzoo.modules.tag_head import TagHead
 
 
 @Model.register("deptree_ner")

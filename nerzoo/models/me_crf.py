@@ -9,8 +9,8 @@ from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
 from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
-from nerzoo.modules.tag_head import TagHead
 
 
 @Model.register("me_crf")

@@ -11,8 +11,8 @@ from allennlp.nn.util import get_text_field_mask
 from allennlp.training.metrics import Average
 
 from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
-from nerzoo.modules.tag_head import TagHead
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 
 

@@ -11,9 +11,9 @@ from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses, pop_auxiliary_losses
-from nerzoo.modules.calibration import CalibrationBatch, CalibrationSite, scorer_site
-from nerzoo.modules.tag_decoder import TagDecoder
-from nerzoo.modules.tag_scorers import SoftmaxScorer
+from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, scorer_site
+from nerzoo.modules.crf.tag_decoder import TagDecoder
+from nerzoo.modules.crf.tag_scorers import SoftmaxScorer
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
@@ -109,7 +109,7 @@ class Seq2Biseq(Model):
         0.5).
     temperature : `float`, optional (default = `1.0`)
         Divides the forward decoder's scores in `tag_probabilities` and the confidences (fitted on
-        dev data by `allennlp calibrate`, see `nerzoo.modules.calibration`); predictions never
+        dev data by `allennlp calibrate`, see `nerzoo.modules.crf.calibration`); predictions never
         change with it.
     initializer : `InitializerApplicator`, optional
     regularizer : `RegularizerApplicator`, optional

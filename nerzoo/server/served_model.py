@@ -14,7 +14,7 @@ from allennlp.predictors import Predictor
 
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 from nerzoo.data.tag_schemes import split_tag
-from nerzoo.modules.calibration import calibration_modules
+from nerzoo.modules.crf.calibration import calibration_modules
 
 ATTENTION_KEYS = ("relative_attention", "global_attention", "memory_attention")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}

@@ -22,9 +22,10 @@ import pytest
 import torch
 from allennlp.modules.seq2seq_encoders import LstmSeq2SeqEncoder
 
-from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
-from nerzoo.modules.crf_marginals import forward_backward, tag_marginals
-from nerzoo.modules.fofe import fofe_codes, prefix_codes, span_codes
+from nerzoo.modules.crf.batched_crf import crf_log_likelihood, viterbi_decode
+from nerzoo.modules.crf.crf_marginals import forward_backward, tag_marginals
+from nerzoo.modules.fofe.codes import fofe_codes, prefix_codes, span_codes
+from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
@@ -32,7 +33,6 @@ from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 from nerzoo.modules.seq2seq_encoders.residual_stack import ResidualStack
 from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
 from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
-from nerzoo.modules.span_character_cnn import SpanCharacterCnn
 from tests.gpu.device_under_test import DEVICE, skip_unless_the_device_is_available
 from tests.modules import test_attention_encoders as attention_tests
 from tests.modules import test_batched_crf as crf_tests

@@ -91,7 +91,7 @@ def test_auxiliary_losses_reach_the_total_and_the_metrics():
 
 
 def test_document_spans_stay_inside_sentences():
-    from nerzoo.modules.tag_head import TagHead
+    from nerzoo.modules.crf.tag_head import TagHead
 
     vocab = Vocabulary()
     for tag in ["O", "B-PER", "I-PER", "L-PER", "U-PER"]:

@@ -10,9 +10,9 @@ from allennlp.models import Model
 
 import nerzoo  # noqa: F401
 from nerzoo.models.fofe_ner import FofeNer
-from nerzoo.modules.fofe_first_layer import FofeFeedForward
-from nerzoo.modules.fofe_second_pass import first_pass_entities
-from nerzoo.modules.fofe_spans import FlatSpans, enumerate_spans
+from nerzoo.modules.fofe.first_layer import FofeFeedForward
+from nerzoo.modules.fofe.second_pass import first_pass_entities
+from nerzoo.modules.fofe.spans import FlatSpans, enumerate_spans
 from tests import FIXTURES_ROOT, PROJECT_ROOT
 
 CONFIG = FIXTURES_ROOT / "experiments" / "fofe_ner_tiny.jsonnet"

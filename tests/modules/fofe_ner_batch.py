@@ -9,8 +9,8 @@ from allennlp.models import Model
 
 import nerzoo  # noqa: F401
 from nerzoo.models.fofe_ner import FofeNer
-from nerzoo.modules.fofe_span_features import CharacterCodes, WordCodes, character_codes, word_codes
-from nerzoo.modules.fofe_spans import FlatSpans, enumerate_spans
+from nerzoo.modules.fofe.span_features import CharacterCodes, WordCodes, character_codes, word_codes
+from nerzoo.modules.fofe.spans import FlatSpans, enumerate_spans
 from tests import FIXTURES_ROOT
 
 CONFIG = FIXTURES_ROOT / "experiments" / "fofe_ner_tiny.jsonnet"

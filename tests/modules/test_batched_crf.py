@@ -9,7 +9,7 @@ import pytest
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField, allowed_transitions
 
-from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
+from nerzoo.modules.crf.batched_crf import crf_log_likelihood, viterbi_decode
 
 TYPES = ["PER", "LOC", "ORG"]
 LABELS = dict(enumerate(["O"] + [f"{p}-{t}" for t in TYPES for p in "BILU"]))

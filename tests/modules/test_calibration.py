@@ -5,7 +5,7 @@ import pytest
 import torch
 from allennlp.modules.conditional_random_field import allowed_transitions
 
-from nerzoo.modules.calibration import (
+from nerzoo.modules.crf.calibration import (
     CalibrationBatch,
     SpanOutcomes,
     bernoulli_log_likelihood,
@@ -13,7 +13,7 @@ from nerzoo.modules.calibration import (
     scorer_site,
     site_config,
 )
-from nerzoo.modules.tag_scorers import CrfScorer, SoftmaxScorer
+from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer
 from nerzoo.training.metrics.span_calibration import (
     SpanCalibration,
     calibration_error,

@@ -1,5 +1,5 @@
 """
-The parallel scans of `nerzoo.modules.chain_scans` against plain loops, and the CRF functions that use
+The parallel scans of `nerzoo.modules.crf.chain_scans` against plain loops, and the CRF functions that use
 them (Viterbi, likelihood, forward-backward) against their step-by-step recursions, which run where a
 batch is too large to scan (forced here with `MAX_SCAN_ELEMENTS = 0`).
 """
@@ -7,9 +7,9 @@ batch is too large to scan (forced here with `MAX_SCAN_ELEMENTS = 0`).
 import pytest
 import torch
 
-from nerzoo.modules import chain_scans
-from nerzoo.modules.batched_crf import crf_log_likelihood, viterbi_decode
-from nerzoo.modules.crf_marginals import forward_backward
+from nerzoo.modules.crf import chain_scans
+from nerzoo.modules.crf.batched_crf import crf_log_likelihood, viterbi_decode
+from nerzoo.modules.crf.crf_marginals import forward_backward
 from tests.modules.test_batched_crf import NUM_TAGS, _crf, _random_batch
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField, allowed_transitions
 
-from nerzoo.modules.crf_marginals import (
+from nerzoo.modules.crf.crf_marginals import (
     PathPosteriors,
     constrained_scores,
     forward_backward,
@@ -118,7 +118,7 @@ def test_rescaled_recursions_equal_logsumexp_ones_even_for_extreme_scores(scale,
 
 @pytest.mark.parametrize("scale", [1.0, 5.0])
 def test_float16_autocast_computes_in_float32_without_the_exact_fallback(scale, monkeypatch):
-    import nerzoo.modules.crf_marginals as crf_marginals
+    import nerzoo.modules.crf.crf_marginals as crf_marginals
 
     torch.manual_seed(4)
     crf = ConditionalRandomField(5, allowed_transitions("BIOUL", LABELS))

@@ -1,5 +1,5 @@
 """
-FOFE (Xu, MSc thesis, York University, 2017): nerzoo/modules/fofe.py and the "fofe" Seq2VecEncoder,
+FOFE (Xu, MSc thesis, York University, 2017): nerzoo/modules/fofe/codes.py and the "fofe" Seq2VecEncoder,
 checked against slow references written here (the recursion of eq. 3.1 as a Python loop in float64).
 """
 
@@ -17,7 +17,7 @@ from allennlp.data.token_indexers import TokenCharactersIndexer
 from allennlp.data.tokenizers import Token
 from allennlp.modules.token_embedders import TokenEmbedder
 
-from nerzoo.modules.fofe import fofe_codes, fofe_matrix, prefix_codes, span_codes
+from nerzoo.modules.fofe.codes import fofe_codes, fofe_matrix, prefix_codes, span_codes
 from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
 
 ALPHAS = [0.3, 0.5, 0.7, 1.0]

@@ -4,9 +4,9 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.modules import FeedForward
 from allennlp.nn import Activation
 
-from nerzoo.modules.fofe_first_layer import FofeFeedForward, window_sums
-from nerzoo.modules.fofe_span_features import span_features
-from nerzoo.modules.fofe_spans import FlatSpans
+from nerzoo.modules.fofe.first_layer import FofeFeedForward, window_sums
+from nerzoo.modules.fofe.span_features import span_features
+from nerzoo.modules.fofe.spans import FlatSpans
 from tests.modules.fofe_ner_batch import first_pass_entities_by_hand, fofe_batch
 
 

@@ -1,7 +1,7 @@
 import torch
 
-from nerzoo.modules.fofe_second_pass import FirstPassCache, first_pass_entities, run_first_pass
-from nerzoo.modules.fofe_spans import enumerate_spans
+from nerzoo.modules.fofe.second_pass import FirstPassCache, first_pass_entities, run_first_pass
+from nerzoo.modules.fofe.spans import enumerate_spans
 
 
 def _probabilities(starts, ends, span_mask, entities):

@@ -1,7 +1,7 @@
 import torch
 
-from nerzoo.modules.fofe_span_features import gather_positions, join_words, span_features
-from nerzoo.modules.fofe_spans import FlatSpans
+from nerzoo.modules.fofe.span_features import gather_positions, join_words, span_features
+from nerzoo.modules.fofe.spans import FlatSpans
 from tests.modules.fofe_ner_batch import ENTITIES, first_pass_entities_by_hand, fofe, fofe_batch
 
 

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from nerzoo.modules.fofe_span_output import candidate_spans, confidence_as_score, spans_to_tags
-from nerzoo.modules.span_decoding import ScoredSpan
+from nerzoo.modules.fofe.span_decoding import ScoredSpan
+from nerzoo.modules.fofe.span_output import candidate_spans, confidence_as_score, spans_to_tags
 
 
 def test_candidates_are_the_spans_whose_best_class_is_an_entity_above_the_threshold():

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from nerzoo.modules.fofe_spans import (
+from nerzoo.modules.fofe.spans import (
     enumerate_spans,
     gold_span_classes,
     row_prefix_mask,

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from nerzoo.modules.span_character_cnn import SpanCharacterCnn, range_max
+from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn, range_max
 
 
 def _random_ranges(batch_size: int, length: int, num_queries: int, generator: torch.Generator):

@@ -5,7 +5,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from nerzoo.modules.span_decoding import (
+from nerzoo.modules.fofe.span_decoding import (
     DECODERS,
     ScoredSpan,
     decode_spans,

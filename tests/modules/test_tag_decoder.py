@@ -10,9 +10,9 @@ import torch
 from allennlp.data import Vocabulary
 
 from nerzoo.data.tag_schemes import tags_to_spans
-from nerzoo.modules.crf_marginals import PathPosteriors, forward_backward
-from nerzoo.modules.tag_decoder import TagDecoder
-from nerzoo.modules.tag_scorers import CrfScorer, SoftmaxScorer
+from nerzoo.modules.crf.crf_marginals import PathPosteriors, forward_backward
+from nerzoo.modules.crf.tag_decoder import TagDecoder
+from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 

@@ -17,7 +17,7 @@ from allennlp.modules import ConditionalRandomField
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.tag_schemes import convert_tags, tags_to_spans
-from nerzoo.modules.tag_head import TagHead
+from nerzoo.modules.crf.tag_head import TagHead
 from tests import FIXTURES_ROOT
 
 TAGS = ["O", "B-PER", "I-PER", "L-PER", "U-PER"]

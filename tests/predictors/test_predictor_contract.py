@@ -16,7 +16,7 @@ from allennlp.predictors import Predictor
 
 import nerzoo  # noqa: F401
 from nerzoo.commands.calibrate import calibrate
-from nerzoo.modules.calibration import calibration_modules
+from nerzoo.modules.crf.calibration import calibration_modules
 from tests import PROJECT_ROOT
 
 # Every config under training_config/ but the thread model, which has its own predictor.

@@ -5,7 +5,7 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2vec_encoders.seq2vec_encoder import Seq2VecEncoder
 
-from nerzoo.modules.fofe import prefix_codes, span_codes
+from nerzoo.modules.fofe.codes import prefix_codes, span_codes
 
 
 @Seq2VecEncoder.register("fofe")
@@ -28,7 +28,7 @@ class FofeEncoder(Seq2VecEncoder):
 
     Masked positions count as zero vectors; a fully masked sequence (a padding word, as
     `TokenCharactersEncoder` passes them) gives zeros.  Each code is the span code
-    (`nerzoo.modules.fofe.span_codes`) from the first to the last unmasked position, so it equals
+    (`nerzoo.modules.fofe.codes.span_codes`) from the first to the last unmasked position, so it equals
     the last (first) position of `fofe_codes`.  Used as
     `{"type": "character_encoding", "embedding": {...}, "encoder": {"type": "fofe", ...}}`, it is
     the FOFE character encoder.

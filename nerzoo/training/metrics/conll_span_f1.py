@@ -68,7 +68,7 @@ class ConllSpanF1(Metric):
 
     def add_counts(self, counts: torch.Tensor) -> None:
         """`(num_types, 3)` true positive, false positive and false negative counts, in the order of
-        `entity_types`, decoded elsewhere (e.g. from tag ids by `nerzoo.modules.tag_decoder`)."""
+        `entity_types`, decoded elsewhere (e.g. from tag ids by `nerzoo.modules.crf.tag_decoder`)."""
         self._spans.add_counts(counts)
 
     @property

@@ -2,15 +2,15 @@
 The two ways a tagger turns per-token tag scores into a loss, a prediction and posteriors:
 
 - `CrfScorer`: a linear-chain CRF (allennlp's `ConditionalRandomField` holds the parameters and the
-  transition constraints; `nerzoo.modules.batched_crf` decodes and scores whole batches;
-  `nerzoo.modules.crf_marginals` gives exact posteriors).
+  transition constraints; `nerzoo.modules.crf.batched_crf` decodes and scores whole batches;
+  `nerzoo.modules.crf.crf_marginals` gives exact posteriors).
 - `SoftmaxScorer`: an independent softmax at each position (MEMNET, Liu, Baldwin & Cohn, 2017,
   https://aclanthology.org/I17-1056, eq. 13; and Seq2Biseq's decoders).
 
 Both return the same things, so `TagDecoder` turns either into labels, spans and confidences.
 Both hold the temperatures that calibrate their posteriors (Guo et al., 2017, "On Calibration of
 Modern Neural Networks", ICML, §4.2: scores divided by one scalar fitted on held-out data, see
-`nerzoo.modules.calibration`).  Decoding never reads them, so calibration changes no prediction.
+`nerzoo.modules.crf.calibration`).  Decoding never reads them, so calibration changes no prediction.
 Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)`,
 `paths` `(batch_size, num_steps)` tag ids (any value at padding).
 """
@@ -21,8 +21,8 @@ import torch
 from allennlp.modules import ConditionalRandomField
 from allennlp.modules.conditional_random_field import allowed_transitions
 
-from nerzoo.modules.batched_crf import crf_log_likelihood, sequence_log_likelihood, viterbi_decode
-from nerzoo.modules.crf_marginals import PathPosteriors, constrained_scores, forward_backward, tag_marginals
+from nerzoo.modules.crf.batched_crf import crf_log_likelihood, sequence_log_likelihood, viterbi_decode
+from nerzoo.modules.crf.crf_marginals import PathPosteriors, constrained_scores, forward_backward, tag_marginals
 from nerzoo.modules.full_precision import full_precision
 
 

@@ -8,7 +8,7 @@ per-instance Python loops:
 - `viterbi_decode` equals `ConditionalRandomField.viterbi_tags` (same constrained scores: a
   forbidden transition scores -10000), but decodes the whole batch at once: the forward scores by a
   max-semiring prefix scan, every step's backpointers in one product, and the path followed back
-  by pointer jumping (`nerzoo.modules.chain_scans`, `ceil(log2 T)` rounds each).
+  by pointer jumping (`nerzoo.modules.crf.chain_scans`, `ceil(log2 T)` rounds each).
 - `crf_log_likelihood` equals `ConditionalRandomField.forward` per instance (unconstrained
   transitions, as allennlp trains): the gold path's score is gathered without a loop, the
   partition function is a log-semiring product of the transfer matrices in pairwise rounds.
@@ -25,8 +25,8 @@ from typing import NamedTuple, Optional
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
 
-from nerzoo.modules import chain_scans
-from nerzoo.modules.crf_marginals import constrained_scores
+from nerzoo.modules.crf import chain_scans
+from nerzoo.modules.crf.crf_marginals import constrained_scores
 from nerzoo.modules.full_precision import full_precision, without_autocast
 
 

@@ -9,19 +9,19 @@ from allennlp.nn import Activation
 
 from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses
-from nerzoo.modules.calibration import CalibrationBatch, CalibrationSite, scorer_site
-from nerzoo.modules.sentence_rows import SentenceRows
-from nerzoo.modules.tag_decoder import TagDecoder
-from nerzoo.modules.tag_scorers import CrfScorer, SoftmaxScorer, TagPosteriors
+from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, scorer_site
+from nerzoo.modules.crf.sentence_rows import SentenceRows
+from nerzoo.modules.crf.tag_decoder import TagDecoder
+from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer, TagPosteriors
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
 class TagHead(torch.nn.Module, FromParams):
     """
     The tagging head every nerzoo tagger composes: optional hidden layer, linear projection to tag
-    scores, then a scorer (`nerzoo.modules.tag_scorers`): a linear-chain CRF (allennlp's
+    scores, then a scorer (`nerzoo.modules.crf.tag_scorers`): a linear-chain CRF (allennlp's
     `ConditionalRandomField`, Lafferty et al., 2001) with `allowed_transitions` constraints for the
-    tag scheme, batched Viterbi decoding and likelihood (`nerzoo.modules.batched_crf`) and exact
+    tag scheme, batched Viterbi decoding and likelihood (`nerzoo.modules.crf.batched_crf`) and exact
     posterior marginals (forward-backward); and a `TagDecoder` for labels, entity spans with
     confidences, and the metrics (computed from tag-id tensors).
 
@@ -33,7 +33,7 @@ class TagHead(torch.nn.Module, FromParams):
     predicted tag, and `tag_probabilities` holds all marginals.  The posteriors are those of the CRF
     whose emission scores are divided by `temperature` and transition scores by
     `transition_temperature` (both 1 unless `allennlp calibrate` fitted them on dev data, see
-    `nerzoo.modules.calibration`); the Viterbi paths never change with them.  In evaluation mode
+    `nerzoo.modules.crf.calibration`); the Viterbi paths never change with them.  In evaluation mode
     with gold tags, the span confidences are also scored against the gold spans (`span_ece`,
     `span_brier`: `SpanCalibration`).
 
@@ -287,7 +287,7 @@ class TagHead(torch.nn.Module, FromParams):
         return TagPosteriors(*(rows.scatter(values, mask.size(0)) for values in sentence_posteriors))
 
     # ----------------------------------------------------------------------------------------------
-    # Calibration (`nerzoo.modules.calibration`)
+    # Calibration (`nerzoo.modules.crf.calibration`)
 
     @property
     def span_calibration(self) -> Optional[SpanCalibration]:

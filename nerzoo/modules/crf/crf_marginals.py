@@ -12,7 +12,7 @@ from typing import NamedTuple, Tuple, Union
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
 
-from nerzoo.modules import chain_scans
+from nerzoo.modules.crf import chain_scans
 from nerzoo.modules.full_precision import full_precision, without_autocast
 
 # allennlp's Viterbi gives forbidden transitions this score; we do the same.
@@ -89,7 +89,7 @@ def forward_backward(
 ) -> ForwardBackward:
     """
     Runs both recursions, batched over sentences.  Where the batch fits
-    (`nerzoo.modules.chain_scans.fits`), both are log-semiring scans over the transfer matrices
+    (`nerzoo.modules.crf.chain_scans.fits`), both are log-semiring scans over the transfer matrices
     (`ceil(log2 T)` rounds each, exact logsumexp).  Otherwise they run one step at a time, each
     step a rescaled matrix product in probability space (see `_log_matmul_exp`); if any valid step
     underflowed (scores hundreds of nats apart), both recursions are run again with logsumexp.  The

@@ -8,7 +8,7 @@ excluding the fragment (`x_0 .. x_{j-1}`, `x_0 .. x_{i-1}`) and of the right con
 left, including and excluding it.  Its characters (`CharacterCodes`: the words joined by a
 separator) give two more, their left-to-right and right-to-left FOFE, and a character CNN.
 
-All of them are prefix codes of the sentence (`nerzoo.modules.fofe`) read at the fragment's two
+All of them are prefix codes of the sentence (`nerzoo.modules.fofe.codes`) read at the fragment's two
 ends, so the features of any set of spans (`FlatSpans`) are gathers, without a loop over spans.
 """
 
@@ -17,9 +17,9 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 from allennlp.nn.util import batched_index_select
 
-from nerzoo.modules.fofe import prefix_codes, span_codes
-from nerzoo.modules.fofe_spans import FlatSpans
-from nerzoo.modules.span_character_cnn import SpanCharacterCnn
+from nerzoo.modules.fofe.codes import prefix_codes, span_codes
+from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
+from nerzoo.modules.fofe.spans import FlatSpans
 
 
 def uniform_embedding(num_embeddings: int, dim: int) -> torch.nn.Embedding:
@@ -82,7 +82,7 @@ def word_codes(
     mask : `(batch, num_tokens)`
     alpha : `float`, the forgetting factor
     entities : `Dict[str, torch.Tensor]`, optional
-        The first pass's entities as per-token tensors (`nerzoo.modules.fofe_second_pass`); with
+        The first pass's entities as per-token tensors (`nerzoo.modules.fofe.second_pass`); with
         them the contexts are `substituted_contexts`.
     type_embedding : `torch.nn.Embedding`, optional
         One vector per entity type, required with `entities`.

@@ -3,7 +3,7 @@ The first layer of FOFE-NER's feed-forward net computed from per-word-position t
 building the span features: Xu (2017), "Fixed-size Ordinally-Forgetting Encoding and Its
 Applications", MSc thesis, York University, §5.2 (features) and §5.3 (the network).
 
-Every FOFE feature of a span `[i, j)` (`nerzoo.modules.fofe_span_features`) is a prefix code read
+Every FOFE feature of a span `[i, j)` (`nerzoo.modules.fofe.span_features`) is a prefix code read
 at `i` or `j`, or a difference of two, the one at the far end times a decay (`alpha^(j - i)` for
 words, `alpha^(number of characters)` for characters), e.g. the left context including the
 fragment `alpha^(j-i) L[i] + (L[j] - alpha^(j-i) L[i]) = L[j]`.  The layer being linear, its weights
@@ -22,9 +22,9 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.modules import FeedForward
 from allennlp.nn import Activation
 
-from nerzoo.modules.fofe import alpha_powers
-from nerzoo.modules.fofe_span_features import CharacterCodes, WordCodes, gather_positions
-from nerzoo.modules.fofe_spans import FlatSpans
+from nerzoo.modules.fofe.codes import alpha_powers
+from nerzoo.modules.fofe.span_features import CharacterCodes, WordCodes, gather_positions
+from nerzoo.modules.fofe.spans import FlatSpans
 
 
 class BlockwiseProjection:

@@ -4,7 +4,7 @@ Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York University
 
 The second pass sees the first pass's entities (level 1: thresholded, then highest-first) each
 replaced by one type token in the contexts of its fragments (`first_pass_entities` gives them as
-per-token tensors, `nerzoo.modules.fofe_span_features.substituted_contexts` the contexts), and
+per-token tensors, `nerzoo.modules.fofe.span_features.substituted_contexts` the contexts), and
 interpolates its probabilities with the first pass's.  The first pass is frozen and reads one
 sentence at a time, so its results can be kept per sentence (`FirstPassCache`) and computed once.
 """
@@ -16,7 +16,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models import Model
 
-from nerzoo.modules.span_decoding import highest_first_mask
+from nerzoo.modules.fofe.span_decoding import highest_first_mask
 
 # Per-token entity tensors (`first_pass_entities`), probabilities of the sentence's spans.
 FirstPassResults = Tuple[Dict[str, torch.Tensor], torch.Tensor]

@@ -18,8 +18,8 @@ from allennlp.data import Vocabulary
 from allennlp.nn.util import dist_reduce_sum
 
 from nerzoo.data.tag_schemes import _chunk_ends, _chunk_starts, check_tag_scheme, split_tag
-from nerzoo.modules.calibration import CalibrationBatch, SpanOutcomes
-from nerzoo.modules.tag_scorers import TagPosteriors
+from nerzoo.modules.crf.calibration import CalibrationBatch, SpanOutcomes
+from nerzoo.modules.crf.tag_scorers import TagPosteriors
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.training.metrics.span_calibration import SpanCalibration
@@ -280,7 +280,7 @@ class TagDecoder(torch.nn.Module):
         paths: torch.LongTensor,
         sentence_starts: Optional[torch.BoolTensor] = None,
     ) -> CalibrationBatch:
-        """What a batch gives `nerzoo.modules.calibration`: scores, gold tags, predicted paths and their spans."""
+        """What a batch gives `nerzoo.modules.crf.calibration`: scores, gold tags, predicted paths and their spans."""
         spans = None
         if self.span_f1 is not None:
             predicted_spans, _, correct = self.match(paths, tags, mask, sentence_starts)
