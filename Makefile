@@ -12,7 +12,7 @@ SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvi
 # the first best epoch, still underfitted: on the fixtures keep the epoch of lowest dev loss instead.
 TRAIN_OVERRIDES ?= {"trainer.validation_metric": "-loss"}
 
-.PHONY: install install-bench install-contextual lock train test test-gpu test-distributed clean
+.PHONY: install install-bench install-contextual lock train test test-slow test-gpu clean
 
 install: $(STAMP)
 
@@ -68,17 +68,17 @@ train: install
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup tests
+	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup -m "not slow" tests
+
+# The tests that need minutes by nature (marked `slow`): every shipped config trained in two gloo
+# processes against one, the 10,000-token memory bound. CI runs them after `make test`.
+test-slow: install
+	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup -m slow tests
 
 # The GPU suite (tests/gpu: CPU/GPU parity of the hand-written modules, a training step of every
 # config in float32 and under autocast, the CLI with --cuda-device 0); skipped without CUDA.
 test-gpu: install
 	NERZOO_TEST_GPU=1 PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -rs tests/gpu
-
-# Every shipped config trained in two gloo processes, its metrics against one process (`make test`
-# runs two of them).
-test-distributed: install
-	NERZOO_TEST_DISTRIBUTED=1 PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n 2 tests/test_distributed_configs.py
 
 clean:
 	rm -rf runs .pytest_cache

@@ -5,24 +5,19 @@ validation metrics of the distributed run (span F1, accuracy, calibration, threa
 the single-process ones on the same weights, and the test evaluation after training finishes
 (no deadlock) with the single-process figures.
 
-`make test` runs the configs in `EVERY_RUN`; `make test-distributed` runs every shipped config.
+Minutes in all: `make test-slow` runs them (CI too), `make test` does not.
 """
 
 import json
 import math
-import os
 
 import pytest
 
 from tests import PROJECT_ROOT, evaluate, train
 
-pytestmark = pytest.mark.end_to_end
+pytestmark = [pytest.mark.end_to_end, pytest.mark.slow]
 
 CONFIGS = sorted(path.stem for path in (PROJECT_ROOT / "training_config").glob("*.jsonnet"))
-# Run by `make test`: span classification, and thread discourse with its curriculum (the CRF
-# taggers' validation is checked in tests/test_end_to_end.py).
-EVERY_RUN = {"fofe_ner", "me_crf_thread_discourse"}
-EVERY_CONFIG = os.environ.get("NERZOO_TEST_DISTRIBUTED") == "1"
 # Two epochs; the curriculum unfreezes the CRF's transitions after the first, under DDP.
 OVERRIDES = {
     "distributed": {"cuda_devices": [-1, -1]},
@@ -69,8 +64,6 @@ def _compared(metrics, prefix):
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_two_process_training_gives_the_single_process_metrics(config, tmp_path):
-    if config not in EVERY_RUN and not EVERY_CONFIG:
-        pytest.skip("make test-distributed runs every shipped config (NERZOO_TEST_DISTRIBUTED=1)")
     env = None
     if config == "fofe_ner_second_pass":
         first = tmp_path / "first"

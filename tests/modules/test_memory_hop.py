@@ -140,6 +140,7 @@ print((after - before) / 1024)
 """
 
 
+@pytest.mark.slow
 def test_ten_thousand_token_document_stays_within_memory_bound():
     """
     Training step (forward + backward) over a 10,000-token document with window 256: the peak
