@@ -50,7 +50,8 @@ def invalid_tag_reason(tag: str, scheme: str) -> Optional[str]:
     return None
 
 
-def _chunk_ends(prev_prefix: str, prev_label, prefix: str, label) -> bool:
+def chunk_ends(prev_prefix: str, prev_label, prefix: str, label) -> bool:
+    """Whether a chunk ends between a tag `(prev_prefix, prev_label)` and the next `(prefix, label)` (conlleval)."""
     if prev_prefix in ("L", "U"):
         return True
     if prev_prefix in ("B", "I") and prefix in ("B", "U", "O"):
@@ -58,7 +59,8 @@ def _chunk_ends(prev_prefix: str, prev_label, prefix: str, label) -> bool:
     return prev_prefix != "O" and prev_label != label
 
 
-def _chunk_starts(prev_prefix: str, prev_label, prefix: str, label) -> bool:
+def chunk_starts(prev_prefix: str, prev_label, prefix: str, label) -> bool:
+    """Whether a chunk starts at `(prefix, label)` after `(prev_prefix, prev_label)` (conlleval)."""
     if prefix in ("B", "U"):
         return True
     if prefix in ("I", "L") and prev_prefix in ("O", "L", "U"):
@@ -79,9 +81,9 @@ def tags_to_spans(tags: Sequence[str]) -> List[TypedSpan]:
         prefix, label = split_tag(tag)
         if not prefix:
             prefix, label = "O", None
-        if _chunk_ends(prev_prefix, prev_label, prefix, label) and prev_prefix != "O":
+        if chunk_ends(prev_prefix, prev_label, prefix, label) and prev_prefix != "O":
             spans.append((prev_label, start, index))
-        if _chunk_starts(prev_prefix, prev_label, prefix, label):
+        if chunk_starts(prev_prefix, prev_label, prefix, label):
             start = index
         prev_prefix, prev_label = prefix, label
     return spans

@@ -17,7 +17,7 @@ import torch
 from allennlp.data import Vocabulary
 from allennlp.nn.util import dist_reduce_sum
 
-from nerzoo.data.tag_schemes import _chunk_ends, _chunk_starts, check_tag_scheme, split_tag
+from nerzoo.data.tag_schemes import check_tag_scheme, chunk_ends, chunk_starts, split_tag
 from nerzoo.modules.crf.calibration import CalibrationBatch, SpanOutcomes
 from nerzoo.modules.crf.tag_scorers import TagPosteriors
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
@@ -90,10 +90,10 @@ class TagDecoder(torch.nn.Module):
             for current, (prefix, label) in enumerate(parts):
                 # starts[previous, current]: a chunk opens at the current tag;
                 # ends[current, next]: the chunk holding the current tag closes after it.
-                starts[previous, current] = prefix != "O" and _chunk_starts(
+                starts[previous, current] = prefix != "O" and chunk_starts(
                     previous_prefix, previous_label, prefix, label
                 )
-                ends[previous, current] = previous_prefix != "O" and _chunk_ends(
+                ends[previous, current] = previous_prefix != "O" and chunk_ends(
                     previous_prefix, previous_label, prefix, label
                 )
         types = torch.tensor([type_index.get(label, -1) if label else -1 for _, label in parts])
