@@ -3,10 +3,12 @@ nerzoo: AllenNLP components for sequence labelling and named-entity recognition.
 
 Importing the package registers every component (readers, encoders, metrics, models, predictors,
 subcommands), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
-It also sets the ext vars of the shipped configs where unset (`NERZOO_DATA=fixtures`, the
-contextual configs' transformer: `nerzoo.transformer_models.set_default_ext_vars`).
+It also does two things outside nerzoo, once each, at the end of this file: it sets the ext vars of
+the shipped configs where unset (`nerzoo.transformer_models.set_default_ext_vars` lists them), and
+applies nerzoo's patches to allennlp (`nerzoo.patches` lists them).
 """
 
+from nerzoo import patches
 from nerzoo.commands.calibrate import Calibrate
 from nerzoo.commands.cross_validate_thread_discourse import CrossValidateThreadDiscourse
 from nerzoo.commands.draw_attention import DrawAttention
@@ -54,8 +56,6 @@ from nerzoo.training.metrics.span_calibration import SpanCalibration
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 from nerzoo.transformer_models import set_default_ext_vars
-
-set_default_ext_vars()
 
 __all__ = [
     "BiLstmCrf",
@@ -105,3 +105,6 @@ __all__ = [
     "WordAndCharactersIndexer",
     "WordDropout",
 ]
+
+set_default_ext_vars()
+patches.apply()

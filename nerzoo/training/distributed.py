@@ -1,29 +1,16 @@
 """
 What nerzoo's metrics and callbacks need under distributed training: collectives that work with
-gloo (CPU) and NCCL (GPU) alike, and the end of the process group once training is over.
-
-allennlp's `train` command evaluates `evaluate_on_test` on the primary worker alone, after the other
-workers have returned, while the process group is still up: the readers would give the primary its
-shard of the test set only, and the first collective of a metric (allennlp's `CategoricalAccuracy`
-and `Average` all-reduce in every `__call__`, nerzoo's metrics in `get_metric`) would wait for
-workers that are gone.  `LeaveProcessGroupAfterTraining`, added to allennlp's default trainer
-callbacks when this module is imported, ends the process group on every worker when training ends,
-so that the test evaluation that follows runs as one process, exactly as `allennlp evaluate` does.
-But the test loader was built in the worker, whose reader read its shard of the test set only (a
-reader notes its worker's rank when it is built, and the loader reads at once): `TrainModel.finish`
-(the test evaluation) is wrapped here to read the whole test set again first.
+gloo (CPU) and NCCL (GPU) alike, and the end of the process group once training is over (which
+`nerzoo.patches` adds to every trainer, and says why).
 """
 
 import logging
-from collections import deque
 from typing import Any, Dict, Optional
 
 import torch
 import torch.distributed as dist
-from allennlp.commands.train import TrainModel
 from allennlp.common.util import is_distributed
 from allennlp.nn.util import distributed_device
-from allennlp.training import gradient_descent_trainer
 from allennlp.training.callbacks import TrainerCallback
 
 logger = logging.getLogger(__name__)
@@ -50,22 +37,13 @@ def all_gather_rows(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([part[:count] for part, count in zip(gathered, counts)]).to(tensor.device)
 
 
-def maximum_over_workers(value: float) -> float:
-    """The largest `value` of all workers (in float64); `value` itself outside distributed training."""
-    if not is_distributed():
-        return value
-    tensor = torch.tensor([value], dtype=torch.float64, device=distributed_device())
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return float(tensor.item())
-
-
 class LeaveProcessGroupAfterTraining(TrainerCallback):
     """
     Ends the distributed process group on every worker when training ends (successfully or not),
     so that what runs after the trainer runs as one process: allennlp's `evaluate_on_test` on the
     primary reads the whole test set and its metrics reduce nothing.
 
-    Not registered: this module adds it to allennlp's `DEFAULT_CALLBACKS`, so every
+    Not registered: `nerzoo.patches` adds it to allennlp's `DEFAULT_CALLBACKS`, so every
     `GradientDescentTrainer` built after `nerzoo` is imported gets it (unless the trainer's
     `enable_default_callbacks` is false), after the configured callbacks.  Outside distributed
     training it does nothing.
@@ -90,29 +68,3 @@ class LeaveProcessGroupAfterTraining(TrainerCallback):
         if is_distributed():
             logger.info("Training ended: leaving the distributed process group")
             dist.destroy_process_group()
-
-
-if LeaveProcessGroupAfterTraining not in gradient_descent_trainer.DEFAULT_CALLBACKS:
-    gradient_descent_trainer.DEFAULT_CALLBACKS = (  # type: ignore[assignment]
-        *gradient_descent_trainer.DEFAULT_CALLBACKS,
-        LeaveProcessGroupAfterTraining,
-    )
-
-
-_finish = TrainModel.finish
-
-
-def _finish_on_the_whole_test_set(self: TrainModel, metrics: Dict[str, Any]) -> None:
-    loader = self.evaluation_data_loader
-    reader = getattr(loader, "reader", None)
-    sharded = getattr(reader, "_distributed_info", None) is not None and hasattr(loader, "_instances")
-    if self.evaluate_on_test and sharded and not is_distributed():
-        logger.info("Reading the whole test set for the test evaluation after distributed training")
-        reader._set_distributed_info(None)
-        loader._instances = None  # type: ignore[union-attr]
-        deque(loader.iter_instances(), maxlen=0)  # type: ignore[union-attr]
-    _finish(self, metrics)
-
-
-if TrainModel.finish.__name__ != "_finish_on_the_whole_test_set":
-    TrainModel.finish = _finish_on_the_whole_test_set  # type: ignore[method-assign]
