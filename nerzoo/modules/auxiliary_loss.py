@@ -1,45 +1,73 @@
 """
-A way for any embedder or encoder inside a nerzoo model to add a term to the model's loss.
+How a module inside a nerzoo model adds a term to the model's loss.
 
-A module calls `add_auxiliary_loss(self, "name", loss)` during its forward pass; the model, after
-its forward pass, calls `pop_auxiliary_losses(self)`, which collects every reported term from all
-submodules (and clears them, so a loss is never counted twice).  An `AuxiliaryLosses` (held by
-`TagHead` and by models with their own loss) adds them to the loss and reports each one's running
-mean as the metric `<name>_loss`.  Modules need no base class for this, so
-it works for any TokenEmbedder or Seq2SeqEncoder used inside any nerzoo model.
+A module that does is an `AuxiliaryLossSource` (`nerzoo.contracts`): it keeps the scalar terms of
+its forward passes in an `AuxiliaryLossTerms` and hands them over with `pop_auxiliary_losses()`,
+which clears them, so a term is never counted twice.  A model finds its sources once, with an
+`AuxiliaryLossCollector`, and after each forward pass of its encoders collects their terms; an
+`AuxiliaryLosses` (held by `TagHead` and by models with their own loss) adds them to the loss and
+reports each one's running mean as the metric `<name>_loss`.  The `char_gated` token embedder is
+one; any `TokenEmbedder` or `Seq2SeqEncoder` can be.
 """
 
-import weakref
-from typing import Dict, Optional
+from typing import Dict, Iterable, List, Optional
 
 import torch
 from allennlp.training.metrics import Average
 
-_ATTRIBUTE = "_nerzoo_auxiliary_losses"
-# Modules holding reported terms, so that a model with none skips walking its modules.
-_PENDING: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+from nerzoo.contracts import AuxiliaryLossSource
 
 
-def add_auxiliary_loss(module: torch.nn.Module, name: str, loss: torch.Tensor) -> None:
-    """Reports a scalar loss term (already weighted); repeated reports under one name are summed."""
-    if loss.dim() != 0:
-        raise ValueError(f"auxiliary loss {name!r} must be a scalar, got shape {tuple(loss.shape)}")
-    pending: Dict[str, torch.Tensor] = module.__dict__.setdefault(_ATTRIBUTE, {})
-    pending[name] = pending[name] + loss if name in pending else loss
-    _PENDING.add(module)
+class AuxiliaryLossTerms:
+    """The terms an `AuxiliaryLossSource` keeps until they are popped; one name's terms are summed."""
+
+    def __init__(self) -> None:
+        self._terms: Dict[str, torch.Tensor] = {}
+
+    def add(self, name: str, loss: torch.Tensor) -> None:
+        """Keeps a scalar loss term (already weighted)."""
+        if loss.dim() != 0:
+            raise ValueError(f"auxiliary loss {name!r} must be a scalar, got shape {tuple(loss.shape)}")
+        self._terms[name] = self._terms[name] + loss if name in self._terms else loss
+
+    def pop(self) -> Dict[str, torch.Tensor]:
+        """The kept terms, which are cleared."""
+        terms, self._terms = self._terms, {}
+        return terms
+
+
+def auxiliary_loss_sources(root: torch.nn.Module) -> List[AuxiliaryLossSource]:
+    """`root` and its submodules that are `AuxiliaryLossSource`s, in `root.modules()` order."""
+    return [module for module in root.modules() if isinstance(module, AuxiliaryLossSource)]
+
+
+def collect_auxiliary_losses(sources: Iterable[AuxiliaryLossSource]) -> Dict[str, torch.Tensor]:
+    """Pops the terms of every source; terms of one name from several sources are summed."""
+    collected: Dict[str, torch.Tensor] = {}
+    for source in sources:
+        for name, loss in source.pop_auxiliary_losses().items():
+            collected[name] = collected[name] + loss if name in collected else loss
+    return collected
 
 
 def pop_auxiliary_losses(root: torch.nn.Module) -> Dict[str, torch.Tensor]:
-    """Collects and clears the terms reported by `root` and all its submodules."""
-    collected: Dict[str, torch.Tensor] = {}
-    if not _PENDING:
-        return collected
-    for module in root.modules():
-        pending = module.__dict__.pop(_ATTRIBUTE, None)
-        _PENDING.discard(module)
-        for name, loss in (pending or {}).items():
-            collected[name] = collected[name] + loss if name in collected else loss
-    return collected
+    """Collects and clears the terms kept by `root` and its submodules (e.g. a module used on its own)."""
+    return collect_auxiliary_losses(auxiliary_loss_sources(root))
+
+
+class AuxiliaryLossCollector:
+    """
+    A model's view of its sources: found among its modules at the first `pop`, then popped at each
+    one.  Held by the model as a plain attribute (not a submodule: the state dict is unchanged).
+    """
+
+    def __init__(self) -> None:
+        self._sources: Optional[List[AuxiliaryLossSource]] = None
+
+    def pop(self, model: torch.nn.Module) -> Dict[str, torch.Tensor]:
+        if self._sources is None:
+            self._sources = auxiliary_loss_sources(model)
+        return collect_auxiliary_losses(self._sources)
 
 
 class AuxiliaryLosses:

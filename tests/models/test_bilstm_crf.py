@@ -9,8 +9,9 @@ from allennlp.models import Model
 from allennlp.modules.token_embedders import Embedding, TokenEmbedder
 
 import nerzoo  # noqa: F401
+from nerzoo.contracts import AuxiliaryLossSource
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from nerzoo.modules.auxiliary_loss import add_auxiliary_loss, pop_auxiliary_losses
+from nerzoo.modules.auxiliary_loss import AuxiliaryLossTerms
 from tests import FIXTURES_ROOT
 
 CONFIG = FIXTURES_ROOT / "experiments" / "bilstm_crf_tiny.jsonnet"
@@ -51,43 +52,57 @@ class TestBiLstmCrf(ModelTestCase):
 
 @TokenEmbedder.register("test_penalised_embedding")
 class _PenalisedEmbedding(Embedding):
-    """Reports 0.5 * mean squared embedding as an auxiliary loss."""
+    """An `AuxiliaryLossSource`: reports `penalty_weight * mean squared embedding`, kept in `last_penalty`."""
+
+    def __init__(self, penalty_weight: float = 0.5, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.penalty_weight = penalty_weight
+        self.last_penalty = None
+        self._terms = AuxiliaryLossTerms()
 
     def forward(self, tokens):
         embedded = super().forward(tokens)
-        add_auxiliary_loss(self, "penalty", 0.5 * embedded.pow(2).mean())
+        self.last_penalty = self.penalty_weight * embedded.pow(2).mean()
+        self._terms.add("penalty", self.last_penalty)
         return embedded
+
+    def pop_auxiliary_losses(self):
+        return self._terms.pop()
+
+
+def _penalised_model(vocab: Vocabulary, penalty_weight: float) -> Model:
+    embedder = {"type": "test_penalised_embedding", "embedding_dim": 6, "penalty_weight": penalty_weight}
+    params = Params(
+        {
+            "type": "bilstm_crf",
+            "text_field_embedder": {"token_embedders": {"tokens": embedder}},
+            "encoder": {"type": "lstm", "input_size": 6, "hidden_size": 4, "bidirectional": True},
+        }
+    )
+    return Model.from_params(vocab=vocab, params=params)
 
 
 def test_auxiliary_losses_reach_the_total_and_the_metrics():
     reader = ConllColumnsReader(tag_column=3)
     instances = list(reader.read(DATA))
     vocab = Vocabulary.from_instances(instances)
-    params = Params(
-        {
-            "type": "bilstm_crf",
-            "text_field_embedder": {
-                "token_embedders": {"tokens": {"type": "test_penalised_embedding", "embedding_dim": 6}}
-            },
-            "encoder": {"type": "lstm", "input_size": 6, "hidden_size": 4, "bidirectional": True},
-        }
-    )
-    model = Model.from_params(vocab=vocab, params=params)
+    torch.manual_seed(0)
+    model = _penalised_model(vocab, penalty_weight=0.5)
+    unpenalised = _penalised_model(vocab, penalty_weight=0.0)
+    unpenalised.load_state_dict(model.state_dict())
+    (embedder,) = [module for module in model.modules() if isinstance(module, AuxiliaryLossSource)]
     batch = Batch(instances[:4])
     batch.index_instances(vocab)
     tensors = batch.as_tensor_dict()
-    torch.manual_seed(0)
-    output = model(**tensors)
 
-    embedded = model.text_field_embedder(tensors["tokens"])
-    assert set(pop_auxiliary_losses(model)) == {"penalty"}  # this extra call's own report
-    mask = output["mask"]
-    crf_loss = -model.head.crf(output["logits"], tensors["tags"], mask)
-    expected = crf_loss + 0.5 * embedded.pow(2).mean()
-    assert output["loss"].item() == pytest.approx(expected.item(), rel=1e-5)
-    assert model.get_metrics()["penalty_loss"] == pytest.approx(0.5 * embedded.pow(2).mean().item(), rel=1e-5)
+    loss = model(**tensors)["loss"]
+    penalty = embedder.last_penalty.item()
+    assert penalty > 0
+    assert loss.item() == pytest.approx(unpenalised(**tensors)["loss"].item() + penalty, rel=1e-5)
+    assert model.get_metrics()["penalty_loss"] == pytest.approx(penalty, rel=1e-5)
+    assert unpenalised.get_metrics()["penalty_loss"] == 0.0
     # Collected once: a second forward pass does not count the first one's term again.
-    assert model(**tensors)["loss"].item() == pytest.approx(expected.item(), rel=1e-5)
+    assert model(**tensors)["loss"].item() == pytest.approx(loss.item(), rel=1e-5)
 
 
 def test_document_spans_stay_inside_sentences():
@@ -97,8 +112,14 @@ def test_document_spans_stay_inside_sentences():
     for tag in ["O", "B-PER", "I-PER", "L-PER", "U-PER"]:
         vocab.add_token_to_namespace(tag, "labels")
     head = TagHead(vocab, input_dim=5).eval()
-    torch.nn.init.eye_(head.tag_projection._module.weight)
-    torch.nn.init.zeros_(head.tag_projection._module.bias)
+    # Weights as an archive holds them: the projection passes the encoding through as tag scores,
+    # and every transition scores 0 (the scheme's constraints still apply).
+    weights = head.state_dict()
+    weights["tag_projection._module.weight"] = torch.eye(5)
+    weights["tag_projection._module.bias"] = torch.zeros(5)
+    for key in ("crf.transitions", "crf.start_transitions", "crf.end_transitions"):
+        weights[key] = torch.zeros_like(weights[key])
+    head.load_state_dict(weights)
     index = vocab.get_token_to_index_vocabulary("labels")
     # Scores that want B-PER at the last token of sentence one and L-PER at the first of sentence two.
     encoded = torch.full((1, 4, 5), -5.0)
@@ -109,4 +130,5 @@ def test_document_spans_stay_inside_sentences():
     assert output["tags"] == [["O", "B-PER", "L-PER", "O"]]
     assert [(span["start"], span["end"]) for span in output["spans"][0]] == [(1, 2), (2, 3)]
     whole = head.make_output_human_readable(head(encoded, mask))
+    assert whole["tags"] == [["O", "B-PER", "L-PER", "O"]]
     assert [(span["start"], span["end"]) for span in whole["spans"][0]] == [(1, 3)]

@@ -1,4 +1,4 @@
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError, check_dimensions_match
@@ -7,7 +7,7 @@ from allennlp.modules.seq2vec_encoders import Seq2VecEncoder
 from allennlp.modules.token_embedders.embedding import Embedding
 from allennlp.modules.token_embedders.token_embedder import TokenEmbedder
 
-from nerzoo.modules.auxiliary_loss import add_auxiliary_loss
+from nerzoo.modules.auxiliary_loss import AuxiliaryLossTerms
 
 COMBINATIONS = ("gate", "concatenate")
 
@@ -43,12 +43,12 @@ class CharGatedEmbedder(TokenEmbedder):
     and lets no gradient of this term reach `x_t` (the word embeddings are to keep the exceptions,
     the character model learns the general patterns).  Here the term, times
     `cosine_loss_weight`, is summed over every in-vocabulary token of the batch (like the CRF
-    loss, a sum over the batch), computed in float32 against `x_t.detach()`, and reported with
-    `nerzoo.modules.auxiliary_loss.add_auxiliary_loss(self, "char_cosine", loss)` at every forward
-    pass with `cosine_loss_weight > 0`; nerzoo models add it to their loss and `TagHead` reports
-    it as the metric "char_cosine_loss".  A token is OOV when its word id is the vocabulary's
-    OOV id in `vocab_namespace`, and padding when its word id is 0.  (A forward pass outside a
-    nerzoo model leaves the term pending on the module until `pop_auxiliary_losses` collects it.)
+    loss, a sum over the batch), computed in float32 against `x_t.detach()`.  The embedder is an
+    `AuxiliaryLossSource` (`nerzoo.contracts`, `nerzoo.modules.auxiliary_loss`): every forward pass
+    with `cosine_loss_weight > 0` keeps the term as "char_cosine" (summed over passes) until
+    `pop_auxiliary_losses()` hands it over; nerzoo models collect it after their forward pass, add
+    it to their loss, and report it as the metric "char_cosine_loss".  A token is OOV when its
+    word id is the vocabulary's OOV id in `vocab_namespace`, and padding when its word id is 0.
 
     An AllenNLP `TokenEmbedder` only receives the tensors of one token indexer, and this one needs
     both the word id (for `x_t` and `g_t`) and the characters, so it pairs with the
@@ -169,6 +169,12 @@ class CharGatedEmbedder(TokenEmbedder):
             self._gate_character = torch.nn.Linear(self._word_dim, self._word_dim)  # W_z2
             self._gate_output = torch.nn.Linear(self._word_dim, self._word_dim)  # W_z3
 
+        self._auxiliary_losses = AuxiliaryLossTerms()
+
+    def pop_auxiliary_losses(self) -> Dict[str, torch.Tensor]:
+        """The cosine loss terms of the forward passes since the last call (`{}` without one), cleared."""
+        return self._auxiliary_losses.pop()
+
     def get_output_dim(self) -> int:
         return self._word_dim if self._combination == "gate" else 2 * self._word_dim
 
@@ -178,7 +184,7 @@ class CharGatedEmbedder(TokenEmbedder):
         # (batch_size, num_tokens, d)
         characters = self.character_representation(token_characters)
         if self._cosine_loss_weight > 0:
-            add_auxiliary_loss(self, "char_cosine", self.cosine_loss(token_ids, words, characters))
+            self._auxiliary_losses.add("char_cosine", self.cosine_loss(token_ids, words, characters))
         output, _ = self.combine(words, self._dropout(characters))
         return output
 
