@@ -24,6 +24,7 @@ from allennlp.nn import util
 from allennlp.predictors import Predictor
 
 from nerzoo.commands.calibrate import evaluate
+from nerzoo.contracts import TagProbabilityModel
 from nerzoo.modules.crf.calibration import (
     CalibrationBatch,
     SpanOutcomes,
@@ -44,7 +45,7 @@ def _predictor(model: Model, config: pathlib.Path) -> Predictor:
     """The model's default predictor, asked for everything it can show (attention, tag probabilities)."""
     reader = DatasetReader.from_params(on_fixtures(config).pop("dataset_reader"))
     predictor_class = Predictor.by_name(model.default_predictor)
-    options = {"return_attention": True, "return_tag_probabilities": getattr(model, "has_tag_probabilities", True)}
+    options = {"return_attention": True, "return_tag_probabilities": isinstance(model, TagProbabilityModel)}
     accepted = inspect.signature(predictor_class.__init__).parameters
     return predictor_class(model, reader, **{key: value for key, value in options.items() if key in accepted})
 

@@ -16,6 +16,7 @@ from allennlp.models import Model
 from allennlp.models.archival import CONFIG_NAME, Archive, load_archive
 from allennlp.nn import util
 
+from nerzoo.contracts import CalibrationSource
 from nerzoo.modules.crf.calibration import (
     CalibrationBatch,
     FittedTemperatures,
@@ -91,7 +92,7 @@ class Evaluation(NamedTuple):
 
 
 def evaluate(
-    model: Model, loader: MultiProcessDataLoader, modules: Dict[str, torch.nn.Module], cuda_device: int = -1
+    model: Model, loader: MultiProcessDataLoader, modules: Dict[str, CalibrationSource], cuda_device: int = -1
 ) -> Evaluation:
     """One pass over the data in evaluation mode: the model's metrics, each site's batches, the span confidences."""
     model.eval()
@@ -111,8 +112,10 @@ def evaluate(
     return Evaluation(model.get_metrics(reset=True), batches, confidences, correct)
 
 
-def span_metrics(modules: Dict[str, torch.nn.Module]) -> List[SpanCalibration]:
-    return [module.span_calibration for module in modules.values() if getattr(module, "span_calibration", None)]
+def span_metrics(modules: Dict[str, CalibrationSource]) -> List[SpanCalibration]:
+    """The span confidence metrics of the sites that have spans."""
+    metrics = (module.span_calibration for module in modules.values())
+    return [metric for metric in metrics if metric is not None]
 
 
 def data_loader(archive: Archive, data_file: str, batch_size: int) -> MultiProcessDataLoader:
@@ -160,7 +163,7 @@ def set_dotted(config: Dict[str, Any], dotted: str, value: Any) -> None:
 
 class ArchiveEvaluation(NamedTuple):
     archive: Archive
-    modules: Dict[str, torch.nn.Module]  # `calibration_modules`
+    modules: Dict[str, CalibrationSource]  # `calibration_modules`
     loader: MultiProcessDataLoader
     evaluation: Evaluation
 

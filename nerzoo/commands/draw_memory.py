@@ -11,7 +11,8 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.models.archival import load_archive
 
 from nerzoo.commands.draw_attention import save_figure
-from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder, dense_attention
+from nerzoo.contracts import MemoryAttentionModel
+from nerzoo.modules.seq2seq_encoders.memory_hop import dense_attention
 
 NULL_LABEL = "(head)"
 
@@ -145,7 +146,7 @@ def _draw_memory(args: argparse.Namespace) -> None:
             raise ConfigurationError(f"{args.data_file} has no instance with index {args.index}")
         reader.apply_token_indexers(instance)
         model = archive.model
-        if not isinstance(getattr(model, "memory", None), MemoryHopEncoder):
+        if not isinstance(model, MemoryAttentionModel):
             raise ConfigurationError(
                 f"{type(model).__name__} has no memory to draw (expected me_crf or me_crf_thread_discourse)"
             )

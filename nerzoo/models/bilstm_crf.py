@@ -9,17 +9,18 @@ from allennlp.modules import InputVariationalDropout, Seq2SeqEncoder, TextFieldE
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
-from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.models.head_tagger import HeadTagger
 from nerzoo.modules.crf.tag_head import TagHead
 
 
 @Model.register("bilstm_crf")
-class BiLstmCrf(Model):
+class BiLstmCrf(HeadTagger):
     """
     The baseline tagger: word (and character) embeddings, a Seq2SeqEncoder (a BiLSTM in the shipped
     config), and `TagHead`.  This is the BiLSTM-CNN-CRF of Ma & Hovy (2016), "End-to-end Sequence
     Labeling via Bi-directional LSTM-CNNs-CRF", https://aclanthology.org/P16-1101, and the yardstick
-    every paper model in nerzoo is compared against.
+    every paper model in nerzoo is compared against.  The tail (`tag`, metrics, output) is
+    `HeadTagger`'s.
 
     Span confidence: `TagHead`'s, the CRF posterior of the span's exact tags (temperature-scaled
     once `allennlp calibrate` has fitted `head.temperature`).
@@ -39,8 +40,6 @@ class BiLstmCrf(Model):
         Variational (per-sequence) dropout on the embeddings and on the encoder output.
     initializer : `InitializerApplicator`, optional
     """
-
-    default_predictor = "sequence_tagger"
 
     def __init__(
         self,
@@ -91,13 +90,4 @@ class BiLstmCrf(Model):
         encoded = self.encoder(embedded, mask)
         if self.training:
             encoded = self.dropout(encoded)
-        output = self.head(encoded, mask, tags, metadata, pop_auxiliary_losses(self))
-        if metadata is not None:
-            output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
-        return output
-
-    def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
-        return self.head.make_output_human_readable(output_dict)
-
-    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        return self.head.get_metrics(reset)
+        return self.tag(encoded, mask, tags, metadata)

@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from allennlp.common import Lazy
@@ -10,7 +10,7 @@ from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_final_encoder_states, get_text_field_mask
 
 from nerzoo.data.dependency_trees import DEPENDENCY_NAMESPACE, POS_NAMESPACE
-from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.models.head_tagger import HeadTagger
 from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
@@ -18,7 +18,7 @@ from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
 
 
 @Model.register("deptree_ner")
-class DeptreeNer(Model):
+class DeptreeNer(HeadTagger):
     """
     Dependency-aware NER of Aguilar & Solorio (2019), "Dependency-Aware Named Entity Recognition with
     Relative and Global Attentions", https://arxiv.org/abs/1909.05166, §3.2.6 and Figure 2:
@@ -73,8 +73,6 @@ class DeptreeNer(Model):
         Input variational dropout on the input of every component (embeddings, attention, head).
     initializer : `InitializerApplicator`, optional
     """
-
-    default_predictor = "sequence_tagger"
 
     def __init__(
         self,
@@ -196,17 +194,13 @@ class DeptreeNer(Model):
             hidden, output["global_attention"] = self.global_attention.attend(hidden, mask, torch.cat(queries, dim=-1))
             hidden = self._drop(hidden)
 
-        output.update(self.head(hidden, mask, tags, metadata, pop_auxiliary_losses(self)))
-        if metadata is not None:
-            output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
+        output.update(self.tag(hidden, mask, tags, metadata))
         return output
+
+    def attention_keys(self) -> Tuple[str, ...]:
+        layers = (("relative_attention", self.relative_attention), ("global_attention", self.global_attention))
+        return tuple(key for key, layer in layers if layer is not None)
 
     def _drop(self, tensor: torch.Tensor) -> torch.Tensor:
         """`self.dropout` in training; in evaluation (where it multiplies by ones) nothing."""
         return self.dropout(tensor) if self.training and self.dropout.p > 0 else tensor
-
-    def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
-        return self.head.make_output_human_readable(output_dict)
-
-    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        return self.head.get_metrics(reset)

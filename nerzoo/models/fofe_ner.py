@@ -40,8 +40,8 @@ class FofeNer(Model):
     first pass's entities and their per-sentence cache), `fofe_span_output` (candidates, BIO tags).
 
     `make_output_human_readable` adds the `spans` and, as every nerzoo tagger does, `tags` and
-    `tag_confidences`; there are no per-tag probabilities (`has_tag_probabilities`).  Registered as
-    a `Model` with name "fofe_ner".  Reads `entity_spans` instances.
+    `tag_confidences`; there are no per-tag probabilities (it is no `TagProbabilityModel` of
+    `nerzoo.contracts`).  Registered as a `Model` with name "fofe_ner".  Reads `entity_spans` instances.
 
     # Parameters
 
@@ -95,8 +95,6 @@ class FofeNer(Model):
     """
 
     default_predictor = "sequence_tagger"
-    # Read by the predictors: a span classifier has no per-tag probabilities.
-    has_tag_probabilities = False
 
     def __init__(
         self,

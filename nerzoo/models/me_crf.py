@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from allennlp.common import Lazy
@@ -8,13 +8,13 @@ from allennlp.modules import TextFieldEmbedder
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
-from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.models.head_tagger import HeadTagger
 from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
 
 
 @Model.register("me_crf")
-class MeCrf(Model):
+class MeCrf(HeadTagger):
     """
     ME-CRF for named-entity recognition over whole documents: Liu, Baldwin and Cohn, "Capturing
     Long-range Contextual Dependencies with Memory-enhanced Conditional Random Fields", IJCNLP 2017,
@@ -31,7 +31,8 @@ class MeCrf(Model):
     boundaries.  Spans are counted per sentence either way (the reader's `sentence_spans`), so the
     scores equal conlleval's on the sentences.
 
-    `forward` also returns the attention of every hop, for `allennlp draw-memory`.
+    `forward` also returns the attention of every hop, for `allennlp draw-memory` (a
+    `MemoryAttentionModel`, `nerzoo.contracts`).
 
     Span confidence: `TagHead`'s, the CRF posterior of the span's exact tags (in its sentence's
     chain with `crf_per_sentence`; temperature-scaled once `allennlp calibrate` has fitted them).
@@ -50,8 +51,6 @@ class MeCrf(Model):
         Built with `input_dim = memory_dim`; `use_crf: false` gives the MEMNET baseline (eq. 13).
     initializer : `InitializerApplicator`, optional
     """
-
-    default_predictor = "sequence_tagger"
 
     def __init__(
         self,
@@ -93,15 +92,10 @@ class MeCrf(Model):
         mask = get_text_field_mask(tokens)
         embedded = self.text_field_embedder(tokens)
         memory = self.memory.attend(embedded, mask)
-        output = self.head(memory.output, mask, tags, metadata, pop_auxiliary_losses(self))
+        output = self.tag(memory.output, mask, tags, metadata)
         output["memory_attention"] = memory.weights
         output["memory_key_positions"] = memory.key_positions().expand(mask.size(0), -1, -1)
-        if metadata is not None:
-            output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
         return output
 
-    def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
-        return self.head.make_output_human_readable(output_dict)
-
-    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        return self.head.get_metrics(reset)
+    def attention_keys(self) -> Tuple[str, ...]:
+        return ("memory_attention",)

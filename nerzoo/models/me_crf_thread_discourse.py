@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from allennlp.common import Lazy
@@ -10,7 +10,7 @@ from allennlp.nn import Activation, InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 from allennlp.training.metrics import Average
 
-from nerzoo.modules.auxiliary_loss import pop_auxiliary_losses
+from nerzoo.models.head_tagger import HeadTagger
 from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
@@ -18,7 +18,7 @@ from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 
 @Model.register("me_crf_thread_discourse")
 @Model.register("me_crf_threads")  # the earlier name: archives trained under it still load
-class MeCrfThreadDiscourse(Model):
+class MeCrfThreadDiscourse(HeadTagger):
     """
     ME-CRF for forum thread discourse structure: Liu, Baldwin & Cohn (2017), "Capturing Long-range
     Contextual Dependencies with Memory-enhanced Conditional Random Fields", IJCNLP,
@@ -261,13 +261,12 @@ class MeCrfThreadDiscourse(Model):
         lengths = post_mask.sum(dim=1).tolist()
         link_lists = [row[:length] for row, length in zip(predicted_links.tolist(), lengths)]
 
-        output = self.head(attention.output, post_mask, tags, metadata, pop_auxiliary_losses(self))
+        output = self.tag(attention.output, post_mask, tags, metadata)
         output["links"] = link_lists
         output["link_probabilities"] = link_probabilities
         output["memory_attention"] = attention.weights
         output["memory_key_positions"] = attention.key_positions().unsqueeze(0).expand(batch_size, -1, -1)
         if metadata is not None:
-            output["words"] = [thread["words"] for thread in metadata]
             output["thread_id"] = [thread.get("thread_id") for thread in metadata]
 
         if links is not None and "loss" in output:
@@ -288,6 +287,9 @@ class MeCrfThreadDiscourse(Model):
             predicted = [row[:length] for row, length in zip(output["paths"].tolist(), lengths)]
             self._update_discourse_f1(predicted, link_lists, tags, links, lengths, metadata)
         return output
+
+    def attention_keys(self) -> Tuple[str, ...]:
+        return ("memory_attention",)
 
     def _labels(self, tag_ids: List[int]) -> List[str]:
         return [self.vocab.get_token_from_index(tag, namespace=self.head.label_namespace) for tag in tag_ids]

@@ -10,7 +10,7 @@ from allennlp.nn.util import get_text_field_mask, sequence_cross_entropy_with_lo
 from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import check_tag_scheme
-from nerzoo.modules.auxiliary_loss import AuxiliaryLosses, pop_auxiliary_losses
+from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, AuxiliaryLosses
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, scorer_site
 from nerzoo.modules.crf.tag_decoder import TagDecoder
 from nerzoo.modules.crf.tag_scorers import SoftmaxScorer
@@ -63,8 +63,8 @@ class Seq2Biseq(Model):
       a step of about `lr` towards 0 at every update).  With `backward_loss_weight = w` the
       backward decoder gets `w * -log p(<-e_i)` on top: the two-optimiser variant (Seq2Biseq_2-opt,
       end of §4.3), see below.
-    - Any auxiliary loss reported by a submodule (e.g. the `char_gated` embedder's cosine loss) is
-      added to the loss and reported as `<name>_loss`.
+    - The terms of its auxiliary loss sources (`nerzoo.modules.auxiliary_loss`, e.g. the
+      `char_gated` embedder's cosine loss) are added to the loss and reported as `<name>_loss`.
 
     The two-optimiser variant.  The paper gives the decoders two optimisers: one steps the backward
     decoder on its own negative log-likelihood (eq. 6), the other steps the whole model on eq. 8.
@@ -183,6 +183,7 @@ class Seq2Biseq(Model):
         self.decoder = TagDecoder(vocab, label_namespace, self.tag_scheme, concept_error_rate=True)
         self.backward_accuracy = CategoricalAccuracy()
         self.auxiliary_losses = AuxiliaryLosses()
+        self._auxiliary_loss_sources = AuxiliaryLossCollector()
         initializer(self)
 
     # ----------------------------------------------------------------------------------------------
@@ -311,7 +312,7 @@ class Seq2Biseq(Model):
         embedded = self.dropout(self.text_field_embedder(tokens))
         lexical = self.dropout(self.encoder(embedded, mask))
         output: Dict[str, Any] = {"mask": mask}
-        auxiliary_losses = pop_auxiliary_losses(self)
+        auxiliary_losses = self._auxiliary_loss_sources.pop(self)
 
         if tags is not None:
             forward_logits, backward_logits = self.teacher_forced(lexical, mask, tags)
@@ -347,6 +348,10 @@ class Seq2Biseq(Model):
         paths = output_dict.pop("paths")
         posteriors = self.scorer.posteriors(output_dict["logits"], output_dict["mask"].bool(), paths)
         return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
+
+    def tag_labels(self) -> List[str]:
+        """The labels of `label_namespace` by id: the last dimension of `logits` and `tag_probabilities`."""
+        return list(self.decoder.labels)
 
     @property
     def span_calibration(self) -> Optional[SpanCalibration]:

@@ -10,6 +10,7 @@ from allennlp.data import DatasetReader, Instance
 from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
+from nerzoo.contracts import AttentionModel, TagProbabilityModel
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
 from nerzoo.predictors.input_lines import InputLine, parse_line, predict_lines
 
@@ -34,9 +35,9 @@ class SequenceTaggerPredictor(Predictor):
 
     Every model gives the same keys, read from its `make_output_human_readable`: `tags` and
     `tag_confidences` (one per token), `spans` and, with `return_tag_probabilities`,
-    `tag_probabilities` (keyed by the labels in `tag_probability_labels`).  Span classifiers
-    (`fofe_ner`) tag their outermost spans in BIO and have no tag probabilities (asking for them is
-    an error); their spans have `score` (the span's probability) and `level` (1 = outermost, 2 =
+    `tag_probabilities` (keyed by the labels in `tag_probability_labels`) from a
+    `TagProbabilityModel` (`nerzoo.contracts`).  Span classifiers (`fofe_ner`) tag their outermost
+    spans in BIO and have no tag probabilities (asking for them is an error); their spans have `score` (the span's probability) and `level` (1 = outermost, 2 =
     nested inside a level-1 span, ...) instead of `confidence`.
 
     An input with no tokens (an empty or blank text, an empty token list) gives empty lists, as
@@ -69,10 +70,11 @@ class SequenceTaggerPredictor(Predictor):
     return_tag_probabilities : `bool`, optional (default = `False`)
         Add `tag_probabilities`: per token, every tag's posterior marginal.
     return_attention : `bool`, optional (default = `False`)
-        Add the model's attention weights, when it has them: `relative_attention` (per token, its
-        weights over all tokens), `global_attention` (one weight per token) and `memory_attention`
-        (ME-CRF: per hop, per token, `[position, weight]` pairs over the memory positions it reads,
-        weights below 1e-6 left out).
+        Add the attention weights of an `AttentionModel` (`nerzoo.contracts`), those of its
+        `attention_keys()`: `relative_attention` (per token, its weights over all tokens),
+        `global_attention` (one weight per token) and `memory_attention` (ME-CRF: per hop, per
+        token, `[position, weight]` pairs over the memory positions it reads, weights below 1e-6
+        left out).
     """
 
     def __init__(
@@ -92,7 +94,8 @@ class SequenceTaggerPredictor(Predictor):
         self.output_format = output_format
         self.return_tag_probabilities = return_tag_probabilities
         self.return_attention = return_attention
-        if return_tag_probabilities and not getattr(model, "has_tag_probabilities", True):
+        self._attention_keys = model.attention_keys() if isinstance(model, AttentionModel) else ()
+        if return_tag_probabilities and not isinstance(model, TagProbabilityModel):
             raise ConfigurationError(
                 f"{type(model).__name__} classifies spans and has no tag probabilities; "
                 f"its spans carry their own `score`: drop return_tag_probabilities"
@@ -250,13 +253,13 @@ class SequenceTaggerPredictor(Predictor):
             }
         if self.return_attention:
             length = len(words)
-            if "relative_attention" in output:
+            if "relative_attention" in self._attention_keys:
                 result["relative_attention"] = [
                     [round(float(value), 6) for value in row[:length]] for row in output["relative_attention"][:length]
                 ]
-            if "global_attention" in output:
+            if "global_attention" in self._attention_keys:
                 result["global_attention"] = [round(float(value), 6) for value in output["global_attention"][:length]]
-            if "memory_attention" in output:
+            if "memory_attention" in self._attention_keys:
                 result["memory_attention"] = _sparse_memory_attention(
                     output["memory_attention"], output["memory_key_positions"], length
                 )

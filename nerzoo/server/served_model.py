@@ -12,14 +12,14 @@ from allennlp.common.util import JsonDict
 from allennlp.models.archival import Archive, load_archive
 from allennlp.predictors import Predictor
 
+from nerzoo.contracts import AttentionModel, LabelledModel, TagProbabilityModel
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 from nerzoo.data.tag_schemes import split_tag
 from nerzoo.modules.crf.calibration import calibration_modules
 
-ATTENTION_KEYS = ("relative_attention", "global_attention", "memory_attention")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 # Predicted once at start: it loads the spaCy pipeline (a missing one fails then, not on a request)
-# and shows which outputs the model has.
+# and shows whether the reader gives a parse.
 _PROBE = {"sentence": "Anna Keller visited Oslo."}
 
 
@@ -64,7 +64,7 @@ class ServedModel:
         self.pass_cost = pass_cost
         self._predictors: Dict[Tuple[bool, bool], Predictor] = {}
         model = self.archive.model
-        self.has_tag_probabilities = bool(getattr(model, "has_tag_probabilities", True))
+        self.has_tag_probabilities = isinstance(model, TagProbabilityModel)
         with self.default_dtype():
             probe = self.predictor(attention=True, tag_probabilities=False).predict_json(dict(_PROBE))
         self.metadata: Dict[str, Any] = {
@@ -78,7 +78,7 @@ class ServedModel:
             "dtype": dtype,
             "features": {
                 "parse": "parse" in probe,
-                "attention": [key for key in ATTENTION_KEYS if key in probe],
+                "attention": list(model.attention_keys()) if isinstance(model, AttentionModel) else [],
                 "tag_probabilities": self.has_tag_probabilities,
                 "documents": bool(getattr(self.archive.dataset_reader, "document_level", False)),
             },
@@ -164,10 +164,11 @@ def _length(inputs: Any) -> int:
 
 
 def _tags(archive: Archive) -> List[str]:
+    """The model's tags by id, or a span classifier's entity types; `labels` for another model."""
     model = archive.model
-    namespace = getattr(model, "label_namespace", None) or getattr(
-        getattr(model, "head", None), "label_namespace", "labels"
-    )
+    if isinstance(model, TagProbabilityModel):
+        return model.tag_labels()
+    namespace = model.label_namespace if isinstance(model, LabelledModel) else "labels"
     return list(model.vocab.get_index_to_token_vocabulary(namespace).values())
 
 

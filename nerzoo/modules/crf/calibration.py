@@ -15,12 +15,14 @@ Two likelihoods can be minimised (`fit_temperatures`'s `objective`):
   likelihood of what a user thresholds on; the sequence likelihood is dominated by the many easy
   `O` tokens and can leave the entity spans over-confident.
 
-A module of a model that supports calibration (the model itself, or e.g. its `TagHead`) has:
+A module of a model that supports calibration (the model itself, or e.g. its `TagHead`) is a
+`CalibrationSource` (`nerzoo.contracts`):
 
 - `calibration_site(config_prefix) -> CalibrationSite`: where its temperatures are in the config
   (its module name, which is also its path under `model`), and its likelihoods;
 - `calibration_batch(output_dict, batch) -> Optional[CalibrationBatch]`: what one batch (`forward` in
-  evaluation mode, gold labels given) contributes to them.
+  evaluation mode, gold labels given) contributes to them;
+- `span_calibration`: the metric that scores its span confidences, or `None` without spans.
 
 `allennlp calibrate` (`nerzoo.commands.calibrate`) fits them on a dev file and writes the
 temperatures into the config of a new archive.
@@ -29,6 +31,8 @@ temperatures into the config of a new archive.
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
+
+from nerzoo.contracts import CalibrationSource
 
 
 class SpanOutcomes(NamedTuple):
@@ -191,16 +195,16 @@ def site_config(site: CalibrationSite, temperatures: Sequence[float]) -> Dict[st
     return dict(zip(site.config_keys, values))
 
 
-def calibration_modules(model: torch.nn.Module) -> Dict[str, torch.nn.Module]:
+def calibration_modules(model: torch.nn.Module) -> Dict[str, CalibrationSource]:
     """
-    The modules of `model` with a `calibration_site`, by module name (`""`: the model), which is
+    The modules of `model` that are `CalibrationSource`s, by module name (`""`: the model), which is
     also their config path under `model`; the submodules of a found one (e.g. FOFE-NER's frozen first
     pass, configured by its own archive) are not searched.
     """
-    found: Dict[str, torch.nn.Module] = {}
+    found: Dict[str, CalibrationSource] = {}
     for name, module in model.named_modules():
         if "" in found or any(name.startswith(f"{prefix}.") for prefix in found):
             continue
-        if hasattr(module, "calibration_site") and hasattr(module, "calibration_batch"):
+        if isinstance(module, CalibrationSource):
             found[name] = module
     return found

@@ -37,8 +37,10 @@ class TagHead(torch.nn.Module, FromParams):
     with gold tags, the span confidences are also scored against the gold spans (`span_ece`,
     `span_brier`: `SpanCalibration`).
 
-    Auxiliary losses reported by any submodule of the model (`nerzoo.modules.auxiliary_loss`) are
-    passed in by the model and added to the CRF's negative log-likelihood.
+    The terms of the model's auxiliary loss sources (`nerzoo.modules.auxiliary_loss`) are passed in
+    by the model and added to the CRF's negative log-likelihood.
+
+    It is the `CalibrationSource` (`nerzoo.contracts`) of the models that compose it.
 
     With `use_crf=False` the head drops the CRF and becomes the MEMNET baseline of Liu, Baldwin &
     Cohn (2017), "Capturing Long-range Contextual Dependencies with Memory-enhanced Conditional
@@ -285,6 +287,10 @@ class TagHead(torch.nn.Module, FromParams):
             return self.scorer.posteriors(logits, mask, paths)
         sentence_posteriors = self.scorer.posteriors(rows.gather(logits), rows.mask, rows.gather(paths))
         return TagPosteriors(*(rows.scatter(values, mask.size(0)) for values in sentence_posteriors))
+
+    def tag_labels(self) -> List[str]:
+        """The labels of `label_namespace` by tag id: the last dimension of `logits` and `tag_probabilities`."""
+        return list(self.decoder.labels)
 
     # ----------------------------------------------------------------------------------------------
     # Calibration (`nerzoo.modules.crf.calibration`)

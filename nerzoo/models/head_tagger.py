@@ -1,0 +1,76 @@
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from allennlp.data import Vocabulary
+from allennlp.models.model import Model
+
+from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector
+from nerzoo.modules.crf.tag_head import TagHead
+
+
+class HeadTagger(Model):
+    """
+    The tail of every tagger whose last layer is a `TagHead` (`bilstm_crf`, `deptree_ner`,
+    `me_crf`, `me_crf_thread_discourse`): a subclass embeds and encodes its input to `(batch_size,
+    num_tokens, encoded_dim)`, builds `self.head` with that `input_dim`, and hands the encoding to
+    `tag`, which collects the auxiliary losses of the model's sources, runs the head and copies
+    the words.  Human-readable output, metrics and the label namespace are the head's.
+
+    It is a `TagProbabilityModel` and an `AttentionModel` (`nerzoo.contracts`); its head is the
+    model's `CalibrationSource` (config path `model.head`).  Not registered itself.
+
+    # Parameters
+
+    vocab : `Vocabulary`, required
+    **kwargs : passed to `Model` (e.g. `regularizer`, `serialization_dir`)
+    """
+
+    head: TagHead
+    default_predictor = "sequence_tagger"
+
+    def __init__(self, vocab: Vocabulary, **kwargs) -> None:
+        super().__init__(vocab, **kwargs)
+        self._auxiliary_losses = AuxiliaryLossCollector()
+
+    def tag(
+        self,
+        encoded: torch.Tensor,
+        mask: torch.BoolTensor,
+        tags: Optional[torch.LongTensor] = None,
+        metadata: Optional[List[Dict[str, Any]]] = None,
+    ) -> Dict[str, Any]:
+        """
+        # Parameters
+
+        encoded : `torch.Tensor`, `(batch_size, num_tokens, encoded_dim)`
+        mask : `torch.BoolTensor`, `(batch_size, num_tokens)`
+        tags : `torch.LongTensor`, optional, `(batch_size, num_tokens)` gold tag ids
+        metadata : `List[Dict]`, optional; `words` is copied to the output, `sentence_spans` used
+            by the head
+
+        # Returns
+
+        What `TagHead.forward` returns (its `loss` including the auxiliary losses), plus `words`
+        when metadata is given.
+        """
+        output = self.head(encoded, mask, tags, metadata, self._auxiliary_losses.pop(self))
+        if metadata is not None:
+            output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
+        return output
+
+    @property
+    def label_namespace(self) -> str:
+        return self.head.label_namespace
+
+    def tag_labels(self) -> List[str]:
+        return self.head.tag_labels()
+
+    def attention_keys(self) -> Tuple[str, ...]:
+        """None by default; models with attention outputs list them."""
+        return ()
+
+    def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
+        return self.head.make_output_human_readable(output_dict)
+
+    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        return self.head.get_metrics(reset)
