@@ -11,6 +11,11 @@ local char_filters = 64;
 local lstm_dim = 200;  // per direction, as Ma & Hovy
 
 local config = {
+  // What training_config/data.libsonnet needs on a real data set (hidden).
+  on_real_data:: {
+    task: "NER",
+    glove: ["vocabulary.pretrained_files.tokens", "model.text_field_embedder.token_embedders.tokens.pretrained_file"],
+  },
   dataset_reader: {
     type: "conll_columns",
     tag_column: 3,

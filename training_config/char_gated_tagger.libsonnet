@@ -48,7 +48,13 @@ function(representation)
   local indexer =
     if representation == "words" then { type: "single_id", lowercase_tokens: true }
     else { type: "word_and_characters", lowercase_tokens: true, min_padding_length: 1 };
+  local word_embedder = if representation == "words" then "tokens" else "tokens.word_embedding";
   {
+    // What training_config/data.libsonnet needs on a real data set (hidden).
+    on_real_data:: {
+      task: "chunking",
+      glove: ["vocabulary.pretrained_files.tokens", "model.text_field_embedder.token_embedders." + word_embedder + ".pretrained_file"],
+    },
     dataset_reader: {
       type: "conll_columns",
       tag_column: 2,

@@ -3,12 +3,22 @@
 //
 //   NERZOO_DATA=conll2003 allennlp train training_config/deptree_ner.jsonnet -s runs/x --include-package nerzoo
 //
-// Every config ends with `data.on(config)`. `fixtures` (the default) leaves the config as it is. A
-// real data set is read from ../shared/data (run from the repository root; the data is never copied
-// into the project, each folder has a PROVENANCE.md): it sets the three data paths, the reader the
-// config's model needs on it (or keeps the config's own), and GloVe 6B 50d for every pretrained
-// file of the config (its word embedders and its vocabulary, so that test words unseen in training
-// keep their GloVe vectors). Everything else, the length-bucketed batches included, is the config's.
+// Every config ends with `data.on(config)`, and declares (hidden) what a real data set needs:
+//
+//   on_real_data:: {
+//     task: "NER",    // what its reader labels: NER, POS, chunking or thread discourse
+//     glove: ["vocabulary.pretrained_files.tokens", "model.text_field_embedder.token_embedders.tokens.pretrained_file"],
+//   },
+//
+// `glove` lists, as dot-separated paths, exactly the fields of the config that name a pretrained
+// file (every `pretrained_file`, every entry of a `pretrained_files`): any other, or a path that
+// names none, is an error on every data set, so no embedder keeps its fixture vectors on real data.
+// `fixtures` (the default) leaves the config as it is. A real data set is read from ../shared/data
+// (run from the repository root; the data is never copied into the project, each folder has a
+// PROVENANCE.md): it sets the three data paths, the reader the config's model needs on it (or
+// keeps the config's own), and GloVe 6B 50d in every field of `glove` (the word embedders and the
+// vocabulary, so that test words unseen in training keep their GloVe vectors). Everything else,
+// the length-bucketed batches included, is the config's.
 //
 //   conll2003           CoNLL-2003 English NER: eng.train, eng.testa (dev), eng.testb (test), each
 //                       config's own reader: spaCy trees (deptree_ner), whole documents (me_crf),
@@ -26,10 +36,11 @@
 //   conll2000_pos       CoNLL-2000 POS column (Brill-tagger tags), the same split
 //   ewt_upos            UD English-EWT r2.16 UPOS (`conllu_ner` with tag_source "upos")
 //
-// A data set accepts the configs whose reader labels its task (read from the reader: the column of
-// the CoNLL-2003 fixtures it tags, 1 POS, 2 chunks, 3 NER); any other pair is a Jsonnet error
-// naming the model and the data sets it accepts. A config built on another one starts from the
-// other's `fixture_config` (hidden) and applies `on` itself, so the data fits the final config.
+// A data set accepts the configs of its task (and of the readers it can feed); any other pair is a
+// Jsonnet error naming the model and the data sets it accepts. A config built on another one starts
+// from the other's `fixture_config` (hidden, `on_real_data` included) and applies `on` itself, so
+// the data fits the final config: one that changes what it labels or its pretrained files says so
+// (`on_real_data+:: { task: "POS" }`).
 local shared = "../shared/data/";
 local glove = shared + "embeddings_glove6b50d_filtered/glove.6B.50d.filtered.txt.gz";
 
@@ -46,15 +57,8 @@ local chunk_types = ["ADJP", "ADVP", "CONJP", "INTJ", "LST", "NP", "PP", "PRT", 
 local prefixes = { BIOUL: ["B", "I", "L", "U"], BIO: ["B", "I"], IOB1: ["B", "I"] };
 local chunk_labels(scheme) = ["O"] + [prefix + "-" + chunk for chunk in chunk_types for prefix in prefixes[scheme]];
 
-// What the config's reader labels.
-local column_tasks = { "1": "POS", "2": "chunking", "3": "NER" };
-local task(config) =
-  local reader = config.dataset_reader;
-  if reader.type == "thread_discourse" then "thread discourse"
-  else
-    local column = if reader.type == "entity_spans" then std.get(std.get(reader, "conll", {}), "tag_column")
-    else std.get(reader, "tag_column");
-    std.get(column_tasks, std.toString(column), "column " + column);
+// What the config labels, as it declares.
+local task(config) = config.on_real_data.task;
 local reads_columns(config) = config.dataset_reader.type == "conll_columns";
 local reads_sentences(config) =
   std.member(["conll_columns", "spacy_parsed_conll"], config.dataset_reader.type)
@@ -115,25 +119,39 @@ local datasets = {
   },
 };
 
-// GloVe for every pretrained file: the vocabulary's, and the word embedders' (fofe_ner's
-// `model.word_embedders`, and those inside an embedder: char_gated's `word_embedding`,
-// word_dropout's `embedder`).
-local inner_embedders = ["word_embedding", "embedder"];
-local embedder_with_glove(embedder) =
-  if std.objectHas(embedder, "pretrained_file") then embedder { pretrained_file: glove }
-  else embedder + { [key]: embedder_with_glove(embedder[key]) for key in inner_embedders if std.objectHas(embedder, key) };
-local all_with_glove(embedders) = std.mapWithKey(function(_, embedder) embedder_with_glove(embedder), embedders);
-local with_glove(config) = config + {
-  [if std.objectHas(std.get(config, "vocabulary", {}), "pretrained_files") then "vocabulary"]+: {
-    pretrained_files: std.mapWithKey(function(_namespace, _file) glove, super.pretrained_files),
-  },
-  model+: {
-    [if std.objectHas(config.model, "text_field_embedder") then "text_field_embedder"]+: {
-      token_embedders: all_with_glove(super.token_embedders),
-    },
-    [if std.objectHas(config.model, "word_embedders") then "word_embedders"]: all_with_glove(super.word_embedders),
-  },
-};
+// The path, dot-separated, of every field of `value` that names a pretrained file: each
+// `pretrained_file`, and each entry of a `pretrained_files` (the vocabulary's).
+local pretrained_paths(value, prefix="") =
+  if std.isObject(value) then std.flattenArrays([
+    if key == "pretrained_file" then [prefix + key]
+    else if key == "pretrained_files" && std.isObject(value[key]) then [prefix + key + "." + namespace for namespace in std.objectFields(value[key])]
+    else pretrained_paths(value[key], prefix + key + ".")
+    for key in std.objectFields(value)
+  ])
+  else if std.isArray(value) then std.flattenArrays([pretrained_paths(value[index], prefix + index + ".") for index in std.range(0, std.length(value) - 1)])
+  else [];
+// `value` with `new` at the path `keys`.
+local put(value, keys, new) =
+  if std.length(keys) == 1 then value { [keys[0]]: new }
+  else value { [keys[0]]: put(value[keys[0]], keys[1:], new) };
+// GloVe in every field the config declares in `on_real_data.glove`.
+local with_glove(config) = std.foldl(function(value, path) put(value, std.split(path, "."), glove), config.on_real_data.glove, config);
+// Why `config` does not declare what the data sets need, or null: its task, and exactly the
+// fields that name pretrained files (any other would keep its fixture vectors on real data).
+local undeclared(config) =
+  local about = "model " + config.model.type + ": ";
+  if !std.objectHasAll(config, "on_real_data") then
+    about + "the config declares no `on_real_data:: { task: ..., glove: [...] }` (training_config/data.libsonnet)"
+  else
+    local found = std.set(pretrained_paths(config));
+    local declared = std.set(config.on_real_data.glove);
+    local missing = std.setDiff(found, declared);
+    local extra = std.setDiff(declared, found);
+    if std.length(missing) > 0 then
+      about + "pretrained files not in its on_real_data.glove, which would keep their fixture vectors: " + std.join(", ", missing)
+    else if std.length(extra) > 0 then
+      about + "on_real_data.glove names fields that hold no pretrained file: " + std.join(", ", extra)
+    else null;
 
 // The names, fixtures first.
 local names = ["fixtures"] + [name for name in std.objectFields(datasets) if name != "fixtures"];
@@ -154,6 +172,8 @@ local refusal(config, name) =
   // `config` on the data set `name`. On a refused name every field is the error; `fixture_config`
   // stays readable, for the configs built on this one.
   on(config, name=std.extVar("NERZOO_DATA"))::
+    local declaration = undeclared(config);
+    assert declaration == null : declaration;
     local problem = refusal(config, name);
     local applied =
       if problem != null then { [field]: error problem for field in std.objectFields(config) }

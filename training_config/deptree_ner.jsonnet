@@ -15,6 +15,11 @@ local lstm_dim = 100;  // per direction
 local tree_dim = 100;
 
 local config = {
+  // What training_config/data.libsonnet needs on a real data set (hidden).
+  on_real_data:: {
+    task: "NER",
+    glove: ["vocabulary.pretrained_files.tokens", "model.text_field_embedder.token_embedders.tokens.pretrained_file"],
+  },
   dataset_reader: {
     type: "spacy_parsed_conll",
     tag_column: 3,

@@ -8,6 +8,11 @@ local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 
 local config = {
+  // What training_config/data.libsonnet needs on a real data set (hidden).
+  on_real_data:: {
+    task: "NER",
+    glove: ["vocabulary.pretrained_files.lowercase_tokens", "model.word_embedders.lowercase_tokens.pretrained_file"],
+  },
   dataset_reader: {
     type: "entity_spans",
     file_format: "conll",

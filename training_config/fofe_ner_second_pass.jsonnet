@@ -8,6 +8,8 @@ local first_pass_archive = std.extVar("FOFE_FIRST_PASS");
 local first_pass_config = (import "fofe_ner.jsonnet").fixture_config;
 
 data.on(first_pass_config + {
+  // The vocabulary is the first pass's, GloVe included.
+  on_real_data+:: { glove: ["model.word_embedders.lowercase_tokens.pretrained_file"] },
   vocabulary: { type: "from_files", directory: first_pass_archive },
   model+: {
     first_pass: { type: "from_archive", archive_file: first_pass_archive },

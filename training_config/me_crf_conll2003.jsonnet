@@ -10,6 +10,11 @@ local num_shape_features = 6;
 local hidden_dim = 50;
 
 local config = {
+  // What training_config/data.libsonnet needs on a real data set (hidden).
+  on_real_data:: {
+    task: "NER",
+    glove: ["vocabulary.pretrained_files.tokens", "model.text_field_embedder.token_embedders.tokens.pretrained_file"],
+  },
   dataset_reader: {
     type: "conll_columns",
     tag_column: 3,

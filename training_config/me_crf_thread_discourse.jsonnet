@@ -14,6 +14,8 @@ local dropout = 0.3;
 local phi_encoder = { type: "gru", input_size: word_dim, hidden_size: phi_hidden_dim, bidirectional: true };
 
 local config = {
+  // What training_config/data.libsonnet needs on a real data set (hidden): no pretrained files.
+  on_real_data:: { task: "thread discourse", glove: [] },
   dataset_reader: {
     type: "thread_discourse",
     token_indexers: { tokens: { type: "single_id", lowercase_tokens: true } },

@@ -22,6 +22,11 @@ local reader = {
 };
 
 local config = {
+  // What training_config/data.libsonnet needs on a real data set (hidden).
+  on_real_data:: {
+    task: "chunking",
+    glove: ["vocabulary.pretrained_files.tokens", "model.text_field_embedder.token_embedders.tokens.pretrained_file"],
+  },
   dataset_reader: reader,
   validation_dataset_reader: reader,
   train_data_path: "fixtures/conll2003/train.txt",

@@ -6,6 +6,7 @@ local base = (import "seq2biseq.jsonnet").fixture_config;
 local pos_reader = base.dataset_reader + { tag_column: 1, file_tag_scheme: null };
 
 data.on(base + {
+  on_real_data+:: { task: "POS" },
   dataset_reader: pos_reader,
   validation_dataset_reader: pos_reader,
   model+: { tag_scheme: null },
