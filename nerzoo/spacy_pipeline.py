@@ -202,18 +202,27 @@ class NerzooTagger(Pipe):
         for index, tag, confidence in zip(kept, tags, confidences):
             doc[index]._.nerzoo_tag = tag
             doc[index]._.nerzoo_confidence = confidence
-        spans = []
-        for found in result["spans"]:
-            span = Span(doc, kept[found["start"]], kept[found["end"] - 1] + 1, label=found["label"])
-            # The CRF taggers and seq2biseq give `confidence`, span classifiers (fofe_ner) `score`.
-            span._.confidence = found["confidence"] if "confidence" in found else found.get("score")
-            spans.append(span)
+        spans = [
+            Span(doc, kept[found["start"]], kept[found["end"] - 1] + 1, label=found["label"])
+            for found in result["spans"]
+        ]
+        # The CRF taggers and seq2biseq give `confidence`, span classifiers (fofe_ner) `score`.
+        confidences = [
+            found["confidence"] if "confidence" in found else found.get("score") for found in result["spans"]
+        ]
         if self.existing_ents == "replace":
+            chosen = list(zip(spans, confidences))
             doc.set_ents(spans, default="outside")
         else:
             taken = {index for entity in doc.ents for index in range(entity.start, entity.end)}
-            free = [span for span in spans if not taken.intersection(range(span.start, span.end))]
-            doc.set_ents(free, default="unmodified")
+            chosen = [
+                (span, value)
+                for span, value in zip(spans, confidences)
+                if not taken.intersection(range(span.start, span.end))
+            ]
+            doc.set_ents([span for span, _ in chosen], default="unmodified")
+        for span, value in chosen:
+            span._.confidence = value
 
     # ----------------------------------------------------------------------------------------------
     # Scoring and serialisation
