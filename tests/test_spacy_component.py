@@ -210,7 +210,7 @@ def test_empty_whitespace_and_long_docs(archive_of):
         (e.start, e.end, e.label_) for e in doc.ents
     ]
     assert [token._.nerzoo_tag for token in doc if token.is_space] == [None, None]
-    words = [word for sentence, _ in sentences() for word in sentence] * 4
+    words = [word for sentence, _ in sentences() for word in sentence] * 12
     long_doc = nlp(Doc(nlp.vocab, words=words))
     assert len(words) > 1000
     assert all(token._.nerzoo_tag is not None for token in long_doc)
