@@ -1,3 +1,4 @@
+import json
 import shutil
 
 import pytest
@@ -236,3 +237,19 @@ def test_one_bad_doc_in_pipe_costs_no_other(archive_of, monkeypatch):
     assert_same([tagged(docs[0]), tagged(docs[2])], expected)
     assert docs[1].ents == () and docs[1][0]._.nerzoo_tag is None
     assert [(name, text) for name, text, _ in errors] == [("nerzoo_ner", texts[1])]
+
+
+def test_the_benchmark_runs_on_the_fixtures(archive_of, capsys):
+    import importlib.util
+
+    from tests import PROJECT_ROOT
+
+    path = PROJECT_ROOT / "benchmarks" / "speed" / "spacy_pipe.py"
+    spec = importlib.util.spec_from_file_location("spacy_pipe_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    archive = str(archive_of("bilstm_crf"))
+    assert module.main(["--data", "fixtures", "--archive", archive, "--passes", "1", "--batch-size", "4"]) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["sentences"] == len(sentences())
+    assert figures["component_sentences_per_second"] > 0 and figures["ratio"] > 0
