@@ -322,7 +322,7 @@ def _doc_error(doc: Doc, error: Exception) -> Exception:
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
 )
 def make_nerzoo_ner(
-    nlp: Language, name: str, archive: str, cuda_device: int, batch_size: int, existing_ents: str
+    nlp: Language, name: str, archive: Optional[str], cuda_device: int, batch_size: int, existing_ents: str
 ) -> NerzooTagger:
     if not archive:
         raise ConfigurationError('nerzoo_ner needs an archive: nlp.add_pipe("nerzoo_ner", config={"archive": "..."})')
