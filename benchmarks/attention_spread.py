@@ -4,13 +4,8 @@ How far a trained deptree_ner archive's global-attention weights are from unifor
 
     .venv/bin/python benchmarks/attention_spread.py ARCHIVE DATA_FILE [--sentences 400] [--min-words 5]
 
-Reads the first `--sentences` sentences of DATA_FILE with the archive's own dataset reader, runs the
-model on them, and over the sentences of at least `--min-words` words prints the mean of
-
-- entropy(a) / log n: 1.000 when the weights are uniform, lower when some words get more weight;
-- max_i a_i x n: 1.00 when uniform, n when all the weight is on one word.
-
-An untrained attention (or one whose parameters get no gradient) stays at 1.000 / 1.00.
+Over the first `--sentences` sentences of at least `--min-words` words, the mean of entropy(a) / log n
+(1.000 when uniform) and of max_i a_i x n (1.00 when uniform, n when all the weight is on one word).
 """
 
 import argparse

@@ -1,20 +1,16 @@
 #!/usr/bin/env python
 """
 Calibration of span confidences on CoNLL-2003: for each trained archive, fits the temperatures on dev
-(`allennlp calibrate`'s code: span and sequence objective, one or two temperatures), then scores the
-span confidences of the archive and of the four calibrated archives on test: span F1 (unchanged by
-design), ECE over 10 equal-count bins (`span_ece`) and over the fixed bins 0, 0.5, 0.6, 0.7, 0.8, 0.9,
-0.95, 0.99, 1, the Brier score, the precision of the 80% and 90% most confident spans, and, as a
-diagnosis, the ECE with one temperature fitted on test itself ("oracle").
+(`allennlp calibrate`'s code: span and sequence objective, one or two temperatures), then scores on test
+the archive and the four calibrated archives: span F1 (unchanged by design), ECE (10 equal-count bins
+and the fixed bins of `EDGES`), Brier score, precision of the 80% and 90% most confident spans, and the
+ECE with one temperature fitted on test itself ("oracle").
 
     .venv/bin/python benchmarks/calibration_benchmark.py --record calibration \
         --archive bilstm_crf:1=runs/reproduce/bilstm_crf-conll2003-1/model/model.tar.gz
 
-`--overrides NAME=JSON` loads an archive with config overrides.  `--seen-words TRAIN_FILE` also splits
-the test spans of each archive calibrated by default (span objective, one temperature) by whether
-every word of the span occurs in TRAIN_FILE ("seen") or not ("unseen").  The calibrated archives go to
-`--output-dir` (default `runs/calibration/<timestamp>`); `--record TABLE` adds the rows to
-docs/results/TABLE.jsonl and docs/RESULTS.md.
+`--seen-words TRAIN_FILE` splits the test spans of the default calibration by whether all their words
+occur in TRAIN_FILE.  Calibrated archives go to `--output-dir` (default `runs/calibration/<timestamp>`).
 """
 
 import argparse
@@ -114,21 +110,12 @@ def seen_words(archive_file: str, data_file: str, seen: Set[str]) -> Dict[str, D
 def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any]:
     print(f"=== {name}: {archive_file}", flush=True)
     variants: Dict[str, Dict[str, Any]] = {}
+    options = {"archive_file": archive_file, "input_file": args.dev, "overrides": overrides}
     for objective, count in VARIANTS:
         key = f"{objective} {count}"
         output_file = os.path.join(args.output_dir, f"{name.replace(':', '-')}.{objective}{count}.tar.gz")
-        report = calibrate(
-            argparse.Namespace(
-                archive_file=archive_file,
-                input_file=args.dev,
-                output_file=output_file,
-                temperatures=count,
-                objective=objective,
-                batch_size=64,
-                cuda_device=-1,
-                overrides=overrides,
-            )
-        )
+        chosen = {"output_file": output_file, "temperatures": count, "objective": objective}
+        report = calibrate(argparse.Namespace(**options, **chosen, batch_size=64, cuda_device=-1))
         variants[key] = {
             "temperatures": report["temperatures"],
             "objectives": report["objectives"],
@@ -199,7 +186,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.seen = (
         {word for words in harness.read_sentences(args.seen_words) for word in words} if args.seen_words else set()
     )
-    raw_argv = list(sys.argv[1:] if argv is None else argv)
     started = datetime.datetime.now()
     args.output_dir = args.output_dir or os.path.join(harness.REPO_ROOT, f"runs/calibration/{started:%Y%m%d-%H%M%S}")
     os.makedirs(args.output_dir, exist_ok=True)
@@ -208,14 +194,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         run_one(name, path, overrides.get(name, ""), args) for name, path in named(args.archive, "--archive").items()
     ]
     rows = [row(result) for result in measured]
-    with open(os.path.join(args.output_dir, "results.json"), "w") as handle:
-        json.dump(measured, handle, indent=1)
+    harness.write_json(os.path.join(args.output_dir, "results.json"), measured)
     print(results.markdown_row(COLUMNS))
     for cells in rows:
         print(results.markdown_row([cells[column] for column in COLUMNS]))
     if args.record:
         note = (
-            f"- {started:%Y-%m-%d %H:%M}: `{harness.command_line(__file__, raw_argv)}`; dev "
+            f"- {started:%Y-%m-%d %H:%M}: `{harness.command_line(__file__, argv)}`; dev "
             f"`{harness.display_path(args.dev)}`, test `{harness.display_path(args.test)}`. Machine: "
             f"{harness.machine_description()}. Wall time {datetime.datetime.now() - started}."
         )

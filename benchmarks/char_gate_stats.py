@@ -4,9 +4,6 @@ What a trained `char_gated` embedder does on a data file: the mean gate z, the s
 features near 0 or 1, the OOV share and the mean cos(x, m) between word and character vectors.
 
     .venv/bin/python benchmarks/char_gate_stats.py ARCHIVE "../shared/data/conll2000/train.txt?held_out=9"
-
-ARCHIVE is a model trained with `training_config/char_gated_tagger.jsonnet` (the embedder
-under `text_field_embedder` key "tokens", `combination: "gate"`).
 """
 
 import argparse

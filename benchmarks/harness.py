@@ -1,8 +1,8 @@
 """
 What the scripts of this folder share: the repository's paths, `allennlp train` in a subprocess,
-reading allennlp's `training_duration`, the command line and machine of a run for its note, and the
-words of a CoNLL file's sentences.  The scripts import it as `harness` (fairscale owns the top-level
-name `benchmarks`); those in `speed/` put this folder on `sys.path` first.
+reading allennlp's `training_duration`, the command line and machine of a run for its note, CoNLL
+sentences and prefixes, batches, JSON files and timed passes.  The scripts import it as `harness`
+(fairscale owns the top-level name `benchmarks`); those in `speed/` put this folder on `sys.path` first.
 """
 
 import json
@@ -11,7 +11,8 @@ import platform
 import shlex
 import subprocess
 import sys
-from typing import Any, Dict, List, Optional
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
@@ -45,9 +46,10 @@ def display_path(path: str) -> str:
     return relative if len(relative) < len(path) else path
 
 
-def command_line(script: str, argv: List[str]) -> str:
-    """The command that ran, with paths inside the repository relative to its root."""
+def command_line(script: str, argv: Optional[List[str]] = None) -> str:
+    """The command that ran (`argv`, default this process's), with paths inside the repository relative to its root."""
     python = os.path.relpath(sys.executable, REPO_ROOT) if sys.executable.startswith(REPO_ROOT) else sys.executable
+    argv = sys.argv[1:] if argv is None else argv
     return shlex.join([python, os.path.relpath(os.path.abspath(script), REPO_ROOT), *argv])
 
 
@@ -70,3 +72,89 @@ def read_sentences(path: str, count: Optional[int] = None) -> List[List[str]]:
     if count is not None and len(sentences) < count:
         raise ValueError(f"{path} has only {len(sentences)} sentences.")
     return sentences[:count]
+
+
+def train_or_exit(config: str, directory: str, overrides: Dict[str, Any], env=None, package="nerzoo") -> str:
+    """`train`, ending the script when it fails; the archive."""
+    if train(config, directory, overrides, env, package):
+        raise SystemExit(f"{config}: allennlp train failed, see {directory}.log")
+    return os.path.join(directory, "model.tar.gz")
+
+
+def thread_env(threads: int, **variables: str) -> Dict[str, str]:
+    """This process's environment with `threads` OpenMP and MKL threads and `variables`, for `train`."""
+    return dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), **variables)
+
+
+def set_threads(threads: Optional[int]) -> None:
+    """torch's threads, unless `threads` is None (torch's default)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def read_json(path: str) -> Any:
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def write_json(path: str, value: Any) -> None:
+    with open(path, "w") as handle:
+        json.dump(value, handle, indent=1)
+
+
+def batches(items: List[Any], size: int) -> List[List[Any]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def padded(rows: List[Any]):
+    """The rows of a batch as one tensor padded with 0, `(batch_size, longest)`, and its mask."""
+    import torch
+
+    tensors = [torch.as_tensor(row) for row in rows]
+    mask = torch.arange(max(len(row) for row in tensors)) < torch.tensor([[len(row)] for row in tensors])
+    return torch.nn.utils.rnn.pad_sequence(tensors, batch_first=True), mask
+
+
+def timed_passes(
+    runs: Dict[str, Callable[[], Any]], passes: int, alternate: bool = False, synchronize=lambda: None
+) -> Tuple[Dict[str, List[float]], Dict[str, Any]]:
+    """Seconds of each of `passes` passes of each run, in turn (the order reversed every other pass
+    with `alternate`; `synchronize` before and after each), and each run's last result."""
+    seconds: Dict[str, List[float]] = {name: [] for name in runs}
+    results: Dict[str, Any] = {}
+    for number in range(passes):
+        order = list(runs.items())
+        for name, run in order[::-1] if alternate and number % 2 else order:
+            synchronize()
+            started = time.perf_counter()
+            results[name] = run()
+            synchronize()
+            seconds[name].append(time.perf_counter() - started)
+    return seconds, results
+
+
+def write_prefix(source: str, count: int, target: str, documents: bool = True) -> List[List[str]]:
+    """Writes the first `count` sentences of a CoNLL file (all it has, if fewer) to `target`, its
+    -DOCSTART- lines kept with `documents`: their words."""
+    kept: List[str] = []
+    words: List[List[str]] = []
+    in_sentence = False
+    with open(source, encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("-DOCSTART-"):
+                kept += [line] if documents else []
+            elif line.strip():
+                words += [] if in_sentence else [[]]
+                words[-1].append(line.split()[0])
+                kept.append(line)
+                in_sentence = True
+            elif in_sentence or documents:
+                kept.append(line)
+                if in_sentence and len(words) == count:
+                    break
+                in_sentence = False
+    with open(target, "w", encoding="utf-8") as out:
+        out.writelines(kept)
+    return words

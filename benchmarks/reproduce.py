@@ -1,22 +1,15 @@
 #!/usr/bin/env python
 """
 Trains models until their dev score stops improving, one run per MODEL:DATASET:SEED, and prints one
-results row per run: the one accuracy protocol of nerzoo's results.
+results row per run: the one accuracy protocol of nerzoo's results (benchmarks/README.md).
 
     .venv/bin/python benchmarks/reproduce.py --threads 1 --max-epochs 50 --output-root runs/X --runs bilstm_crf:conll2003:1
 
-MODEL is a name of MODELS below (a config and its overrides); DATASET a data set of
-training_config/data.libsonnet (`conll2003`, `uner_ewt`, `conll2000_chunking`, `conll2000_pos`,
-`ewt_upos`; `fixtures` for a smoke test), given to `allennlp train CONFIG --include-package nerzoo`
-as NERZOO_DATA (its files, its reader, GloVe 6B 50d).  Each run sets `trainer.patience` (default 5),
-`trainer.num_epochs` as a cap (`--max-epochs`, default 60; models with `"schedule"`, whose learning
-rate decays over the config's epochs, keep the config's), the three seeds to SEED, and evaluates the
-test set with the best epoch's weights; nothing else of the config changes.  POS taggers are scored
-by token accuracy.  The FOFE-NER second pass reads the first pass of the same data and seed in the
-same `--output-root` (default runs/reproduce), where each run writes `<model>-<dataset>-<seed>/`
-(`model/`, `train.log`, `result.json` with the config and overrides).  `--table` prints the table
-of the finished runs there, `--record TABLE` adds the rows to docs/results/TABLE.jsonl and
-docs/RESULTS.md, and `--overrides` changes every run of a batch (keep it apart with `--output-root`).
+MODEL is a name of MODELS below, DATASET one of training_config/data.libsonnet (NERZOO_DATA).  Each
+run sets `trainer.patience`, caps `trainer.num_epochs` (not for models with `"schedule"`), sets the
+three seeds to SEED and scores test with the best epoch's weights (POS taggers by token accuracy).
+Each run writes `<model>-<dataset>-<seed>/` (`model/`, `train.log`, `result.json`) in `--output-root`,
+where the FOFE-NER second pass finds its first pass.
 """
 
 import argparse
@@ -113,9 +106,7 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
     run_dir = os.path.join(args.output_root, f"{name}-{dataset_name}-{seed}")
     serialization_dir = os.path.join(run_dir, "model")
     os.makedirs(run_dir, exist_ok=True)
-    env = dict(
-        os.environ, NERZOO_DATA=dataset_name, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads)
-    )
+    env = harness.thread_env(args.threads, NERZOO_DATA=dataset_name)
     if model.get("first_pass"):
         archive = os.path.join(args.output_root, f"{model['first_pass']}-{dataset_name}-{seed}", "model/model.tar.gz")
         if not os.path.exists(archive):
@@ -123,20 +114,16 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
         env["FOFE_FIRST_PASS"] = archive
     overrides = overrides_for(model, args, seed)
     started = time.time()
-    returncode = harness.train(
-        model["config"], serialization_dir, overrides, env, log=os.path.join(run_dir, "train.log")
-    )
+    returncode = harness.train(model["config"], serialization_dir, overrides, env, log=f"{run_dir}/train.log")
     wall = time.time() - started
     metric = model.get("metric", "f1-measure-overall")
     result: Dict[str, Any] = {"model": name, "dataset": dataset_name, "seed": seed, "wall_s": round(wall)}
     result.update(metric=metric, returncode=returncode, threads=args.threads, config=model["config"])
-    result.update(
-        overrides={**model.get("overrides", {}), **args.overrides}, patience=args.patience, max_epochs=args.max_epochs
-    )
+    result.update(overrides={**model.get("overrides", {}), **args.overrides}, patience=args.patience)
+    result.update(max_epochs=args.max_epochs)
     metrics_path = os.path.join(serialization_dir, "metrics.json")
     if returncode == 0 and os.path.exists(metrics_path):
-        with open(metrics_path) as handle:
-            metrics = json.load(handle)
+        metrics = harness.read_json(metrics_path)
         result.update(
             epochs=metrics.get("epoch", -1) + 1,
             best_epoch=metrics.get("best_epoch", -1) + 1,
@@ -144,8 +131,7 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
             dev=100 * metrics[f"best_validation_{metric}"],
             test=100 * metrics[f"test_{metric}"],
         )
-    with open(os.path.join(run_dir, "result.json"), "w") as handle:
-        json.dump(result, handle, indent=1)
+    harness.write_json(os.path.join(run_dir, "result.json"), result)
     if returncode != 0:
         print(f"{name}:{dataset_name}:{seed} failed, see {os.path.join(run_dir, 'train.log')}", flush=True)
     return result
@@ -171,9 +157,7 @@ def table_rows(runs: List[Dict[str, Any]]) -> Tuple[List[str], List[Dict[str, st
 
 
 def table(runs: List[Dict[str, Any]]) -> str:
-    columns, rows = table_rows(runs)
-    lines = [results.markdown_row(columns), "|" + "---|" * len(columns)]
-    return "\n".join(lines + [results.markdown_row([row[column] for column in columns]) for row in rows])
+    return "\n".join(results.markdown_table(*table_rows(runs)))
 
 
 def record(table_name: str, runs: List[Dict[str, Any]], argv: List[str]) -> None:
@@ -206,8 +190,7 @@ def main() -> int:
     finished = []
     for folder in sorted(os.listdir(args.output_root)) if args.table else []:
         if os.path.exists(path := os.path.join(args.output_root, folder, "result.json")):
-            with open(path) as handle:
-                finished.append(dict(json.load(handle), **label))
+            finished.append(dict(harness.read_json(path), **label))
     for spec in [] if args.table else filter(None, ",".join(args.runs).split(",")):
         name, dataset_name, seed = spec.split(":")
         if name not in MODELS or dataset_name not in DATASETS:

@@ -2,11 +2,10 @@
 """
 Benchmark results as JSON lines, and the tables of docs/RESULTS.md rendered from them.
 
-A run appends one record (one JSON object per line) to `docs/results/<table>.jsonl`: `columns` and
-`rows` (the table as shown), optionally `results` (the raw figures) and `note` (markdown under the
-table), `command`, `started`.  In docs/RESULTS.md each table is the block between
-`<!-- rows: TABLE -->` and `<!-- /rows: TABLE -->`, rendered from its records (the columns of the
-last record, every record's rows in order, then "Runs:" and the notes); the prose around is by hand.
+A run appends one record to `docs/results/<table>.jsonl`: `columns` and `rows`, optionally `results`,
+`note` (markdown under the table), `command`, `started`.  Each table of docs/RESULTS.md is the block
+between `<!-- rows: TABLE -->` and `<!-- /rows: TABLE -->`: the columns of the last record, every
+record's rows, then "Runs:" and the notes.
 
     .venv/bin/python benchmarks/results.py            re-renders docs/RESULTS.md from docs/results/
     .venv/bin/python benchmarks/results.py --check    exits 1 when docs/RESULTS.md differs from them
@@ -42,14 +41,17 @@ def markdown_row(cells: List[str]) -> str:
     return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
 
 
+def markdown_table(columns: List[str], rows: List[Dict[str, str]]) -> List[str]:
+    """The lines of a markdown table of `rows` (by column, "n/a" where one is missing)."""
+    lines = [markdown_row(columns), "|" + "---|" * len(columns)]
+    return lines + [markdown_row([row.get(column, "n/a") for column in columns]) for row in rows]
+
+
 def render_block(table: str, records: List[Dict[str, Any]]) -> str:
     """The generated block of `table` (markers included) from its records."""
     lines = [f"<!-- rows: {table} -->"]
     if records:
-        columns = records[-1]["columns"]
-        lines += [markdown_row(columns), "|" + "---|" * len(columns)]
-        for record in records:
-            lines += [markdown_row([row.get(column, "n/a") for column in columns]) for row in record["rows"]]
+        lines += markdown_table(records[-1]["columns"], [row for record in records for row in record["rows"]])
         notes = [record["note"].rstrip("\n") for record in records if record.get("note")]
         if notes:
             lines += ["", "Runs:"]
@@ -71,13 +73,7 @@ def write_atomically(path: str, text: str) -> None:
     os.replace(temporary, path)
 
 
-def append_run(
-    results_path: str,
-    table: str,
-    record: Dict[str, Any],
-    heading: Optional[str] = None,
-    intro: str = "",
-) -> None:
+def append_run(results_path: str, table: str, record: Dict[str, Any], heading: Optional[str] = None, intro="") -> None:
     """
     Appends `record` (with at least "columns" and "rows") to the table's JSON-lines file and re-renders
     the results file. A table the results file does not show yet gets a section at its end (`heading`,
@@ -106,11 +102,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     with open(args.results, encoding="utf-8") as handle:
         text = handle.read()
     new_text = rendered(args.results, text)
-    if not args.check:
+    if new_text == text or not args.check:
         if new_text != text:
             write_atomically(args.results, new_text)
-        return 0
-    if new_text == text:
         return 0
     diff = difflib.unified_diff(text.splitlines(), new_text.splitlines(), args.results, "rendered", lineterm="")
     print("\n".join(list(diff)[:40]), file=sys.stderr)

@@ -1,10 +1,8 @@
 #!/usr/bin/env python
 """
 What the span calibration metric (`span_ece`, `span_brier`) costs a CRF tagger during validation:
-one evaluation pass over DATA_FILE with the head's `calibration_metrics` off and one with it on
-(forward-backward on every batch), alternated `--repeats` times, the median of each; the difference is
-compared with the mean epoch time of the archive's own training (`training_duration` / epochs in the
-`metrics.json` beside the archive, validation included).
+evaluation passes with the head's `calibration_metrics` off and on, alternated `--repeats` times, the
+medians' difference against the mean epoch time in the `metrics.json` beside the archive.
 
     .venv/bin/python benchmarks/speed/calibration_metric_cost.py \\
         runs/converged/bilstm_crf-conll2003-1/model/model.tar.gz ../shared/data/conll2003/eng.testa

@@ -8,19 +8,15 @@ characters only, in one run, like for like.
         [--dev-sentences 500] [--epochs 3] [--threads 1] [--fine-tune] [--record contextual_speed]
 
 Rows: `training_config/MODEL.jsonnet`; `MODEL_contextual.jsonnet` as is, with `cache_size_mb: 0`,
-with a frozen random table as wide as the transformer in its place (the wider layers, vectors for
-free), and with `--fine-tune` `train_parameters: true`. Each, with its own optimiser, trains `--epochs`
-epochs on the first `--train-sentences` sentences of eng.train and `--dev-sentences` of eng.testa
-(CoNLL-2003, GloVe 6B 50d); an epoch's time is the trainer's (training, validation, checkpoint).  Each
-archive then tags eng.testb's first `--dev-sentences` sentences four times in one process (batches of
-64): the first pass fills the cache, the best later one is shown.  Transformer: TRANSFORMER_MODEL.
+with a frozen random table as wide as the transformer in its place, and with `--fine-tune`
+`train_parameters: true`.  Each trains on the first sentences of eng.train and eng.testa (an epoch's
+time is the trainer's), then tags eng.testb's first `--dev-sentences` four times in one process: the
+first pass fills the cache, the best later one is shown.
 """
 
 import argparse
-import json
 import os
 import sys
-import time
 from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
@@ -30,21 +26,10 @@ import results  # noqa: E402
 CONLL = os.path.join(harness.SHARED_DATA, "conll2003")
 
 
-def first_sentences(source: str, count: int, target: str) -> List[List[str]]:
-    """Writes the first `count` sentences of a CoNLL-2003 file to `target`; returns their words."""
-    with open(source, encoding="utf-8") as handle:
-        blocks = [block.strip("\n") for block in handle.read().split("\n\n")]
-    blocks = [block for block in blocks if block and not block.startswith("-DOCSTART-")][:count]
-    with open(target, "w", encoding="utf-8") as handle:
-        handle.write("".join(block + "\n\n" for block in blocks))
-    return [[line.split()[0] for line in block.splitlines()] for block in blocks]
-
-
 def epoch_seconds(serialization_dir: str) -> List[float]:
     durations, epoch = [], 0
     while os.path.exists(path := os.path.join(serialization_dir, f"metrics_epoch_{epoch}.json")):
-        with open(path) as handle:
-            durations.append(harness.parse_duration(json.load(handle)["training_duration"]))
+        durations.append(harness.parse_duration(harness.read_json(path)["training_duration"]))
         epoch += 1
     return [later - earlier for earlier, later in zip([0.0] + durations, durations)]
 
@@ -56,14 +41,9 @@ def prediction_passes(archive: str, sentences: List[List[str]], threads: int, pa
 
     torch.set_num_threads(threads)
     predictor = Predictor.from_path(archive, "sequence_tagger")
-    inputs = [{"tokens": words} for words in sentences]
-    seconds = []
-    for _ in range(passes):
-        started = time.perf_counter()
-        for start in range(0, len(inputs), 64):
-            predictor.predict_batch_json(inputs[start : start + 64])
-        seconds.append(time.perf_counter() - started)
-    return seconds
+    batches = harness.batches([{"tokens": words} for words in sentences], 64)
+    run = {"predict": lambda: [predictor.predict_batch_json(batch) for batch in batches]}
+    return harness.timed_passes(run, passes)[0]["predict"]
 
 
 WIDTH_CONTROL = """local config = import "%(root)s/training_config/%(model)s_contextual.jsonnet";
@@ -112,14 +92,11 @@ def main(argv=None) -> int:
     os.makedirs(args.output_root, exist_ok=True)
     train = os.path.join(args.output_root, "train.txt")
     dev = os.path.join(args.output_root, "dev.txt")
-    first_sentences(os.path.join(CONLL, "eng.train"), args.train_sentences, train)
-    first_sentences(os.path.join(CONLL, "eng.testa"), args.dev_sentences, dev)
-    test_words = first_sentences(
-        os.path.join(CONLL, "eng.testb"), args.dev_sentences, os.path.join(args.output_root, "test.txt")
-    )
-    env = dict(
-        os.environ, NERZOO_DATA="conll2003", OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads)
-    )
+    test = os.path.join(args.output_root, "test.txt")
+    harness.write_prefix(os.path.join(CONLL, "eng.train"), args.train_sentences, train, documents=False)
+    harness.write_prefix(os.path.join(CONLL, "eng.testa"), args.dev_sentences, dev, documents=False)
+    test_words = harness.write_prefix(os.path.join(CONLL, "eng.testb"), args.dev_sentences, test, documents=False)
+    env = harness.thread_env(args.threads, NERZOO_DATA="conll2003")
     plain = f"training_config/{args.model}.jsonnet"
     contextual = f"training_config/{args.model}_contextual.jsonnet"
     transformer = "model.text_field_embedder.token_embedders.transformer"
@@ -140,21 +117,17 @@ def main(argv=None) -> int:
         overrides = {"train_data_path": train, "validation_data_path": dev, "test_data_path": None, **extra}
         overrides.update({"evaluate_on_test": False, "trainer.num_epochs": args.epochs, "trainer.patience": None})
         run_dir = os.path.join(args.output_root, label.replace(" ", "_").replace(",", "").replace("+", "plus"))
-        if harness.train(config, run_dir, overrides, env):
-            raise SystemExit(f"{label}: allennlp train failed, see {run_dir}.log")
+        archive = harness.train_or_exit(config, run_dir, overrides, env)
         epochs = epoch_seconds(run_dir)
-        passes = prediction_passes(os.path.join(run_dir, "model.tar.gz"), test_words, args.threads)
+        passes = prediction_passes(archive, test_words, args.threads)
         measured.append({"label": label, "config": config, "epochs_s": epochs, "predict_s": passes})
         print(label, [round(s, 1) for s in epochs], [round(s, 2) for s in passes], flush=True)
 
     columns, table_rows = table(args.model, measured)
-    print(results.markdown_row(columns))
-    print("|" + "---|" * len(columns))
-    for row in table_rows:
-        print(results.markdown_row([row[column] for column in columns]))
+    print("\n".join(results.markdown_table(columns, table_rows)))
     if args.record:
         entry = {
-            "command": harness.command_line(__file__, sys.argv[1:] if argv is None else argv),
+            "command": harness.command_line(__file__, argv),
             "columns": columns,
             "rows": table_rows,
             "results": measured,

@@ -1,16 +1,14 @@
 #!/usr/bin/env python
 """
 The CRF head's per-batch work, nerzoo's batched code against allennlp's, in one run: Viterbi
-(`viterbi_decode` vs `ConditionalRandomField.viterbi_tags`, both ending in lists of tag ids), the
-likelihood forward + backward (`crf_log_likelihood` vs `ConditionalRandomField.forward`), and the
-training metrics (`TagDecoder.update_metrics` on tensors vs ids to labels, `ConllSpanF1` on label
-lists and `CategoricalAccuracy`).
+(`viterbi_decode` vs `ConditionalRandomField.viterbi_tags`), the likelihood forward + backward
+(`crf_log_likelihood` vs `ConditionalRandomField.forward`), and the training metrics
+(`TagDecoder.update_metrics` vs `ConllSpanF1` on label lists and `CategoricalAccuracy`).
 
     .venv/bin/python benchmarks/speed/crf_speed.py [--data ../shared/data/conll2003/eng.train] [--batches 100]
 
-Batches of `--batch-size` consecutive sentences (BIOUL tags of CoNLL-2003), random logits (seeded),
-a constrained CRF with start/end transitions.  The variants alternate batch by batch; the medians of
-three passes are printed with `speedup` (allennlp / nerzoo: above 1, nerzoo is faster).
+Batches of consecutive sentences' BIOUL tags, random logits, a constrained CRF.  The variants alternate
+batch by batch; the medians of three passes are printed with `speedup` (allennlp / nerzoo).
 """
 
 import argparse

@@ -6,15 +6,12 @@ against allennlp-models' `crf_tagger` built like it, in one run: the ratios are 
     .venv/bin/python benchmarks/speed/crf_tagger_reference.py --data conll2003 --epochs 3 --threads 1
     .venv/bin/python benchmarks/speed/crf_tagger_reference.py --data fixtures --epochs 1   # smoke test
 
-The reference (`make install-bench`) is allennlp-models' `crf_tagger` (BIOUL, constrained decoding)
-on allennlp's `conll2003` reader, with the nerzoo config's token indexers, embedder, encoder, dropout,
-vocabulary, data loaders (the same bucketed batches) and trainer, nerzoo's faster components spelled
-as the allennlp components they equal (`fast_lstm` as `lstm`, ...); nerzoo's dropout stays
-variational, crf_tagger's plain.  Both train `--epochs` epochs (patience off) on the data set `--data`
-(NERZOO_DATA) with `--threads` threads; train sentences/s is sentences x epochs / the trainer's
-`training_duration` (validation included).  Both archives then predict the validation sentences
-(words only, batches of 64, `forward_on_instances`) in this process, alternately, three passes each
-after a warm-up batch; the fastest pass counts.  Output: `--output-dir` (default runs/crf_tagger_reference/).
+The reference (`make install-bench`): allennlp-models' `crf_tagger` (BIOUL, constrained decoding) on
+allennlp's `conll2003` reader, with everything else of the nerzoo config, its faster components spelled
+as the allennlp ones they equal (`fast_lstm` as `lstm`, ...).  Both train `--epochs` epochs (patience
+off); train sentences/s is sentences x epochs / `training_duration` (validation included).  Both then
+predict the validation words (batches of 64, `forward_on_instances`), alternately, the fastest of
+three passes after a warm-up batch.  Output: `--output-dir` (default runs/crf_tagger_reference/).
 """
 
 import argparse
@@ -23,7 +20,6 @@ import importlib.util
 import json
 import os
 import sys
-import time
 from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/: harness
@@ -77,12 +73,10 @@ def train(name: str, config: str, overrides: Dict[str, Any], package: str, args,
     """`allennlp train` in a subprocess; its archive and the trainer's figures."""
     serialization_dir = os.path.join(args.output_dir, name)
     print(f"=== {name}: training ({serialization_dir}.log)", flush=True)
-    if harness.train(config, serialization_dir, overrides, env, package):
-        raise SystemExit(f"{name}: allennlp train failed, see {serialization_dir}.log")
-    with open(os.path.join(serialization_dir, "metrics.json")) as handle:
-        metrics = json.load(handle)
+    archive = harness.train_or_exit(config, serialization_dir, overrides, env, package)
+    metrics = harness.read_json(os.path.join(serialization_dir, "metrics.json"))
     return {
-        "archive": os.path.join(serialization_dir, "model.tar.gz"),
+        "archive": archive,
         "epochs": metrics["epoch"] + 1,
         "seconds": harness.parse_duration(metrics["training_duration"]),
         "dev_f1": 100 * metrics["best_validation_f1-measure-overall"],
@@ -106,16 +100,13 @@ def prediction_seconds(archives: Dict[str, str], data_path: str, passes: int = 3
         instances = [reader.text_to_instance(w if name == "nerzoo" else [Token(word) for word in w]) for w in words]
         for instance in instances:
             reader.apply_token_indexers(instance)
-        batches[name] = [instances[start : start + BATCH_SIZE] for start in range(0, len(instances), BATCH_SIZE)]
+        batches[name] = harness.batches(instances, BATCH_SIZE)
         models[name].forward_on_instances(batches[name][0])  # warm-up
-    seconds: Dict[str, List[float]] = {name: [] for name in archives}
-    for _ in range(passes):
-        for name in archives:
-            started = time.perf_counter()
-            for batch in batches[name]:
-                models[name].forward_on_instances(batch)
-            seconds[name].append(time.perf_counter() - started)
-    return seconds, len(instances)
+    runs = {
+        name: lambda name=name: [models[name].forward_on_instances(batch) for batch in batches[name]]
+        for name in archives
+    }
+    return harness.timed_passes(runs, passes)[0], len(instances)
 
 
 def main() -> int:
@@ -133,8 +124,7 @@ def main() -> int:
         harness.REPO_ROOT, f"runs/crf_tagger_reference/{started:%Y%m%d-%H%M%S}"
     )
     os.makedirs(args.output_dir, exist_ok=True)
-    threads = str(args.threads)
-    env = dict(os.environ, NERZOO_DATA=args.data, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+    env = harness.thread_env(args.threads, NERZOO_DATA=args.data)
     import torch
     from allennlp.common.params import Params
 
@@ -165,9 +155,9 @@ def main() -> int:
     nerzoo, ref = (trained[name] for name in ("nerzoo", "reference"))
     ratios = [nerzoo[key] / ref[key] for key in ("train_sentences_per_second", "predict_sentences_per_second")]
     print(f"nerzoo / reference: training {ratios[0]:.2f}x, prediction {ratios[1]:.2f}x")
-    print(f"{harness.command_line(__file__, sys.argv[1:])}; {harness.machine_description()}")
-    with open(os.path.join(args.output_dir, "results.json"), "w") as handle:
-        json.dump({"runs": trained, "predict_seconds": predict, "train_sentences": train_sentences}, handle, indent=1)
+    print(f"{harness.command_line(__file__)}; {harness.machine_description()}")
+    results = {"runs": trained, "predict_seconds": predict, "train_sentences": train_sentences}
+    harness.write_json(os.path.join(args.output_dir, "results.json"), results)
     return 0
 
 

@@ -5,21 +5,15 @@ Speed of the FOFE-NER word features of every candidate fragment, computed in pre
     .venv/bin/python benchmarks/speed/fofe_span_speed.py [--sentences 2000] [--max-width 7] [--dim 64]
         [--batch-size 32] [--alpha 0.5] [--threads N] [--data ../shared/data/conll2003/eng.train]
 
-The first `--sentences` sentences of `--data`, words embedded by a random float32 table (`--seed`).
-For every fragment `x_i .. x_{j-1}` of at most `--max-width` words, FOFE-NER's five word codes (Xu
-2017, §5.2.1-5.2.2): its bag of words, the left context with and without it, the right context
-with and without it.  A (nerzoo): per batch of `--batch-size` sentences, the model's own
-`word_codes` (prefix codes) and `span_features` (gathers for all fragments at once).  B
-(reference): each code of each fragment as one weighted sum over its own slice.  The script checks
-that A and B agree, times A three times (the best counts) and B once, and ends with `speedup: <B / A>x`.
-Run it on an idle machine (the load average is printed): torch's threads in A wait on each other
-when another process is busy on the cores.
+Words embedded by a random table; for every fragment of at most `--max-width` words, FOFE-NER's five
+word codes (Xu 2017, 5.2.1-5.2.2).  A: the model's `word_codes` and `span_features` per batch.  B: each
+code as one weighted sum over its own slice.  Checks that they agree, times A three times (the best
+counts) and B once, and ends with `speedup: <B / A>x`.  Run it on an idle machine.
 """
 
 import argparse
 import os
 import sys
-import time
 from typing import List, Tuple
 
 import torch
@@ -44,10 +38,8 @@ def fragments(length: int, max_width: int) -> List[Span]:
 def method_a(embedded: List[torch.Tensor], alpha: float, max_width: int, batch_size: int) -> torch.Tensor:
     """FOFE-NER's own path (`word_codes`, `span_features`), batched: `(num_fragments, 5 * dim)`."""
     outputs = []
-    for first in range(0, len(embedded), batch_size):
-        sentences = embedded[first : first + batch_size]
-        inputs = torch.nn.utils.rnn.pad_sequence(sentences, batch_first=True)
-        mask = torch.arange(inputs.size(1)) < torch.tensor([[x.size(0)] for x in sentences])
+    for sentences in harness.batches(embedded, batch_size):
+        inputs, mask = harness.padded(sentences)
         starts, ends, keep = enumerate_spans(mask, max_width)
         spans = FlatSpans.where(keep, starts, ends)
         outputs.append(span_features([word_codes(inputs, mask, alpha)], None, spans, alpha, alpha))
@@ -86,10 +78,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     args = parser.parse_args()
-
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-
+    harness.set_threads(args.threads)
     torch.manual_seed(args.seed)
     sentences = harness.read_sentences(args.data, args.sentences)
     vocabulary = {word: index for index, word in enumerate(sorted({w for words in sentences for w in words}))}
@@ -112,15 +101,12 @@ def main() -> None:
 
     with torch.no_grad():
         method_a(embedded, args.alpha, args.max_width, args.batch_size)  # warm-up
-        a_times = []
-        for _ in range(3):
-            started = time.perf_counter()
-            features_a = method_a(embedded, args.alpha, args.max_width, args.batch_size)
-            a_times.append(time.perf_counter() - started)
+        times, features = harness.timed_passes(
+            {"A": lambda: method_a(embedded, args.alpha, args.max_width, args.batch_size)}, 3
+        )
         method_b(embedded[:50], spans[:50], args.alpha)  # warm-up
-        started = time.perf_counter()
-        features_b = method_b(embedded, spans, args.alpha)
-        b_time = time.perf_counter() - started
+        b_times, b_features = harness.timed_passes({"B": lambda: method_b(embedded, spans, args.alpha)}, 1)
+    a_times, features_a, b_time, features_b = times["A"], features["A"], b_times["B"][0], b_features["B"]
 
     assert features_a.shape == features_b.shape == (num_spans, NUM_FEATURES * args.dim)
     difference = (features_a - features_b).abs().max().item()

@@ -1,38 +1,24 @@
 #!/usr/bin/env python
 """
 Training and prediction speed on one GPU, in one process: `bilstm_crf` with the recipe's batches
-and with the GPU recipe, allennlp-models' `crf_tagger` built like it, and `deptree_ner`, each in
-float32 and with `trainer.use_amp`, every ratio against a row measured in the same run.
+and with the GPU recipe (`bilstm_crf_gpu`), allennlp-models' `crf_tagger` built like it (needs `make
+install-bench`, skipped without it) and `deptree_ner`, each in float32 and with `trainer.use_amp`
+(skipped on the CPU), every ratio against a row measured in the same run.
 
     .venv/bin/python benchmarks/speed/gpu_training.py --data conll2003 --json runs/gpu_training.json
     bash .gpu/run.sh python3 benchmarks/speed/gpu_training.py --data conll2003   # ../shared/gpu/README.md
     .venv/bin/python benchmarks/speed/gpu_training.py --data fixtures --device cpu --epochs 1 \
         --max-sentences 40 --rows bilstm_crf,bilstm_crf_gpu   # smoke test
 
-Rows (`--rows`, `--precisions`), each built with allennlp's `TrainModel.from_params` in this process:
-`crf_tagger` (crf_tagger_reference.py's reference: needs `make install-bench`, skipped without it),
-`bilstm_crf` (training_config/bilstm_crf.jsonnet, batches of 10), `bilstm_crf_gpu` (the GPU recipe,
-training_config/bilstm_crf_gpu.jsonnet: batches of 20), `deptree_ner`
-(training_config/deptree_ner.jsonnet, parsed by spaCy, the parses cached under NERZOO_CACHE).  On the CPU the `use_amp` rows are skipped (allennlp's AMP needs CUDA).
-
-Training: `--epochs` epochs (default 2) of the trainer's `_train_epoch` on the first `--max-sentences`
-sentences of the data set's train file (`--data`, NERZOO_DATA; CoNLL-2003 eng.train has 14,041): the
-loader, forward, backward, clipping, optimiser step, training metrics and progress bar, timed from
-the first batch to the synchronised end of the epoch.  Startup (reading, vocabulary, model) and
-validation are excluded: no validation runs.  Train sentences/s = sentences x epochs / their seconds.
-Prediction with confidences: the model in eval mode over the validation file (words, no gold tags),
-batches of 64 through `Model.forward_on_instances` (forward, `make_output_human_readable`, outputs to
-NumPy), as `allennlp predict` runs it, under `torch.autocast` in the `use_amp` rows; the fastest of
-`--predict-passes` passes after a warm-up batch counts.  nerzoo's taggers add tag and span confidences
-(forward-backward); `crf_tagger` has none and gives its Viterbi tags only.
-
-Budget on an H200, from the seconds of an eng.train epoch with validation before any speed-up
-(bilstm_crf 21, use_amp 25; batches of 256 4, of 64 ~6; crf_tagger 48; deptree_ner 33): 8 rows x 2
-epochs of all of eng.train would train ~7 min, ~10 with startup and prediction.  The default prefix
-of 5,000 sentences (36%) trains ~2.5 min, the rows build in ~1 min (deptree_ner's spaCy parses of
-8,250 sentences, once), prediction ~1 min, imports 15 s: ~5 min.
-`--budget` (default 450 s from the start) skips the rows that would start later, and ends a row's
-training after an epoch when the next would pass it; the output says so.
+Each row is built with allennlp's `TrainModel.from_params`.  Training: `--epochs` epochs of the
+trainer's `_train_epoch` on the first `--max-sentences` sentences of the train file, timed from the
+first batch to the synchronised end of the epoch (no startup, no validation); train sentences/s =
+sentences x epochs / their seconds.  Prediction with confidences: the validation words in batches of
+64 through `Model.forward_on_instances`, as `allennlp predict` runs it (under `torch.autocast` in
+the `use_amp` rows), the fastest of `--predict-passes` passes after a warm-up batch; `crf_tagger`
+gives Viterbi tags only.  The defaults take ~5 min on an H200; `--budget` (seconds from the start)
+skips the rows that would start later and ends a row's training after an epoch when the next would
+pass it, and says so.
 """
 
 import argparse
@@ -46,7 +32,7 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 STARTED = time.monotonic()
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,25 +55,6 @@ def row_name(model: str, precision: str) -> str:
     return f"{model} {precision}"
 
 
-def write_prefix(source: str, count: int, target: str) -> Optional[int]:
-    """Writes the first `count` sentences of a CoNLL file (its -DOCSTART- lines kept) to `target`;
-    `None` (nothing written) when the file has no more than `count`."""
-    kept, sentences, in_sentence = [], 0, False
-    with open(source, encoding="utf-8") as handle:
-        for line in handle:
-            kept.append(line)
-            if line.strip():
-                in_sentence = in_sentence or not line.startswith("-DOCSTART-")
-                continue
-            if in_sentence:
-                sentences, in_sentence = sentences + 1, False
-                if sentences == count:
-                    with open(target, "w", encoding="utf-8") as out:
-                        out.writelines(kept)
-                    return count
-    return None
-
-
 def row_params(model: str, overrides: Dict[str, Any], ext_vars: Dict[str, str]) -> Tuple[Any, str]:
     """The row's allennlp params with `overrides`, and what they are."""
     from allennlp.common.params import Params
@@ -104,31 +71,22 @@ def row_params(model: str, overrides: Dict[str, Any], ext_vars: Dict[str, str]) 
     return Params.from_file(config, json.dumps(overrides), ext_vars=ext_vars), config
 
 
-def synchronize(cuda: bool) -> None:
-    if cuda:
-        import torch
+def synchronize(cuda: bool) -> Callable[[], None]:
+    import torch
 
-        torch.cuda.synchronize()
+    return torch.cuda.synchronize if cuda else lambda: None
 
 
 def prediction_seconds(model, instances: List[Any], passes: int, cuda: bool, amp: bool) -> List[float]:
     """Seconds of each pass of `model.forward_on_instances` over `instances` in batches, after a warm-up batch."""
     import torch
 
-    batches = [instances[start : start + PREDICT_BATCH_SIZE] for start in range(0, len(instances), PREDICT_BATCH_SIZE)]
+    batches = harness.batches(instances, PREDICT_BATCH_SIZE)
     model.eval()
-    autocast = torch.autocast("cuda", dtype=torch.float16) if amp else contextlib.nullcontext()
-    seconds = []
-    with autocast:
+    with torch.autocast("cuda", dtype=torch.float16) if amp else contextlib.nullcontext():
         model.forward_on_instances(batches[0])
-        for _ in range(passes):
-            synchronize(cuda)
-            started = time.perf_counter()
-            for batch in batches:
-                model.forward_on_instances(batch)
-            synchronize(cuda)
-            seconds.append(time.perf_counter() - started)
-    return seconds
+        passes_over = {"predict": lambda: [model.forward_on_instances(batch) for batch in batches]}
+        return harness.timed_passes(passes_over, passes, synchronize=synchronize(cuda))[0]["predict"]
 
 
 def run_row(model: str, precision: str, overrides: Dict[str, Any], args, ext_vars, work: str) -> Dict[str, Any]:
@@ -137,7 +95,7 @@ def run_row(model: str, precision: str, overrides: Dict[str, Any], args, ext_var
     from allennlp.common.util import prepare_environment
     from allennlp.data import Instance
 
-    cuda = args.cuda_index >= 0
+    cuda, sync = args.cuda_index >= 0, synchronize(args.cuda_index >= 0)
     overrides = {**overrides, "trainer.cuda_device": args.cuda_index, "trainer.use_amp": precision == "use_amp"}
     params, described = row_params(model, overrides, ext_vars)
     row = {"row": row_name(model, precision), "model": model, "precision": precision, "config": described}
@@ -155,12 +113,11 @@ def run_row(model: str, precision: str, overrides: Dict[str, Any], args, ext_var
         if epoch and time.monotonic() - STARTED + row["epoch_seconds"][-1] > args.budget:
             row["note"] = f"{epoch} of {args.epochs} epochs: the next would pass --budget {args.budget:.0f} s"
             break
-        synchronize(cuda)
-        started = time.perf_counter()
-        metrics = trainer._train_epoch(epoch)
-        synchronize(cuda)
-        row["epoch_seconds"].append(time.perf_counter() - started)
-        row["train_loss"] = metrics["loss"]
+        seconds, metrics = harness.timed_passes(
+            {"epoch": lambda epoch=epoch: trainer._train_epoch(epoch)}, 1, False, sync
+        )
+        row["epoch_seconds"] += seconds["epoch"]
+        row["train_loss"] = metrics["epoch"]["loss"]
     row["train_sentences_per_second"] = row["train_sentences"] * len(row["epoch_seconds"]) / sum(row["epoch_seconds"])
 
     # The validation sentences without their gold tags, as a caller has them.
@@ -190,31 +147,24 @@ def ratios(rows: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
         (row_name("bilstm_crf_gpu", precision), row_name("bilstm_crf", precision), "GPU recipe / recipe batches")
         for precision in PRECISIONS
     ]
-    measured = []
-    for name, against, what in pairs:
-        if rows.get(name, {}).get("status") != "ok" or rows.get(against, {}).get("status") != "ok":
-            continue
-        measured.append(
-            {
-                "row": name,
-                "against": against,
-                "what": what,
-                "train": rows[name]["train_sentences_per_second"] / rows[against]["train_sentences_per_second"],
-                "predict": rows[name]["predict_sentences_per_second"] / rows[against]["predict_sentences_per_second"],
-            }
-        )
-    return measured
+    speed = {name: row for name, row in rows.items() if row.get("status") == "ok"}
+    return [
+        {"row": name, "against": against, "what": what}
+        | {
+            key: speed[name][f"{key}_sentences_per_second"] / speed[against][f"{key}_sentences_per_second"]
+            for key in ("train", "predict")
+        }
+        for name, against, what in pairs
+        if name in speed and against in speed
+    ]
 
 
 def device_description(cuda_index: int) -> Dict[str, Any]:
     import torch
 
     described = {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
-    if cuda_index >= 0:
-        described["device"] = torch.cuda.get_device_name(cuda_index)
-    else:
-        described["device"] = "CPU: " + harness.machine_description()
-    return described
+    cpu = "CPU: " + harness.machine_description()
+    return {**described, "device": torch.cuda.get_device_name(cuda_index) if cuda_index >= 0 else cpu}
 
 
 def print_table(results: Dict[str, Any]) -> None:
@@ -269,8 +219,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     import nerzoo  # noqa: F401
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    harness.set_threads(args.threads or None)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     args.cuda_index = -1 if device == "cpu" else int(device.partition(":")[2] or 0)
     if args.cuda_index >= 0:
@@ -284,7 +233,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         os.chdir(cwd)
         common_logging.FILE_FRIENDLY_LOGGING = file_friendly
-    results["command"] = harness.command_line(__file__, sys.argv[1:] if argv is None else argv)
+    results["command"] = harness.command_line(__file__, argv)
     results["wall_seconds"] = time.monotonic() - STARTED
     print_table(results)
     print(f"{results['command']}; {results['device']}, torch {results['torch']}, CUDA {results['cuda']}")
@@ -294,8 +243,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"wall time {results['wall_seconds']:.0f} s")
     if args.json:
         os.makedirs(os.path.dirname(args.json), exist_ok=True)
-        with open(args.json, "w") as handle:
-            json.dump(results, handle, indent=1)
+        harness.write_json(args.json, results)
     failed = [row["row"] for row in results["rows"] if row["status"] == "failed"]
     if failed:
         print(f"failed: {', '.join(failed)}")
@@ -313,6 +261,7 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
     rows: Dict[str, Dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="gpu_training-") as work:
         resolved = Params.from_file(CONFIGS["bilstm_crf"], ext_vars=ext_vars).as_dict(quiet=True)
+        train_path = resolved["train_data_path"]
         overrides: Dict[str, Any] = {
             "trainer.num_epochs": args.epochs,
             "trainer.patience": None,
@@ -320,11 +269,12 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
             "evaluate_on_test": False,
         }
         prefix = os.path.join(work, "train_prefix.txt")
-        if args.max_sentences and write_prefix(resolved["train_data_path"], args.max_sentences, prefix):
+        words = harness.write_prefix(train_path, args.max_sentences, prefix) if args.max_sentences else []
+        if args.max_sentences and len(words) == args.max_sentences:
             overrides["train_data_path"] = prefix
-            results["train_data"] = f"the first {args.max_sentences} sentences of {resolved['train_data_path']}"
+            results["train_data"] = f"the first {args.max_sentences} sentences of {train_path}"
         else:
-            results["train_data"] = resolved["train_data_path"]
+            results["train_data"] = train_path
         results["predict_data"] = resolved["validation_data_path"]
         print(f"training on {results['train_data']}; predicting {results['predict_data']}")
 
@@ -338,9 +288,9 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
                     skipped = "allennlp-models is not installed: run `make install-bench`"
                 elif time.monotonic() - STARTED > args.budget:
                     skipped = f"--budget {args.budget:.0f} s reached"
+                described = {"row": name, "model": model, "precision": precision}
                 if skipped:
-                    rows[name] = {"row": name, "model": model, "precision": precision, "status": "skipped"}
-                    rows[name]["message"] = skipped
+                    rows[name] = {**described, "status": "skipped", "message": skipped}
                     print(f"=== {name}: skipped, {skipped}", flush=True)
                     continue
                 print(f"=== {name}", flush=True)
@@ -355,8 +305,8 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
                     )
                 except Exception as error:  # one failing row leaves the others measured
                     traceback.print_exc()
-                    rows[name] = {"row": name, "model": model, "precision": precision, "status": "failed"}
-                    rows[name]["message"] = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+                    message = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+                    rows[name] = {**described, "status": "failed", "message": message}
                 gc.collect()
                 if args.cuda_index >= 0:
                     torch.cuda.empty_cache()

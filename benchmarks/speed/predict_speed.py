@@ -6,14 +6,9 @@ Prediction speed of a model archive on the sentences of a CoNLL column file, thr
     .venv/bin/python benchmarks/speed/predict_speed.py ARCHIVE DATA_FILE [--batch-size 64] [--threads N]
         [--versus OTHER_ARCHIVE [--passes P]] [--include-package nerzoo]
 
-The words of each sentence of DATA_FILE (first column, as nerzoo's `conll_columns` reads them) are
-one input `{"tokens": [...]}`.  After three untimed warm-up batches, `predict_batch_json` is timed
-over all sentences in batches of `--batch-size` (building the instances, the model and the output
-formatting).  The last line is one JSON object: `sentences`, `seconds`, `sentences_per_second`,
-`cpu_seconds` (all threads), `threads`.  With `--versus`, both archives are timed over the same
-batches, alternating batch by batch (which goes first alternates too) for `--passes` passes, and the
-JSON also has `versus` (the other's figures), `ratio` (sentences/s, this / other) and `cpu_ratio`.
-A config that reads environment variables (FOFE_FIRST_PASS, NERZOO_DATA) needs them set here too.
+After three warm-up batches, `predict_batch_json` over every sentence's words.  The last line is one
+JSON object (`sentences`, `seconds`, `sentences_per_second`, `cpu_seconds`, `threads`); with
+`--versus` the archives alternate batch by batch and it adds `versus`, `ratio` and `cpu_ratio`.
 """
 
 import argparse

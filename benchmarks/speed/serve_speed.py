@@ -5,18 +5,11 @@ Requests per second and latency of `allennlp serve`, with and without dynamic ba
     .venv/bin/python benchmarks/speed/serve_speed.py [--archive model.tar.gz] [--data FILE]
         [--clients 1 32] [--requests 640] [--passes 2] [--max-wait-ms 5]
 
-Two servers of the same archive run side by side: one batches the requests that arrive together
-(`--max-batch-size 32`), the other runs one request per forward pass (`--max-batch-size 1`).  For
-each number of concurrent clients, both are timed alternately over the same `--requests` sentences
-(`{"sentence": ...}`, the words of each sentence of `--data` joined by spaces) for `--passes`
-passes (the best is reported); each client, a keep-alive connection, sends its next request when
-its last one is answered.  Every answer is checked against the answer to the same request sent
-alone (before the timing): it must be equal.  (200 concurrent requests with 10% malformed:
-tests/server/test_serve_command.py.)
-
-Without `--archive`, the shipped `training_config/bilstm_crf.jsonnet` is trained for one epoch on
-the fixtures (the full-size model; its accuracy does not matter here).  `--data` defaults to
-CoNLL-2003 test in ../shared/data, else the fixtures' test file.  The last line is one JSON object.
+Two servers of the archive (`--max-batch-size 32` and 1) are timed alternately, for each number of
+concurrent keep-alive clients, over the same `--requests` sentences of `--data` (`{"sentence": ...}`),
+the best of `--passes` passes; every answer must equal the answer to the request sent alone.  Without
+`--archive`, training_config/bilstm_crf.jsonnet is trained one epoch on the fixtures.  The last line is
+one JSON object.
 """
 
 import argparse

@@ -6,12 +6,9 @@ Tagging speed of the `nerzoo_ner` spaCy component (`nlp.pipe`) against the archi
     .venv/bin/python benchmarks/speed/spacy_pipe.py [--data conll2003|fixtures] [--archive ARCHIVE]
         [--batch-size 64] [--passes 3] [--threads N]
 
-The sentences are those of CoNLL-2003 eng.testb (`../shared/data/conll2003/`, read in place) or,
-with `--data fixtures`, of fixtures/conll2003/test.txt.  The component runs in `spacy.blank("en")`
-over docs of each sentence's words (`Doc(vocab, words=...)`, so both sides see the same tokens);
-the Predictor gets `{"tokens": [...]}`.  After one untimed warm-up batch each, both are timed over
-all sentences `--passes` times, alternating pass by pass, best pass kept.  Prints one line per side
-and the ratio (component / predictor, sentences/s), then the same as one JSON object.
+Both get the same words (`Doc(vocab, words=...)`, `{"tokens": [...]}`) of CoNLL-2003 eng.testb or
+fixtures/conll2003/test.txt, a warm-up batch, then `--passes` passes alternately, the best kept.
+Prints sentences/s of each and the ratio (component / predictor), then one JSON object.
 """
 
 import argparse

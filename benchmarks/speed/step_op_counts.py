@@ -4,15 +4,10 @@ Aten operator calls per training step and per prediction batch of shipped config
 as allennlp's trainer and `allennlp predict` run them: on a GPU a small batch costs about one kernel
 launch per call, so these counts predict GPU speed at the recipe's batch size.
 
-A training step is what `GradientDescentTrainer` does for a batch: forward, backward, gradient
-clipping (the config's `grad_norm`), the config's optimiser step with `foreach` on (PyTorch's default
-for CUDA parameters; on the CPU it steps one parameter at a time), and the metrics read for the
-progress bar.  The count is the mean over `--steps` batches, so that work a config does every few
-batches (`head.training_decode_interval`) counts in proportion.  A prediction batch is the model in
-evaluation mode without gold tags plus `make_output_human_readable` (tags, spans and confidences).
-Batches are real sentences of 12-16 words (CoNLL-2003's mean is 14.5), at the config's batch size.
-`../shared/tools/op_count.py` counts the same with a plain SGD step and the metrics reset after every
-step.
+A training step: forward, backward, the config's `grad_norm` clipping, its optimiser step with
+`foreach` on (as on CUDA), the metrics read; the mean over `--steps` batches.  A prediction batch: the
+model in evaluation mode without gold tags plus `make_output_human_readable`.  Batches of real
+sentences of 12-16 words at the config's batch size.
 
     NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf bilstm_crf_gpu deptree_ner
     .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf --steps 3   # fixtures: a smoke test

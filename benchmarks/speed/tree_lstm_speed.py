@@ -5,11 +5,9 @@ Speed of the level-batched `ChildSumTreeLstm` against the node-by-node reference
     .venv/bin/python benchmarks/speed/tree_lstm_speed.py [--batch-size 32] [--input-dim 100] [--hidden-dim 100]
         [--repeats 5] [--threads 1] [--data ../shared/data/ud_english_ewt/r2.9/en_ewt-ud-dev.conllu]
 
-Sample: the first `--batch-size` sentences of `--data` with at least `--min-tokens` (default 5) basic
-tokens and their gold trees (CoNLL-U `HEAD`); random float32 inputs (`--seed`), one layer.  Each
-timing is forward + backward, median over `--repeats` runs after `--warmup` runs; the script checks
-that both give the same outputs and gradients and ends with `speedup: <reference / batched>x`.
-(Its reads from the device are counted in tests/modules/test_child_sum_tree_lstm.py.)
+The gold trees of the first sentences of `--data` with `--min-tokens` tokens, random inputs.  Forward
++ backward, the median of `--repeats` runs after `--warmup`; checks that both give the same outputs and
+gradients and ends with `speedup: <reference / batched>x`.
 """
 
 import argparse
