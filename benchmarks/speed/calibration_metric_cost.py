@@ -13,7 +13,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import torch
 from allennlp.models.archival import load_archive
@@ -35,20 +34,17 @@ def main() -> int:
     model = archive.model
     model.eval()
     batches = list(data_loader(archive, args.data_file, 64))
-    seconds = {False: [], True: []}
-    for _ in range(args.repeats):
-        for flag in (False, True):
-            model.head.calibration_metrics = flag
-            start = time.perf_counter()
-            with torch.no_grad():
-                for batch in batches:
-                    model(**batch)
-            model.get_metrics(reset=True)
-            seconds[flag].append(time.perf_counter() - start)
+
+    def evaluate(flag: bool) -> None:
+        model.head.calibration_metrics = flag
+        with torch.no_grad():
+            for batch in batches:
+                model(**batch)
+        model.get_metrics(reset=True)
+
+    seconds, _ = harness.timed_passes({False: lambda: evaluate(False), True: lambda: evaluate(True)}, args.repeats)
     off, on = statistics.median(seconds[False]), statistics.median(seconds[True])
-    metrics_file = os.path.join(os.path.dirname(os.path.abspath(args.archive_file)), "metrics.json")
-    with open(metrics_file) as handle:
-        metrics = json.load(handle)
+    metrics = harness.read_json(os.path.join(os.path.dirname(os.path.abspath(args.archive_file)), "metrics.json"))
     epoch = harness.parse_duration(metrics["training_duration"]) / (metrics["epoch"] + 1)
     print(
         json.dumps(

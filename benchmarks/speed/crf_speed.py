@@ -28,8 +28,10 @@ from nerzoo.modules.crf.tag_decoder import TagDecoder
 from nerzoo.modules.crf.tag_scorers import CrfScorer
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "conll2003", "eng.train")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import harness  # noqa: E402
+
+DEFAULT_DATA = os.path.join(harness.SHARED_DATA, "conll2003", "eng.train")
 
 
 def read_tag_batches(path: str, batch_size: int, num_batches: int) -> List[List[List[str]]]:
@@ -51,8 +53,9 @@ def main() -> int:
 
     batches = read_tag_batches(args.data, args.batch_size, args.batches)
     vocab = Vocabulary()
-    for label in sorted({tag for batch in batches for sentence in batch for tag in sentence}):
-        vocab.add_token_to_namespace(label, "labels")
+    vocab.add_tokens_to_namespace(
+        sorted({tag for batch in batches for sentence in batch for tag in sentence}), "labels"
+    )
     labels = vocab.get_index_to_token_vocabulary("labels")
     torch.manual_seed(0)
     crf = CrfScorer.build_crf(labels, "BIOUL")
@@ -62,9 +65,7 @@ def main() -> int:
 
     tensors = []
     for batch in batches:
-        ids = [torch.tensor([vocab.get_token_index(tag, "labels") for tag in sentence]) for sentence in batch]
-        tags = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True)
-        mask = torch.arange(tags.size(1)) < torch.tensor([[len(sentence)] for sentence in batch])
+        tags, mask = harness.padded([[vocab.get_token_index(tag, "labels") for tag in sentence] for sentence in batch])
         logits = torch.randn(len(batch), tags.size(1), len(labels)) * 2
         tensors.append((logits.requires_grad_(), mask, tags))
 

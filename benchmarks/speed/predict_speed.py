@@ -41,17 +41,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     from allennlp.common.util import import_module_and_submodules
     from allennlp.predictors import Predictor
 
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-
+    harness.set_threads(args.threads)
     for package in args.include_package or ["nerzoo"]:
         import_module_and_submodules(package)
-    predictors = [Predictor.from_path(os.path.abspath(args.archive), "sequence_tagger", cuda_device=-1)]
-    if args.versus:
-        predictors.append(Predictor.from_path(os.path.abspath(args.versus), "sequence_tagger", cuda_device=-1))
-
-    inputs = [{"tokens": words} for words in sentences]
-    batches = [inputs[start : start + args.batch_size] for start in range(0, len(inputs), args.batch_size)]
+    archives = [args.archive] + ([args.versus] if args.versus else [])
+    predictors = [Predictor.from_path(os.path.abspath(path), "sequence_tagger", cuda_device=-1) for path in archives]
+    batches = harness.batches([{"tokens": words} for words in sentences], args.batch_size)
     for predictor in predictors:
         for batch in batches[:3]:  # warm-up (first calls allocate and pick kernels), not timed
             predictor.predict_batch_json(batch)

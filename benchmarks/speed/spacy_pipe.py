@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -42,20 +41,18 @@ def main(argv: Optional[List[str]] = None) -> int:
             parser.error(f"{path} does not exist")
 
     import spacy
-    import torch
     from allennlp.predictors import Predictor
     from spacy.tokens import Doc
 
     import nerzoo  # noqa: F401
 
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    harness.set_threads(args.threads)
     sentences = harness.read_sentences(data_file)
     nlp = spacy.blank("en")
     nlp.add_pipe("nerzoo_ner", config={"archive": os.path.abspath(args.archive), "batch_size": args.batch_size})
     predictor = Predictor.from_path(os.path.abspath(args.archive), "sequence_tagger", cuda_device=-1)
     inputs = [{"tokens": words} for words in sentences]
-    batches = [inputs[start : start + args.batch_size] for start in range(0, len(inputs), args.batch_size)]
+    batches = harness.batches(inputs, args.batch_size)
 
     def run_component(count=None):
         docs = (Doc(nlp.vocab, words=words) for words in sentences[:count])
@@ -67,17 +64,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     run_component(args.batch_size)
     run_predictor(args.batch_size)
-    best = {"component": float("inf"), "predictor": float("inf")}
-    entities = {}
-    for number in range(args.passes):
-        order = [("component", run_component), ("predictor", run_predictor)]
-        for name, run in order if number % 2 == 0 else order[::-1]:
-            start = time.perf_counter()
-            entities[name] = run()
-            best[name] = min(best[name], time.perf_counter() - start)
-    speed = {name: len(sentences) / seconds for name, seconds in best.items()}
+    runs = {"component": run_component, "predictor": run_predictor}
+    seconds, entities = harness.timed_passes(runs, args.passes, alternate=True)
+    speed = {name: len(sentences) / min(passes) for name, passes in seconds.items()}
     result = {
-        "command": harness.command_line(__file__, sys.argv[1:] if argv is None else argv),
+        "command": harness.command_line(__file__, argv),
         "machine": harness.machine_description(),
         "data": harness.display_path(data_file),
         "archive": harness.display_path(os.path.abspath(args.archive)),

@@ -15,7 +15,6 @@ sentences of 12-16 words at the config's batch size.
 
 import argparse
 import collections
-import json
 import os
 import sys
 from typing import Any, Dict
@@ -24,7 +23,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import harness  # noqa: E402,F401  (puts the repository root first on sys.path)
+import harness  # noqa: E402
 
 
 class OperatorCalls(TorchDispatchMode):
@@ -117,8 +116,7 @@ def main() -> int:
     for row in rows:
         print(f"{row['config']:<24} {row['batch']:>5} {row['training_step']:>14} {row['prediction_batch']:>17}")
     if args.json:
-        with open(args.json, "w") as file:
-            json.dump(rows, file, indent=1)
+        harness.write_json(args.json, rows)
     return 0
 
 

@@ -21,11 +21,13 @@ import torch
 
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)  # the reference lives with the tests
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import harness  # noqa: E402
+
+sys.path.insert(0, harness.REPO_ROOT)  # the reference lives with the tests
 from tests.modules.tree_lstm_reference import reference_tree_lstm  # noqa: E402
 
-DEFAULT_DATA = os.path.join(REPO_ROOT, "..", "shared", "data", "ud_english_ewt", "r2.9", "en_ewt-ud-dev.conllu")
+DEFAULT_DATA = os.path.join(harness.SHARED_DATA, "ud_english_ewt", "r2.9", "en_ewt-ud-dev.conllu")
 
 
 def read_heads(path: str, count: int, min_tokens: int) -> List[List[int]]:
@@ -42,12 +44,6 @@ def read_heads(path: str, count: int, min_tokens: int) -> List[List[int]]:
     if len(sentences) < count:
         raise ValueError(f"{path} has only {len(sentences)} sentences with >= {min_tokens} tokens.")
     return sentences[:count]
-
-
-def batch(sentences: List[List[int]]) -> Tuple[torch.Tensor, torch.Tensor]:
-    head_indices = torch.nn.utils.rnn.pad_sequence([torch.tensor(heads) for heads in sentences], batch_first=True)
-    mask = torch.arange(head_indices.size(1)) < torch.tensor([[len(heads)] for heads in sentences])
-    return mask, head_indices
 
 
 def time_runs(run, module: torch.nn.Module, warmup: int, repeats: int) -> Tuple[List[float], tuple]:
@@ -81,7 +77,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     sentences = read_heads(args.data, args.batch_size, args.min_tokens)
-    mask, head_indices = batch(sentences)
+    head_indices, mask = harness.padded(sentences)
     inputs = torch.randn(mask.shape[0], mask.shape[1], args.input_dim)
     module = ChildSumTreeLstm(args.input_dim, args.hidden_dim).eval()
 
