@@ -26,8 +26,7 @@ def main() -> None:
     torch.set_num_threads(1)
 
     archive = load_archive(args.archive)
-    model, reader = archive.model, archive.dataset_reader
-    model.eval()
+    model, reader = archive.model.eval(), archive.dataset_reader
     embedder = getattr(model.text_field_embedder, "token_embedder_tokens", None)
     if getattr(embedder, "_combination", None) != "gate":
         raise SystemExit(f"{args.archive}: its 'tokens' embedder is not a char_gated embedder with combination 'gate'")

@@ -31,8 +31,7 @@ def main() -> int:
     parser.add_argument("--overrides", default="")
     args = parser.parse_args()
     archive = load_archive(args.archive_file, overrides=args.overrides)
-    model = archive.model
-    model.eval()
+    model = archive.model.eval()
     batches = list(data_loader(archive, args.data_file, 64))
 
     def evaluate(flag: bool) -> None:

@@ -28,12 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import harness  # noqa: E402
 
 SERVERS = [("batched", "32"), ("one per forward", "1")]
-
-
-def train_fixture_archive(directory: str) -> str:
-    if harness.train("training_config/bilstm_crf.jsonnet", directory, {"trainer.num_epochs": 1}):
-        raise SystemExit(f"allennlp train failed, see {directory}.log")
-    return os.path.join(directory, "model.tar.gz")
+CONFIG = "training_config/bilstm_crf.jsonnet"
 
 
 async def post(streams, body: bytes) -> Tuple[int, bytes]:
@@ -98,7 +93,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     bodies = [json.dumps({"sentence": " ".join(sentences[i % len(sentences)])}).encode() for i in range(args.requests)]
     results: Dict[str, List[Dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="serve-speed-") as scratch:
-        archive = args.archive or train_fixture_archive(os.path.join(scratch, "bilstm_crf"))
+        fixture = os.path.join(scratch, "bilstm_crf")
+        archive = args.archive or harness.train_or_exit(CONFIG, fixture, {"trainer.num_epochs": 1})
         options = ["--max-wait-ms", str(args.max_wait_ms), "--max-batch-size"]
         servers = {name: ServerProcess([f"bilstm_crf={archive}"], options + [size]) for name, size in SERVERS}
         try:
