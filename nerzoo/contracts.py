@@ -8,18 +8,29 @@ attribute names.  A model (or module) supports a feature by having the Protocol'
 - `TagProbabilityModel`: `make_output_human_readable` gives every tag's probability at every token.
 - `AttentionModel`: `forward` returns attention weights a predictor can show.
 - `MemoryAttentionModel`: it reads a document memory whose attention `allennlp draw-memory` draws.
-- `CalibrationSource`: a model or module whose confidences `allennlp calibrate` can fit.
-- `AuxiliaryLossSource`: a module that adds terms to its model's loss.
+- `CalibrationSource`: a model or module whose confidences `allennlp calibrate` can fit (defined
+  beside the calibration it serves, `nerzoo.modules.crf.calibration`).
+- `AuxiliaryLossSource`: a module that adds terms to its model's loss (defined beside its
+  collector, `nerzoo.modules.auxiliary_loss`).
 """
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
+from typing import TYPE_CHECKING, List, Protocol, Tuple, runtime_checkable
 
-import torch
+from nerzoo.modules.auxiliary_loss import AuxiliaryLossSource
+from nerzoo.modules.crf.calibration import CalibrationSource
 
 if TYPE_CHECKING:
-    from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite
     from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
-    from nerzoo.training.metrics.span_calibration import SpanCalibration
+
+__all__ = [
+    "ATTENTION_KEYS",
+    "AttentionModel",
+    "AuxiliaryLossSource",
+    "CalibrationSource",
+    "LabelledModel",
+    "MemoryAttentionModel",
+    "TagProbabilityModel",
+]
 
 ATTENTION_KEYS = ("relative_attention", "global_attention", "memory_attention")
 
@@ -67,36 +78,3 @@ class MemoryAttentionModel(AttentionModel, Protocol):
     """
 
     memory: "MemoryHopEncoder"
-
-
-@runtime_checkable
-class CalibrationSource(Protocol):
-    """
-    A model, or a module of one (e.g. its `TagHead`), whose confidences have temperatures
-    (`nerzoo.modules.crf.calibration`): `allennlp calibrate` finds these by module name, which is
-    also their config path under `model`.
-    """
-
-    @property
-    def span_calibration(self) -> Optional["SpanCalibration"]:
-        """The metric that scores span confidences in evaluation mode, or `None` (no spans)."""
-        ...
-
-    def calibration_site(self, config_prefix: str) -> "CalibrationSite":
-        """Where its temperatures are in the config, and its likelihoods."""
-        ...
-
-    def calibration_batch(self, output_dict: Dict[str, Any], batch: Dict[str, Any]) -> Optional["CalibrationBatch"]:
-        """What one evaluated batch (gold labels given) contributes to fitting them, or `None`."""
-        ...
-
-
-@runtime_checkable
-class AuxiliaryLossSource(Protocol):
-    """
-    A module that adds terms to the loss of the model it is in (`nerzoo.modules.auxiliary_loss`):
-    it keeps the scalar terms of its forward passes since they were last handed over, and hands
-    them over, clearing them, by name.
-    """
-
-    def pop_auxiliary_losses(self) -> Dict[str, torch.Tensor]: ...

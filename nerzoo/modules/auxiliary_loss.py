@@ -1,7 +1,8 @@
 """
 How a module inside a nerzoo model adds a term to the model's loss.
 
-A module that does is an `AuxiliaryLossSource` (`nerzoo.contracts`): it keeps the scalar terms of
+A module that does is an `AuxiliaryLossSource` (below; `nerzoo.contracts` lists it with the other
+Protocols): it keeps the scalar terms of
 its forward passes in an `AuxiliaryLossTerms` and hands them over with `pop_auxiliary_losses()`,
 which clears them, so a term is never counted twice.  A model finds its sources once, with an
 `AuxiliaryLossCollector`, and after each forward pass of its encoders collects their terms; an
@@ -10,12 +11,20 @@ reports each one's running mean as the metric `<name>_loss`.  The `char_gated` t
 one; any `TokenEmbedder` or `Seq2SeqEncoder` can be.
 """
 
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Protocol, runtime_checkable
 
 import torch
 from allennlp.training.metrics import Average
 
-from nerzoo.contracts import AuxiliaryLossSource
+
+@runtime_checkable
+class AuxiliaryLossSource(Protocol):
+    """
+    A module that adds terms to the loss of the model it is in: it keeps the scalar terms of its
+    forward passes since they were last handed over, and hands them over, clearing them, by name.
+    """
+
+    def pop_auxiliary_losses(self) -> Dict[str, torch.Tensor]: ...
 
 
 class AuxiliaryLossTerms:

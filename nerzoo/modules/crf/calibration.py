@@ -16,7 +16,7 @@ Two likelihoods can be minimised (`fit_temperatures`'s `objective`):
   `O` tokens and can leave the entity spans over-confident.
 
 A module of a model that supports calibration (the model itself, or e.g. its `TagHead`) is a
-`CalibrationSource` (`nerzoo.contracts`):
+`CalibrationSource` (below; `nerzoo.contracts` lists it with the other Protocols):
 
 - `calibration_site(config_prefix) -> CalibrationSite`: where its temperatures are in the config
   (its module name, which is also its path under `model`), and its likelihoods;
@@ -28,11 +28,24 @@ A module of a model that supports calibration (the model itself, or e.g. its `Ta
 temperatures into the config of a new archive.
 """
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    runtime_checkable,
+)
 
 import torch
 
-from nerzoo.contracts import CalibrationSource
+if TYPE_CHECKING:
+    from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
 class SpanOutcomes(NamedTuple):
@@ -193,6 +206,27 @@ def site_config(site: CalibrationSite, temperatures: Sequence[float]) -> Dict[st
     """Dotted config keys (under `model`) and their values; one temperature fills every key."""
     values = list(temperatures) * len(site.config_keys) if len(temperatures) == 1 else list(temperatures)
     return dict(zip(site.config_keys, values))
+
+
+@runtime_checkable
+class CalibrationSource(Protocol):
+    """
+    A model, or a module of one (e.g. its `TagHead`), whose confidences have temperatures:
+    `allennlp calibrate` finds these by module name, which is also their config path under `model`.
+    """
+
+    @property
+    def span_calibration(self) -> Optional["SpanCalibration"]:
+        """The metric that scores span confidences in evaluation mode, or `None` (no spans)."""
+        ...
+
+    def calibration_site(self, config_prefix: str) -> CalibrationSite:
+        """Where its temperatures are in the config, and its likelihoods."""
+        ...
+
+    def calibration_batch(self, output_dict: Dict[str, Any], batch: Dict[str, Any]) -> Optional[CalibrationBatch]:
+        """What one evaluated batch (gold labels given) contributes to fitting them, or `None`."""
+        ...
 
 
 def calibration_modules(model: torch.nn.Module) -> Dict[str, CalibrationSource]:
