@@ -165,7 +165,14 @@ def readers(params: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     }
 
 
-@pytest.mark.parametrize("config, data", REAL_PAIRS, ids=lambda value: getattr(value, "stem", value))
+def _real_pair(config: pathlib.Path, data: str):
+    """One parameter; configs that read spaCy parses of a data set share a worker, hence the parse cache."""
+    reader = json.dumps(params_on(config, "fixtures")["dataset_reader"])
+    marks = [pytest.mark.xdist_group(f"spacy-parses-{data}")] if "spacy_parsed" in reader else []
+    return pytest.param(config, data, marks=marks, id=f"{config.stem}-{data}")
+
+
+@pytest.mark.parametrize("config, data", [_real_pair(config, data) for config, data in REAL_PAIRS])
 def test_config_builds_on_real_data(config: pathlib.Path, data: str, monkeypatch):
     params = params_on(config, data)
     assert all(params[split].startswith("../shared/data/") for split in SPLITS)
