@@ -2,9 +2,8 @@
 How a module inside a nerzoo model adds a term to the model's loss.
 
 A module that does is an `AuxiliaryLossSource` (below; `nerzoo.contracts` lists it with the other
-Protocols): it keeps the scalar terms of
-its forward passes in an `AuxiliaryLossTerms` and hands them over with `pop_auxiliary_losses()`,
-which clears them, so a term is never counted twice.  A model finds its sources once, with an
+Protocols): it keeps the scalar terms of its forward passes in an `AuxiliaryLossTerms` and hands
+them over with `pop_auxiliary_losses()`, which clears them, so a term is never counted twice.  A model finds its sources once, with an
 `AuxiliaryLossCollector`, and after each forward pass of its encoders collects their terms; an
 `AuxiliaryLosses` (held by `TagHead` and by models with their own loss) adds them to the loss and
 reports each one's running mean as the metric `<name>_loss`.  The `char_gated` token embedder is

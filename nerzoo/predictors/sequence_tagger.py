@@ -37,8 +37,9 @@ class SequenceTaggerPredictor(Predictor):
     `tag_confidences` (one per token), `spans` and, with `return_tag_probabilities`,
     `tag_probabilities` (keyed by the labels in `tag_probability_labels`) from a
     `TagProbabilityModel` (`nerzoo.contracts`).  Span classifiers (`fofe_ner`) tag their outermost
-    spans in BIO and have no tag probabilities (asking for them is an error); their spans have `score` (the span's probability) and `level` (1 = outermost, 2 =
-    nested inside a level-1 span, ...) instead of `confidence`.
+    spans in BIO and have no tag probabilities (asking for them is an error); their spans have
+    `score` (the span's probability) and `level` (1 = outermost, 2 = nested inside a level-1 span,
+    ...) instead of `confidence`.
 
     An input with no tokens (an empty or blank text, an empty token list) gives empty lists, as
     spaCy gives an empty document for an empty string.  `predict_json` raises `ConfigurationError`
