@@ -5,12 +5,13 @@ from allennlp.common import Lazy
 from allennlp.common.checks import check_dimensions_match
 from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models.model import Model
-from allennlp.modules import InputVariationalDropout, Seq2SeqEncoder, TextFieldEmbedder
+from allennlp.modules import Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
 from nerzoo.models.head_tagger import HeadTagger
 from nerzoo.modules.crf.tag_head import TagHead
+from nerzoo.modules.variational_dropout import VariationalDropout
 
 
 @Model.register("bilstm_crf")
@@ -60,7 +61,7 @@ class BiLstmCrf(HeadTagger):
         )
         self.text_field_embedder = text_field_embedder
         self.encoder = encoder
-        self.dropout = InputVariationalDropout(dropout)
+        self.dropout = VariationalDropout(dropout)
         self.head = head.construct(vocab=vocab, input_dim=encoder.get_output_dim())
         initializer(self)
 
