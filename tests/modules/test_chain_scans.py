@@ -44,7 +44,9 @@ def test_following_backpointers_equals_walking_back(count):
     for t in range(count - 1, -1, -1):
         tag = backpointers[:, t].gather(1, tag.unsqueeze(1)).squeeze(1)
         expected.append(tag)
-    assert chain_scans.follow_backpointers(backpointers, last).tolist() == torch.stack(expected[::-1], 1).tolist()
+    expected = torch.stack([*expected[::-1], last], 1)
+    with_last_map = torch.cat([backpointers, last.view(4, 1, 1).expand(4, 1, 5)], dim=1)
+    assert chain_scans.follow_backpointers(with_last_map).tolist() == expected.tolist()
 
 
 def _both_ways(monkeypatch, function):

@@ -33,7 +33,6 @@ from nerzoo.modules.full_precision import full_precision, without_autocast
 class ViterbiPaths(NamedTuple):
     tags: torch.LongTensor  # (batch_size, num_steps): best path; 0 at padding
     scores: torch.Tensor  # (batch_size,): its constrained score
-    lengths: torch.LongTensor  # (batch_size,)
 
 
 @torch.no_grad()
@@ -53,29 +52,27 @@ def _viterbi(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.Bool
     batch_size, num_steps, num_tags = logits.shape
     mask = mask.bool()
     transitions, start, end = (scores.to(logits.dtype) for scores in constrained_scores(crf))
-    lengths = mask.sum(dim=1)
     if num_steps == 0:
         empty = logits.new_zeros((batch_size, 0), dtype=torch.long)
-        return ViterbiPaths(empty, logits.new_zeros(batch_size), lengths)
-    first = start + logits[:, 0]
+        return ViterbiPaths(empty, logits.new_zeros(batch_size))
     if num_steps == 1:
-        best_score, tag = (first + end).max(dim=1)
-        return ViterbiPaths(tag.unsqueeze(1) * mask, best_score * mask[:, 0], lengths)
+        best_score, tag = (start + logits[:, 0] + end).max(dim=1)
+        return ViterbiPaths(tag.unsqueeze(1) * mask, best_score * mask[:, 0])
     if chain_scans.fits(batch_size, num_steps, num_tags):
-        matrices = chain_scans.transfer_matrices(transitions, logits, mask)
-        # Row 0 of the prefix products from a first matrix whose rows are all `first`: the forward
-        # scores alpha_t, (batch, T, K).
-        initial = first.unsqueeze(1).expand(-1, num_tags, -1).unsqueeze(1)
-        scores = chain_scans.prefix_products(torch.cat([initial, matrices], dim=1), chain_scans.max_product)[:, :, 0]
+        matrices = chain_scans.chain_matrices(transitions, start, logits, mask, num_steps)
+        # Row 0 of the prefix products: the forward scores alpha_t, (batch, T, K).
+        scores = chain_scans.prefix_products(matrices, chain_scans.max_product)[:, :, 0]
         # The best previous tag of each tag at steps 1 .. T - 1; a padded step's identity keeps the tag.
-        backpointers = (scores[:, :-1].unsqueeze(3) + matrices).argmax(dim=2)
+        backpointers = (scores[:, :-1].unsqueeze(3) + matrices[:, 1:]).argmax(dim=2)
         best_score, tag = (scores[:, -1] + end).max(dim=1)
-        tags = torch.cat([chain_scans.follow_backpointers(backpointers, tag), tag.unsqueeze(1)], dim=1) * mask
+        # The walk back starts from a last map that sends every tag to the best last one.
+        last = tag.view(batch_size, 1, 1).expand(batch_size, 1, num_tags)
+        tags = chain_scans.follow_backpointers(torch.cat([backpointers, last], dim=1)) * mask
     else:
         stay = torch.arange(num_tags, device=logits.device)
-        best_score, tags = _stepwise_viterbi(transitions, first, end, logits, mask, stay)
-    # A row with no valid step has no path and scores 0.
-    return ViterbiPaths(tags, best_score * (lengths > 0), lengths)
+        best_score, tags = _stepwise_viterbi(transitions, start + logits[:, 0], end, logits, mask, stay)
+    # A row with no valid step (its mask starts false) has no path and scores 0.
+    return ViterbiPaths(tags, best_score * mask[:, 0])
 
 
 def _stepwise_viterbi(transitions, first, end, logits, mask, stay):
@@ -133,32 +130,32 @@ def sequence_log_likelihood(
 def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.Tensor:
     batch_size, num_steps, num_tags = logits.shape
     mask = mask.bool()
-    scan = num_steps > 1 and chain_scans.fits(batch_size, num_steps, num_tags)
+    # The scan pads the chain with identities to a power of two steps (no more rounds, no odd leftovers).
+    length = 1 << max(num_steps - 1, 0).bit_length()
+    scan = num_steps > 1 and chain_scans.fits(batch_size, length + 1, num_tags)
     if not scan:  # the recursion reads every step; the scan gives padded steps the identity
         logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
     transitions = transitions.to(logits.dtype)
-    last = (mask.sum(dim=1) - 1).clamp_min(0)
-    rows = torch.arange(batch_size, device=logits.device)
+    first = logits.new_zeros(num_tags) if start is None else start.to(logits.dtype)
 
-    # Numerator: the gold path's score (`where`: whatever padding holds stays out of it).
-    gold_emissions = torch.where(mask, logits.gather(2, tags.unsqueeze(-1)).squeeze(-1), 0.0)
-    gold_transitions = transitions[tags[:, :-1], tags[:, 1:]] * mask[:, 1:]
-    numerator = gold_emissions.sum(dim=1) + gold_transitions.sum(dim=1)
-
-    # Denominator: log Z, by a log-semiring product of the transfer matrices (or step by step).
-    first = logits[:, 0]
+    # Numerator: the gold path's score, step by step (`where`: whatever padding holds stays out of it).
+    gold = logits.gather(2, tags.unsqueeze(-1)).squeeze(-1)
+    gold = gold + torch.nn.functional.pad(transitions[tags[:, :-1], tags[:, 1:]], (1, 0))
+    numerator = torch.where(mask, gold, 0.0).sum(dim=1)
     if start is not None:
-        numerator = numerator + start.to(logits.dtype)[tags[:, 0]]
-        first = first + start.to(logits.dtype)
+        numerator = numerator + first[tags[:, 0]]
     if end is not None:
-        numerator = numerator + end.to(logits.dtype)[tags[rows, last]]
+        last = (mask.sum(dim=1) - 1).clamp_min(0)
+        numerator = numerator + end.to(logits.dtype)[tags.gather(1, last.unsqueeze(1)).squeeze(1)]
+
+    # Denominator: log Z, by a log-semiring product of the chain's matrices (or step by step).
     if scan:
-        product = chain_scans.log_chain_product(chain_scans.transfer_matrices(transitions, logits, mask))
-        final = first.unsqueeze(2) + product
-        if end is not None:
-            final = final + end.to(logits.dtype)
-        return numerator - final.logsumexp(dim=(1, 2))
-    alphas = [first]
+        product = chain_scans.log_chain_product(chain_scans.chain_matrices(transitions, first, logits, mask, length))
+        final = product[:, 0] if end is None else product[:, 0] + end.to(logits.dtype)
+        return numerator - final.logsumexp(dim=1)
+    rows = torch.arange(batch_size, device=logits.device)
+    last = (mask.sum(dim=1) - 1).clamp_min(0)
+    alphas = [logits[:, 0] + first]
     for t in range(1, num_steps):
         alphas.append(torch.logsumexp(alphas[-1].unsqueeze(2) + transitions, dim=1) + logits[:, t])
     final = torch.stack(alphas, dim=1)[rows, last]

@@ -55,10 +55,23 @@ def identity(num_tags: int, dtype: torch.dtype, device: torch.device) -> torch.T
     return _IDENTITIES[key]
 
 
-def transfer_matrices(transitions: torch.Tensor, logits: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
-    """`(batch_size, T - 1, K, K)`: `M_t` of steps `1 .. T - 1`, the identity where step `t` is padding."""
-    matrices = transitions + logits[:, 1:].unsqueeze(2)
-    return torch.where(mask[:, 1:, None, None], matrices, identity(logits.size(-1), logits.dtype, logits.device))
+def chain_matrices(
+    transitions: torch.Tensor, first: torch.Tensor, logits: torch.Tensor, mask: torch.BoolTensor, length: int
+) -> torch.Tensor:
+    """
+    `(batch_size, length, K, K)`: the chain as `length >= T` matrices, `[F, M_1, ..., M_{T-1}]` then
+    identities: every row of `F` is the first step's scores `first + logits[:, 0]` (`first` `(K,)`:
+    the start scores or zeros), so that row 0 of the product of the first `t + 1` is alpha_t.  A
+    padded step, and every step past `T`, is the identity.
+    """
+    num_steps, num_tags = logits.size(1), logits.size(2)
+    if length > num_steps:
+        logits = torch.nn.functional.pad(logits, (0, 0, 0, length - num_steps))
+        mask = torch.nn.functional.pad(mask, (0, length - num_steps))
+    # (length, K, K): the first step's scores in every row, then the transitions.
+    steps = torch.cat([first.expand(1, num_tags, num_tags), transitions.expand(length - 1, num_tags, num_tags)])
+    matrices = steps + logits.unsqueeze(2)
+    return torch.where(mask.view(*mask.shape, 1, 1), matrices, identity(num_tags, logits.dtype, logits.device))
 
 
 def log_product(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
@@ -71,8 +84,15 @@ def max_product(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     return (left.unsqueeze(-1) + right.unsqueeze(-3)).amax(dim=-2)
 
 
+# The sum over the middle index that makes each product, by semiring (what the scans take as `product`).
+_REDUCTIONS = {log_product: torch.logsumexp, max_product: torch.amax}
+
+
 def log_chain_product(matrices: torch.Tensor) -> torch.Tensor:
-    """`(batch_size, K, K)`: `M_1 (x) ... (x) M_n` in the log semiring, by pairwise rounds; `n >= 1`."""
+    """
+    `(batch_size, K, K)`: `M_1 (x) ... (x) M_n` in the log semiring, by pairwise rounds; `n >= 1`.
+    A power of two (`chain_matrices` pads to one) takes no joining of odd leftovers.
+    """
     while matrices.size(1) > 1:
         count = matrices.size(1)
         pairs = (matrices if count % 2 == 0 else matrices[:, : count - 1]).unflatten(1, (count // 2, 2))
@@ -81,11 +101,28 @@ def log_chain_product(matrices: torch.Tensor) -> torch.Tensor:
     return matrices[:, 0]
 
 
+def _shifted_pairs(matrices: torch.Tensor, shift: int) -> torch.Tensor:
+    """
+    `(batch_size, n - shift, K, K, K)`: `matrices[:, :-shift, i, j] + matrices[:, shift:, j, k]`, from two
+    strided views of `matrices` (one operator call each, where slicing and unsqueezing take four).
+    """
+    batch_size, count, num_tags, _ = matrices.shape
+    batch_stride, step_stride, row_stride, column_stride = matrices.stride()
+    offset = matrices.storage_offset()
+    size = (batch_size, count - shift, num_tags, num_tags, num_tags)
+    left = matrices.as_strided(size, (batch_stride, step_stride, row_stride, column_stride, 0), offset)
+    right = matrices.as_strided(
+        size, (batch_stride, step_stride, 0, row_stride, column_stride), offset + shift * step_stride
+    )
+    return left + right
+
+
 def prefix_products(matrices: torch.Tensor, product: Product) -> torch.Tensor:
     """`(batch_size, n, K, K)`: `M_1 (x) ... (x) M_t` for every `t` (Hillis & Steele's scan)."""
+    reduce = _REDUCTIONS[product]
     shift, count = 1, matrices.size(1)
     while shift < count:
-        combined = product(matrices[:, :-shift], matrices[:, shift:])
+        combined = reduce(_shifted_pairs(matrices, shift), -2)
         matrices = torch.cat([matrices[:, :shift], combined], dim=1)
         shift *= 2
     return matrices
@@ -93,24 +130,26 @@ def prefix_products(matrices: torch.Tensor, product: Product) -> torch.Tensor:
 
 def suffix_products(matrices: torch.Tensor, product: Product) -> torch.Tensor:
     """`(batch_size, n, K, K)`: `M_t (x) ... (x) M_n` for every `t`."""
+    reduce = _REDUCTIONS[product]
     shift, count = 1, matrices.size(1)
     while shift < count:
-        combined = product(matrices[:, :-shift], matrices[:, shift:])
+        combined = reduce(_shifted_pairs(matrices, shift), -2)
         matrices = torch.cat([combined, matrices[:, count - shift :]], dim=1)
         shift *= 2
     return matrices
 
 
-def follow_backpointers(backpointers: torch.LongTensor, last: torch.LongTensor) -> torch.LongTensor:
+def follow_backpointers(backpointers: torch.LongTensor) -> torch.LongTensor:
     """
     `(batch_size, n)`: the tags of steps `0 .. n - 1` that `backpointers` `(batch_size, n, K)` lead
-    back to from `last` `(batch_size,)` at step `n`, where `backpointers[:, t]` maps a tag at step
-    `t + 1` to the best one at step `t`.  The maps are composed by a suffix scan (pointer jumping),
-    so the walk back takes `ceil(log2 n)` rounds of gathers instead of `n`.
+    to, where `backpointers[:, t]` maps a tag at step `t + 1` to the best one at step `t` and the
+    last map sends every tag to the best last tag (all its entries equal).  The maps are composed
+    by a suffix scan (pointer jumping), so the walk back takes `ceil(log2 n)` rounds of gathers
+    instead of `n`.
     """
     shift, count = 1, backpointers.size(1)
     while shift < count:
         composed = backpointers[:, :-shift].gather(2, backpointers[:, shift:])
         backpointers = torch.cat([composed, backpointers[:, count - shift :]], dim=1)
         shift *= 2
-    return backpointers.gather(2, last.view(-1, 1, 1).expand(-1, count, 1)).squeeze(2)
+    return backpointers[:, :, 0]

@@ -119,11 +119,10 @@ def _scanned_recursions(transitions, start, end, logits, mask) -> ForwardBackwar
     where every column of `E` is the end scores.  A padded step's identity carries both over.
     """
     batch_size, num_steps, num_tags = logits.shape
-    matrices = chain_scans.transfer_matrices(transitions, logits, mask)
-    first = (start + logits[:, 0]).unsqueeze(1).expand(-1, num_tags, -1).unsqueeze(1)
-    log_alpha = chain_scans.prefix_products(torch.cat([first, matrices], dim=1), chain_scans.log_product)[:, :, 0]
+    matrices = chain_scans.chain_matrices(transitions, start, logits, mask, num_steps)  # [F, M_1, ..., M_{T-1}]
+    log_alpha = chain_scans.prefix_products(matrices, chain_scans.log_product)[:, :, 0]
     last = end.view(1, 1, num_tags, 1).expand(batch_size, 1, num_tags, num_tags)
-    log_beta = chain_scans.suffix_products(torch.cat([matrices, last], dim=1), chain_scans.log_product)[..., 0]
+    log_beta = chain_scans.suffix_products(torch.cat([matrices[:, 1:], last], dim=1), chain_scans.log_product)[..., 0]
     log_partition = torch.logsumexp(log_alpha[:, -1] + end, dim=1)
     return ForwardBackward(log_alpha, log_beta, log_partition, transitions)
 
