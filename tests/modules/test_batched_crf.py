@@ -139,3 +139,20 @@ def test_float16_autocast_decodes_and_scores_in_float32():
     assert torch.equal(paths, viterbi_decode(crf, rounded.float(), mask).tags)
     assert likelihood.dtype == torch.float32
     assert torch.allclose(likelihood, crf_log_likelihood(crf, rounded.float(), tags, mask))
+
+
+def test_decoding_follows_every_change_of_the_scores():
+    """The constrained scores are kept between decodings while the CRF's scores stay the same."""
+    crf = _crf(True, True, 0)
+    logits, mask, _, lengths = _random_batch(0, torch.float32)
+    for change in (None, "transitions", "start_transitions", "end_transitions", "load"):
+        with torch.no_grad():
+            if change == "load":
+                state = {name: torch.randn_like(value) * 3 for name, value in crf.state_dict().items()}
+                state["_constraint_mask"] = crf._constraint_mask.clone()
+                crf.load_state_dict(state)
+            elif change is not None:
+                getattr(crf, change).add_(torch.randn_like(getattr(crf, change)) * 5)
+            decoded = viterbi_decode(crf, logits, mask)
+        for row, (path, _) in enumerate(crf.viterbi_tags(logits, mask)):
+            assert decoded.tags[row, : lengths[row]].tolist() == path, change

@@ -35,6 +35,26 @@ def constrained_scores(
     `(transitions, start, end)` with forbidden moves scored as in `crf.viterbi_tags`; the learned
     scores divided by `temperature` (a float or a scalar tensor), the forbidden ones left forbidden.
     """
+    if _is_one(temperature) and not torch.is_grad_enabled():
+        # Decoding and prediction: made once per version of the scores, kept on the CRF.
+        key = (torch.is_inference_mode_enabled(), crf._constraint_mask._version) + tuple(
+            (scores.data_ptr(), scores._version, scores.dtype, scores.device) for scores in _crf_scores(crf)
+        )
+        cached = crf.__dict__.get("_nerzoo_constrained_scores")
+        if cached is None or cached[0] != key:
+            crf.__dict__["_nerzoo_constrained_scores"] = cached = (key, _constrained(crf, temperature))
+        return cached[1]
+    return _constrained(crf, temperature)
+
+
+def _crf_scores(crf: ConditionalRandomField) -> Tuple[torch.Tensor, ...]:
+    ends = (crf.start_transitions, crf.end_transitions) if crf.include_start_end_transitions else ()
+    return (crf.transitions, *ends)
+
+
+def _constrained(
+    crf: ConditionalRandomField, temperature: Union[float, torch.Tensor]
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     transitions_allowed, start_allowed, end_allowed = _allowed_moves(crf)
     scaled = crf.transitions if _is_one(temperature) else crf.transitions / temperature
     transitions = torch.where(transitions_allowed, scaled, _FORBIDDEN)
