@@ -7,6 +7,7 @@ Shapes: `inputs` `(batch_size, num_tokens, input_dim)`, `mask` and `head_indices
 
 from typing import List, NamedTuple, Optional, Tuple
 
+import numpy as np
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.input_variational_dropout import InputVariationalDropout
@@ -62,6 +63,7 @@ class _LevelSchedule(NamedTuple):
     head_counts: List[int]  # per level, how many of its nodes (the first ones) have children
     push_targets: List[torch.Tensor]  # per level (level_nodes,): sorted index of the head, num_nodes for a root
     node_rows: torch.Tensor  # (num_nodes,): the batch row (sentence) of each node
+    root_rows: torch.Tensor  # (num_roots,): the batch row of each root, the last level's nodes
     root_counts: torch.Tensor  # (batch_size,): roots per sentence, at least 1
 
 
@@ -225,11 +227,12 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         states = node_states.new_zeros(batch_size * num_tokens, hidden).index_copy(
             0, schedule.node_positions, node_states
         )
-        num_roots = schedule.level_sizes[-1] if schedule.level_sizes else 0  # the roots: the last level
+        num_roots = schedule.root_rows.size(0)  # the roots: the last level
         root_sum = node_states.new_zeros(batch_size, hidden).index_add(
-            0, schedule.node_rows[node_states.size(0) - num_roots :], node_states[node_states.size(0) - num_roots :]
+            0, schedule.root_rows, node_states[node_states.size(0) - num_roots :]
         )
-        root = root_sum / schedule.root_counts.unsqueeze(1).to(node_states.dtype)
+        # Divided by the integer counts, which the division converts to the states' dtype.
+        root = root_sum / schedule.root_counts.view(batch_size, 1)
         return TreeLstmOutput(states.view(batch_size, num_tokens, hidden), root)
 
     def _run_layer(self, layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, schedule: _LevelSchedule) -> torch.Tensor:
@@ -406,78 +409,73 @@ def _copy_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
 @torch.no_grad()
 def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _LevelSchedule:
     """
-    The schedule of a batch.  Built on the CPU; on another device from one copy of the mask and
-    heads, then sent back as one index tensor, so the device is read once per forward pass (not
-    once per tree level, nor for the checks and the level sizes) and the layers run without reading it.
+    The schedule of a batch.  Built on the host with numpy; on another device from one copy of the
+    mask and heads, then sent back as one index tensor, so the device is read once per forward pass
+    (not once per tree level, nor for the checks and the level sizes) and the layers run without
+    reading it.
     """
     batch_size, num_tokens = mask.shape
     device = mask.device
-    on_host = device.type == "cpu"
-    if on_host:
-        host_mask, host_heads = mask, head_indices.long()
+    if device.type == "cpu":
+        host_mask, host_heads = mask.numpy(), head_indices.numpy()
     else:
-        host_mask, host_heads = _copy_to_host(torch.stack([mask.long(), head_indices.long()]))
-    node_positions, parent_or_self, push_targets, node_rows, root_counts, level_sizes, head_counts = _host_schedule(
-        host_mask.bool(), host_heads
+        host_mask, host_heads = _copy_to_host(torch.stack([mask.long(), head_indices.long()])).numpy()
+    indices, level_sizes, head_counts = _host_schedule(host_mask.astype(bool), host_heads.astype(np.int64))
+    index_tensor = torch.from_numpy(indices)
+    if device.type != "cpu":
+        index_tensor = _copy_to_device(index_tensor, device)
+    num_nodes = sum(level_sizes)
+    num_roots = level_sizes[-1] if level_sizes else 0  # the last level holds every root
+    node_positions, parent_or_self, *push_targets, node_rows, root_rows, root_counts = index_tensor.split(
+        [num_nodes, num_nodes, *level_sizes, num_nodes, num_roots, batch_size]
     )
-    if not on_host:
-        num_nodes = sum(level_sizes)
-        indices = torch.cat([node_positions, parent_or_self, push_targets, node_rows, root_counts])
-        node_positions, parent_or_self, push_targets, node_rows, root_counts = _copy_to_device(indices, device).split(
-            [num_nodes, num_nodes, num_nodes, num_nodes, batch_size]
-        )
     return _LevelSchedule(
-        node_positions,
-        parent_or_self,
-        level_sizes,
-        head_counts,
-        list(push_targets.split(level_sizes)),
-        node_rows,
-        root_counts,
+        node_positions, parent_or_self, level_sizes, head_counts, push_targets, node_rows, root_rows, root_counts
     )
 
 
-def _host_schedule(
-    mask: torch.BoolTensor, head_indices: torch.LongTensor
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, List[int], List[int]]:
+def _host_schedule(mask: np.ndarray, head_indices: np.ndarray) -> Tuple[np.ndarray, List[int], List[int]]:
     """
-    Depths of every real token, with tensor operations over the whole batch on the CPU, and the
-    node order sorted by depth, deepest first: `(node_positions, parent_or_self, push_targets, node_rows,
-    root_counts, level_sizes, head_counts)` as in `_LevelSchedule`, with the push targets of all levels in one tensor.
-    Raises a `ValueError` for heads out of range, pointing at masked positions, or forming a cycle.
+    Depths of every real token, with numpy over the whole batch, and the node order sorted by
+    depth, deepest first: `(indices, level_sizes, head_counts)`, where `indices` holds, one after the
+    other, `node_positions`, `parent_or_self`, the push targets of every level, `node_rows`,
+    `root_rows` and `root_counts` as in `_LevelSchedule`.  `mask` and `head_indices` are
+    `(batch_size, num_tokens)` arrays.  Raises a `ValueError` for heads out of range, pointing at
+    masked positions, or forming a cycle.
     """
     batch_size, num_tokens = mask.shape
     num_positions = batch_size * num_tokens
-    heads = head_indices.masked_fill(~mask, 0)  # (batch, tokens)
+    heads = np.where(mask, head_indices, 0)  # (batch, tokens)
     has_head = heads > 0
-    head_position = (heads - 1).clamp(min=0, max=max(num_tokens - 1, 0))  # 0-based, within the row
+    head_position = np.clip(heads - 1, 0, max(num_tokens - 1, 0))  # 0-based, within the row
     bad = mask & ((heads < 0) | (heads > num_tokens))
-    bad |= has_head & ~mask.gather(1, head_position)
-    if bool(bad.any()):
+    bad |= has_head & ~np.take_along_axis(mask, head_position, axis=1)
+    if bad.any():
         raise ValueError("head_indices point outside the sentence or at masked positions.")
 
-    row_start = torch.arange(batch_size).unsqueeze(1) * num_tokens  # (batch, 1)
+    row_start = np.arange(batch_size).reshape(-1, 1) * num_tokens  # (batch, 1)
     # Flat position of each token's head; roots and masked tokens point at a dummy slot.
-    flat_head = torch.where(has_head, head_position + row_start, num_positions).view(-1)  # (positions,)
+    flat_head = np.where(has_head, head_position + row_start, num_positions).reshape(-1)  # (positions,)
 
     # Depth (distance to the root) by pointer jumping: after step k each position's `ancestor` is
     # its 2^k-th (or its root's dummy slot) and `depth` counts the edges in between.
-    ancestor = torch.cat([flat_head, flat_head.new_full((1,), num_positions)])  # (positions + 1,)
-    depth = torch.cat([has_head.view(-1).long(), flat_head.new_zeros(1)])
+    ancestor = np.append(flat_head, num_positions)  # (positions + 1,)
+    depth = np.append(has_head.reshape(-1).astype(np.int64), 0)
     for _ in range(max(num_tokens - 1, 1).bit_length()):  # a path has at most num_tokens - 1 edges
         depth = depth + depth[ancestor]
         ancestor = ancestor[ancestor]
-    if bool((ancestor[:num_positions] != num_positions).any()):  # only tokens on or under a cycle
+    if (ancestor[:num_positions] != num_positions).any():  # only tokens on or under a cycle
         raise ValueError("head_indices contain a cycle.")
 
     # Level num_tokens - 1 - depth, so that every node comes a level after its children (and the
     # roots last), within a level the heads of other nodes first; masked positions sort first and
     # are dropped, as are the empty levels in front.
     flat_mask = mask.reshape(-1)
-    is_head = torch.zeros(num_positions + 1, dtype=torch.long).index_fill_(0, flat_head, 1)[:num_positions]
-    sort_key = torch.where(flat_mask, 2 * ((num_tokens - 1) - depth[:num_positions]) + 1 - is_head, -1)
-    order = torch.argsort(sort_key, stable=True)
-    counts = torch.bincount(sort_key + 1, minlength=1).tolist()
+    is_head = np.zeros(num_positions + 1, dtype=np.int64)
+    is_head[flat_head] = 1
+    sort_key = np.where(flat_mask, 2 * ((num_tokens - 1) - depth[:num_positions]) + 1 - is_head[:num_positions], -1)
+    order = np.argsort(sort_key, kind="stable")
+    counts = np.bincount(sort_key + 1, minlength=1).tolist()
     num_masked = counts[0]
     counts = counts[1:] + [0] * (len(counts) % 2 == 0)  # (heads, others) per level
     head_counts, other_counts = counts[0::2], counts[1::2]
@@ -486,15 +484,15 @@ def _host_schedule(
         level_sizes.pop(0)
         head_counts.pop(0)
     num_nodes = sum(level_sizes)
+    num_roots = level_sizes[-1] if level_sizes else 0  # the last level holds every root
 
     node_positions = order[num_masked:]  # (nodes,)
-    node_index = torch.full((num_positions + 1,), num_nodes, dtype=torch.long)
-    node_index[node_positions] = torch.arange(num_nodes)
-    parent_nodes = node_index[flat_head[node_positions]]  # (nodes,): roots -> num_nodes
-    own_index = torch.arange(num_nodes)
-    parent_or_self = torch.where(parent_nodes == num_nodes, own_index, parent_nodes)
-    push_targets = parent_nodes
-    node_rows = torch.div(node_positions, max(num_tokens, 1), rounding_mode="floor")
-    num_roots = level_sizes[-1] if level_sizes else 0  # the last level holds every root
-    root_counts = torch.bincount(node_rows[num_nodes - num_roots :], minlength=batch_size).clamp(min=1)
-    return node_positions, parent_or_self, push_targets, node_rows, root_counts, level_sizes, head_counts
+    node_index = np.full(num_positions + 1, num_nodes, dtype=np.int64)
+    node_index[node_positions] = np.arange(num_nodes)
+    push_targets = node_index[flat_head[node_positions]]  # (nodes,): sorted index of the head, roots -> num_nodes
+    parent_or_self = np.where(push_targets == num_nodes, np.arange(num_nodes), push_targets)
+    node_rows = node_positions // max(num_tokens, 1)
+    root_rows = node_rows[num_nodes - num_roots :]
+    root_counts = np.maximum(np.bincount(root_rows, minlength=batch_size), 1)
+    pieces = (node_positions, parent_or_self, push_targets, node_rows, root_rows, root_counts)
+    return np.concatenate(pieces).astype(np.int64), level_sizes, head_counts
