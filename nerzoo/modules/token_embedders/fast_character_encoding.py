@@ -75,10 +75,12 @@ def _cnn_encoder_as_products(encoder: CnnEncoder, embedded: torch.Tensor, mask: 
     Padded windows are masked with the lowest value of the activations' dtype (float16 under
     autocast).
     """
-    embedded = embedded * mask.unsqueeze(-1)
+    relu = isinstance(encoder._activation, torch.nn.ReLU)
+    if not relu:
+        embedded = embedded * mask.unsqueeze(-1)
+        # Shape: (num_words, 1): windows starting at or after length - h + 1 reach padding.
+        lengths = mask.sum(dim=1, keepdim=True)
     num_words, num_characters, dim = embedded.shape
-    # Shape: (num_words, 1): windows starting at or after length - h + 1 reach padding.
-    lengths = mask.sum(dim=1, keepdim=True)
     pooled = []
     for convolution in encoder._convolution_layers:
         height = convolution.kernel_size[0]
@@ -87,6 +89,13 @@ def _cnn_encoder_as_products(encoder: CnnEncoder, embedded: torch.Tensor, mask: 
         windows = embedded.unfold(1, height, 1).reshape(num_words, num_windows, dim * height)
         weight = convolution.weight.reshape(convolution.out_channels, dim * height)
         activations = encoder._activation(torch.nn.functional.linear(windows, weight, convolution.bias))
+        if relu:
+            # A window reaches padding where its last character does.  The activations are at least
+            # 0, so a padded window set to 0 never wins the max, and a word shorter than the
+            # window gets 0, as in CnnEncoder.
+            padded = ~mask[:, height - 1 :].unsqueeze(-1)
+            pooled.append(activations.masked_fill(padded, 0.0).max(dim=1)[0])
+            continue
         outside = torch.arange(num_windows, device=embedded.device).unsqueeze(0) >= lengths - height + 1
         lowest = min_value_of_dtype(activations.dtype)
         maxima = activations.masked_fill(outside.unsqueeze(-1), lowest).max(dim=1)[0]
