@@ -269,30 +269,23 @@ class _LevelRecurrence(torch.autograd.Function):
             state_weight = state_weight.to(projected.dtype)
             forget_weight = forget_weight.to(projected.dtype)
             # Per node the pre-activations [i, o, u; f]: `W x + b`, and for f the head's `W_f x + b_f`
-            # (a root's own, unused), to which the levels add `U h~` and `U_f h`.
+            # (a root's own, unused), to which the levels add `U h~` and `U_f h`; the gates then
+            # replace them in place: [sigmoid i, sigmoid o, tanh u; sigmoid f].
             pre = projected.clone()
-            torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=pre[:, 3 * hidden :])
-            children = projected.new_zeros(num_nodes, 2 * hidden)  # [h~, sum of f * c]
-            # [h, f * c] per node: the states are the output.
-            pushed = projected.new_empty(num_nodes, 2 * hidden)
-            gates = projected.new_empty(num_nodes, 2 * hidden)  # i, o
-            buffers = [projected.new_empty(num_nodes, hidden) for _ in range(4)]  # u, c, tanh c, f
+            input_gates, output_gates, updates, forgets = pre.split(hidden, dim=1)
+            torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=forgets)
+            # [h~, sum of f * c, h, f * c, c, tanh c] per node: the states are the output.
+            work = projected.new_zeros(num_nodes, 6 * hidden)
+            child_sums, children_memories, states, pushed_memories, cells, tanh_cells = work.split(hidden, dim=1)
+            children, pushed = work[:, : 2 * hidden], work[:, 2 * hidden : 4 * hidden]  # [h~, sum f * c], [h, f * c]
             # Per level views, cut once per layer.
-            columns = [*pre.split([2 * hidden, hidden, hidden], dim=1), *children.split(hidden, dim=1)]
-            columns += [*pushed.split(hidden, dim=1), pushed, gates, *gates.split(hidden, dim=1), *buffers]
+            columns = [pre[:, : 2 * hidden], input_gates, output_gates, updates, cells, tanh_cells, forgets]
+            columns += [children_memories, states, pushed_memories, pushed]
             levels = [column.split(sizes) for column in columns]
-            head_rows = [pre[:, : 3 * hidden].split(blocks)[0::2], children[:, :hidden].split(blocks)[0::2]]
+            head_rows = [pre[:, : 3 * hidden].split(blocks)[0::2], child_sums.split(blocks)[0::2]]
             state_weight_t, forget_weight_t = state_weight.t(), forget_weight.t()
             for level, targets in enumerate(schedule.push_targets):
                 (
-                    gate_pre,
-                    update_pre,
-                    forget_pre,
-                    _,
-                    children_memory,
-                    state,
-                    pushed_memory,
-                    push,
                     gate,
                     input_gate,
                     output_gate,
@@ -300,35 +293,39 @@ class _LevelRecurrence(torch.autograd.Function):
                     cell,
                     tanh_cell,
                     forget,
+                    children_memory,
+                    state,
+                    pushed_memory,
+                    push,
                 ) = (pieces[level] for pieces in levels)
                 if head_counts[level] > 0:
                     head_pre, child_sum = (pieces[level] for pieces in head_rows)
                     head_pre.addmm_(child_sum, state_weight_t)
-                torch.sigmoid(gate_pre, out=gate)
-                torch.tanh(update_pre, out=update)
+                gate.sigmoid_()
+                update.tanh_()
                 torch.addcmul(children_memory, input_gate, update, out=cell)
                 torch.tanh(cell, out=tanh_cell)
                 torch.mul(output_gate, tanh_cell, out=state)
                 if level + 1 < len(sizes):  # the last level holds only roots
-                    forget_pre.addmm_(state, forget_weight_t)
-                    torch.sigmoid(forget_pre, out=forget)
+                    forget.addmm_(state, forget_weight_t)
+                    forget.sigmoid_()
                     torch.mul(forget, cell, out=pushed_memory)
                     children.index_add_(0, targets, push)
-        ctx.levels = levels[8:]  # gate, input_gate, output_gate, update, cell, tanh_cell, forget
+        ctx.levels = levels[:7]  # gate, input_gate, output_gate, update, cell, tanh_cell, forget
         ctx.schedule, ctx.blocks = schedule, blocks
-        ctx.children = children
-        ctx.save_for_backward(pushed, state_weight, forget_weight)
-        return pushed[:, :hidden]
+        ctx.child_sums, ctx.states = child_sums, states
+        ctx.save_for_backward(work, state_weight, forget_weight)
+        return states
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_states):  # type: ignore[override]
-        pushed, state_weight, forget_weight = ctx.saved_tensors
-        schedule, blocks, children = ctx.schedule, ctx.blocks, ctx.children
+        work, state_weight, forget_weight = ctx.saved_tensors
+        schedule, blocks, child_sums, states = ctx.schedule, ctx.blocks, ctx.child_sums, ctx.states
         sizes, head_counts = schedule.level_sizes, schedule.head_counts
-        num_nodes, hidden = children.size(0), state_weight.size(1)
+        num_nodes, hidden = work.size(0), state_weight.size(1)
         with without_autocast(grad_states):
-            grad_states = grad_states.to(pushed.dtype)
+            grad_states = grad_states.to(work.dtype)
             # d [i_pre, o_pre; u_pre; the head's W_f x + b_f] per node: d projected.
             grad_pre = grad_states.new_empty(num_nodes, 4 * hidden)
             grad_children = grad_states.new_empty(num_nodes, 2 * hidden)  # d [h~, c] (d h~ of heads only)
@@ -385,9 +382,9 @@ class _LevelRecurrence(torch.autograd.Function):
                 grad_head_forget.zero_()
                 grad_head_forget.index_add_(0, schedule.parent_or_self, grad_forget_pre)
             if ctx.needs_input_grad[1]:  # over all nodes: h~ is zero for the nodes without children
-                grad_state_weight = grad_pre[:, : 3 * hidden].t().mm(children[:, :hidden]).to(ctx.dtypes[0])
+                grad_state_weight = grad_pre[:, : 3 * hidden].t().mm(child_sums).to(ctx.dtypes[0])
             if ctx.needs_input_grad[2]:
-                grad_forget_weight = grad_forget_pre.t().mm(pushed[:, :hidden]).to(ctx.dtypes[1])
+                grad_forget_weight = grad_forget_pre.t().mm(states).to(ctx.dtypes[1])
         return grad_projected, grad_state_weight, grad_forget_weight, None
 
 
