@@ -77,31 +77,33 @@ class FastLstm(LstmSeq2SeqEncoder):
         reverse = None
         if lstm.bidirectional:
             lengths = mask.sum(dim=-1, keepdim=True)
-            positions = torch.arange(sequence_length, device=inputs.device).unsqueeze(0)
-            # Shape: (batch_size, sequence_length): where position t reads from in the reversed row.
-            reverse = torch.where(positions < lengths, lengths - 1 - positions, positions)
+            positions = torch.arange(1, sequence_length + 1, device=inputs.device)
+            # Shape: (batch_size, sequence_length): where position t reads from in the reversed row,
+            # length - 1 - t on the real tokens; the padding, which follows them, stays padding.
+            reverse = (lengths - positions) % sequence_length
         output = inputs
+        zeros = inputs.new_zeros(1, batch_size, lstm.hidden_size)  # the initial states
         for layer in range(lstm.num_layers):
             if layer > 0 and lstm.dropout > 0:
                 output = torch.nn.functional.dropout(output, lstm.dropout, self.training)
-            directions = [self._run(output, self._weights(layer, ""))]
+            directions = [self._run(output, self._weights(layer, ""), zeros)]
             if reverse is not None:
-                backward = self._run(_gather_positions(output, reverse), self._weights(layer, "_reverse"))
+                backward = self._run(_gather_positions(output, reverse), self._weights(layer, "_reverse"), zeros)
                 directions.append(_gather_positions(backward, reverse))
             output = torch.cat(directions, dim=-1) if len(directions) > 1 else directions[0]
-        return output.masked_fill(~mask.unsqueeze(-1), 0.0)
+        return output * mask.unsqueeze(-1)
 
     def _weights(self, layer: int, suffix: str) -> List[torch.Tensor]:
         names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if self._module.bias else [])
         return [getattr(self._module, f"{name}_l{layer}{suffix}") for name in names]
 
-    def _run(self, inputs: torch.Tensor, weights: List[torch.Tensor]) -> torch.Tensor:
-        """One direction of one layer over `(batch_size, sequence_length, dim)`, from zero states."""
+    def _run(self, inputs: torch.Tensor, weights: List[torch.Tensor], zeros: torch.Tensor) -> torch.Tensor:
+        """One direction of one layer over `(batch_size, sequence_length, dim)`, from the `zeros` states."""
         if inputs.device.type == "cpu" and _cpu_float16_autocast():
             # oneDNN has no float16 LSTM on most CPUs: run this one in float32 (cuDNN runs float16).
             with torch.autocast("cpu", enabled=False):
-                return self._run(inputs.float(), [weight.float() for weight in weights])
-        zeros = inputs.new_zeros(1, inputs.size(0), self._module.hidden_size)
+                return self._run(inputs.float(), [weight.float() for weight in weights], zeros.float())
+        zeros = zeros.to(inputs.dtype)
         if not self._module.bias and inputs.is_cuda:
             # Without biases this module's cuDNN outputs differed from the CPU's (two layers, an H100,
             # PyTorch 2.11, CUDA 13; tests/gpu); with zero biases they agree.
