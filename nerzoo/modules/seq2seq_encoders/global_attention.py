@@ -158,8 +158,10 @@ class GlobalAttention(Seq2SeqEncoder):
         if mask is None:
             mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)
         mask = mask.bool()
+        # Shape: (batch_size, sequence_length, 1)
+        padding = ~mask.unsqueeze(-1)
         # Padding never reaches the arithmetic, whatever it holds.
-        inputs = inputs.masked_fill(~mask.unsqueeze(-1), 0.0)
+        inputs = inputs.masked_fill(padding, 0.0)
 
         if query is None:
             if self._query_dim != self._input_dim:
@@ -202,5 +204,5 @@ class GlobalAttention(Seq2SeqEncoder):
             sublayer = torch.nn.functional.layer_norm(
                 inputs + sublayer, norm.normalized_shape, norm.weight, norm.bias, norm.eps
             )
-        output = sublayer.masked_fill(~mask.unsqueeze(-1), 0.0)
+        output = sublayer.masked_fill(padding, 0.0)
         return AttentionOutput(output=output, weights=weights)

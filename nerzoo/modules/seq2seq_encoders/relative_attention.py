@@ -115,8 +115,11 @@ class RelativeAttention(Seq2SeqEncoder):
         if mask is None:
             mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)
         mask = mask.bool()
+        # Shape: (batch_size, sequence_length, 1)
+        keep = mask.unsqueeze(-1)
+        padding = ~keep
         # Padding never reaches the arithmetic, whatever it holds (even inf or NaN).
-        inputs = inputs.masked_fill(~mask.unsqueeze(-1), 0.0)
+        inputs = inputs.masked_fill(padding, 0.0)
 
         # Shape: (batch_size, sequence_length, input_dim) each, from one product with W_Q, W_K, W_V stacked.
         weight = torch.cat([self._query.weight, self._key.weight, self._value.weight])
@@ -128,8 +131,8 @@ class RelativeAttention(Seq2SeqEncoder):
 
         # Word i attends to word j when both are real and i != j.
         # Shape: (batch_size, sequence_length, sequence_length)
-        off_diagonal = ~torch.eye(sequence_length, dtype=torch.bool, device=inputs.device)
-        pair_mask = mask.unsqueeze(2) & mask.unsqueeze(1) & off_diagonal.unsqueeze(0)
+        pair_mask = keep & mask.unsqueeze(1)
+        pair_mask.diagonal(dim1=1, dim2=2).fill_(False)
         # Rows with nothing to attend to (padding, one-token sentences) come out all zero.
         weights = masked_softmax(scores, pair_mask, dim=-1)
 
@@ -141,5 +144,5 @@ class RelativeAttention(Seq2SeqEncoder):
         if self._layer_norm is not None:
             # Eq. 4: z = LayerNorm(x + Sublayer(x)).
             weighted = self._layer_norm(inputs + weighted)
-        output = weighted.masked_fill(~mask.unsqueeze(-1), 0.0)
+        output = weighted.masked_fill(padding, 0.0)
         return AttentionOutput(output=output, weights=weights)
