@@ -5,7 +5,7 @@ from allennlp.common import Lazy
 from allennlp.common.checks import ConfigurationError, check_dimensions_match
 from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models.model import Model
-from allennlp.modules import Embedding, InputVariationalDropout, Seq2SeqEncoder, TextFieldEmbedder
+from allennlp.modules import Embedding, Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_final_encoder_states, get_text_field_mask
 
@@ -15,6 +15,7 @@ from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.global_attention import GlobalAttention
 from nerzoo.modules.seq2seq_encoders.relative_attention import RelativeAttention
+from nerzoo.modules.variational_dropout import VariationalDropout
 
 
 @Model.register("deptree_ner")
@@ -122,7 +123,7 @@ class DeptreeNer(HeadTagger):
             if global_attention is not None
             else None
         )
-        self.dropout = InputVariationalDropout(dropout)
+        self.dropout = VariationalDropout(dropout)
         self.head = head.construct(vocab=vocab, input_dim=encoded_dim)
         initializer(self)
 

@@ -10,11 +10,11 @@ from typing import List, NamedTuple, Optional, Tuple
 import numpy as np
 import torch
 from allennlp.common.checks import ConfigurationError
-from allennlp.modules.input_variational_dropout import InputVariationalDropout
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
 from torch.autograd.function import once_differentiable
 
 from nerzoo.modules.full_precision import without_autocast
+from nerzoo.modules.variational_dropout import VariationalDropout
 
 
 class TreeLstmOutput(NamedTuple):
@@ -156,7 +156,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
             )
             for index in range(num_layers)
         )
-        self.dropout = InputVariationalDropout(dropout)
+        self.dropout = VariationalDropout(dropout)
 
     def get_input_dim(self) -> int:
         return self._input_dim
@@ -206,9 +206,11 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         layer_input = inputs.reshape(batch_size * num_tokens, input_dim)[schedule.node_positions]
         for index, layer in enumerate(self.layers):
             if index > 0 and self.training and self.dropout.p > 0:  # in evaluation an identity
-                # `InputVariationalDropout`'s mask, one per sentence, picked for each node.
-                ones = layer_input.new_ones(batch_size, layer_input.size(-1))
-                dropout_mask = torch.nn.functional.dropout(ones, self.dropout.p, training=True)
+                # `InputVariationalDropout`'s mask, one per sentence (the same draws on the CPU),
+                # picked for each node.
+                keep = 1.0 - self.dropout.p
+                dropout_mask = layer_input.new_empty(batch_size, layer_input.size(-1))
+                dropout_mask = dropout_mask.bernoulli_(keep).div_(keep) if keep > 0 else dropout_mask.zero_()
                 layer_input = layer_input * dropout_mask[schedule.node_rows]
             output = self._run_layer(layer, layer_input, schedule)
             if layer.layer_norm is not None:

@@ -2,8 +2,9 @@ from typing import List, Optional
 
 import torch
 from allennlp.common.checks import ConfigurationError
-from allennlp.modules.input_variational_dropout import InputVariationalDropout
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
+
+from nerzoo.modules.variational_dropout import VariationalDropout
 
 
 @Seq2SeqEncoder.register("residual_stack")
@@ -25,7 +26,7 @@ class ResidualStack(Seq2SeqEncoder):
     "bidirectional": true}]}`: the first layer changes the size (projected residual), the second
     keeps it.
 
-    Variational dropout (one mask per sequence, `InputVariationalDropout`) is applied to the input
+    Variational dropout (one mask per sequence, allennlp's `InputVariationalDropout`) is applied to the input
     of every layer but the first.  Output vectors at padded positions are zero after every residual
     connection.
 
@@ -81,7 +82,7 @@ class ResidualStack(Seq2SeqEncoder):
                 if residual and projected_residual and not keeps_size[index]
             }
         )
-        self._dropout = InputVariationalDropout(dropout) if dropout > 0 else None
+        self._dropout = VariationalDropout(dropout) if dropout > 0 else None
 
     def get_input_dim(self) -> int:
         return self._layers[0].get_input_dim()
@@ -109,7 +110,7 @@ class ResidualStack(Seq2SeqEncoder):
             mask = inputs.new_ones(inputs.size()[:2], dtype=torch.bool)
         mask = mask.bool()
         # Shape: (batch_size, sequence_length, 1)
-        keep = mask.unsqueeze(-1)
+        padding = ~mask.unsqueeze(-1) if len(self._layer_norms) > 0 else None
         output = inputs
         for index, layer in enumerate(self._layers):
             if index > 0 and self._dropout is not None and self.training:  # in evaluation an identity
@@ -120,6 +121,6 @@ class ResidualStack(Seq2SeqEncoder):
             if key in self._layer_norms:
                 # Eq. 4: z = LayerNorm(x + Sublayer(x)), or LayerNorm(P x + Sublayer(x)).
                 shortcut = self._projections[key](output) if key in self._projections else output
-                encoded = self._layer_norms[key](shortcut + encoded).masked_fill(~keep, 0.0)
+                encoded = self._layer_norms[key](shortcut + encoded).masked_fill(padding, 0.0)
             output = encoded
         return output
