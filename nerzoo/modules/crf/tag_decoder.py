@@ -24,6 +24,9 @@ from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 
+# The largest table of codes (`TagDecoder._codes`, one entry per triple of tags) kept: 2M entries.
+MAX_CODE_TABLE = 2**21
+
 
 class TensorSpans(NamedTuple):
     """Spans of a batch, sorted by row then start; each field `(num_spans,)`, `ends` exclusive."""
@@ -100,6 +103,16 @@ class TagDecoder(torch.nn.Module):
         self.register_buffer("_starts", starts, persistent=False)
         self.register_buffer("_ends", ends, persistent=False)
         self.register_buffer("_types", types, persistent=False)
+        # codes[previous, current, next], what a metric needs of a token: bit 0, the chunk holding it
+        # closes after it; bit 1, a chunk opens at it; the bits above, its chunk's type + 1 (0: no
+        # chunk; a chunk's tokens share its type, since a change of type opens a new chunk).
+        codes = None
+        if size**3 <= MAX_CODE_TABLE:
+            codes = ends.long().unsqueeze(0) + 2 * starts.long().unsqueeze(2) + 4 * (types + 1).view(1, size, 1)
+        self.register_buffer("_codes", codes, persistent=False)
+        # Where each of the three counts (correct, predicted, gold) starts in one flat tensor.
+        offsets = torch.arange(3).view(3, 1, 1) * (len(self.entity_types) + 1)
+        self.register_buffer("_count_offsets", offsets, persistent=False)
 
     # ----------------------------------------------------------------------------------------------
     # Sentences and spans
@@ -180,7 +193,36 @@ class TagDecoder(torch.nn.Module):
         """
         `span_counts` of the predicted against the gold tag ids, `(num_types, 3)`, computed on
         their device without reading anything back to the host.
+
+        A predicted chunk is right when every token it covers has the same code (`_codes`: opens,
+        closes, type) in the gold tags: then gold has a chunk with the same start, end and type.
         """
+        if self._codes is None:
+            return self._dense_span_counts_by_start(predicted, tags, mask, sentence_starts)
+        boundary = self.num_tags
+        both = torch.stack([predicted, tags]).masked_fill(~mask.bool(), boundary)  # (2, batch, steps)
+        edged = torch.nn.functional.pad(both, (1, 1), value=boundary)
+        previous, following = edged[..., :-2], edged[..., 2:]
+        if sentence_starts is not None:
+            previous = previous.masked_fill(sentence_starts, boundary)
+            following = following.masked_fill(torch.nn.functional.pad(sentence_starts[:, 1:], (0, 1)), boundary)
+        codes = self._codes[previous, both, following]
+        predicted_codes, gold_codes = codes.unbind()
+        steps = torch.arange(1, both.size(-1) + 1, device=both.device)
+        # The last predicted opening (2 * step) and the last token whose codes differ (step), up to each token.
+        last_open = ((predicted_codes & 2) * steps).cummax(dim=-1).values
+        last_difference = ((predicted_codes != gold_codes) * steps).cummax(dim=-1).values
+        # (2, batch, steps): type + 1 where a predicted (gold) chunk closes, else 0.
+        closing_types = (codes >> 2) * (codes & 1)
+        correct_types = closing_types[0] * (2 * last_difference < last_open)
+        counted = torch.cat([correct_types.unsqueeze(0), closing_types]) + self._count_offsets
+        found = counted.new_zeros(self._count_offsets.numel() * (len(self.entity_types) + 1))
+        found.index_add_(0, counted.view(-1), counted.new_ones(counted.numel()))
+        true_positives, predicted_total, gold_total = found.view(3, -1)[:, 1:].unbind()
+        return torch.stack([true_positives, predicted_total - true_positives, gold_total - true_positives], dim=1)
+
+    def _dense_span_counts_by_start(self, predicted, tags, mask, sentence_starts) -> torch.Tensor:
+        """`dense_span_counts` for label sets too large for the table of codes: chunks compared by their start."""
         # Both tag sequences in one pass: rows 0 .. B - 1 predicted, B .. 2B - 1 gold.
         starts = None if sentence_starts is None else sentence_starts.repeat(2, 1)
         opens, ends, types = self._chunks_by_start(torch.cat([predicted, tags]), mask.repeat(2, 1), starts)
