@@ -77,3 +77,28 @@ def test_an_evaluation_pass_first_counts_the_pending_training_batches():
         return model.get_metrics(reset=True)
 
     assert train_then_evaluate(10) == pytest.approx(train_then_evaluate(1))
+
+
+def test_reads_between_decodings_do_not_read_the_device_again(monkeypatch):
+    from nerzoo.modules.crf.tag_decoder import TagDecoder
+
+    reads = []
+    read = TagDecoder.get_metrics
+
+    def counted_read(self, reset=False):
+        reads.append(reset)
+        return read(self, reset)
+
+    monkeypatch.setattr(TagDecoder, "get_metrics", counted_read)
+    model, batches = _model_and_batches("bilstm_crf.jsonnet", 2)
+    model.train()
+    progress = []
+    for batch in batches:
+        model(**batch)
+        progress.append(model.get_metrics())
+    # Counted at the second and fourth batch: read then, and at the first (nothing read before).
+    assert len(reads) == 3
+    assert progress[2] == progress[1] != progress[0]
+    assert progress[3] == read(model.head.decoder) and progress[3]["accuracy"] > 0
+    model.get_metrics(reset=True)
+    assert model.get_metrics() == read(model.head.decoder) and reads[-2:] == [True, False]

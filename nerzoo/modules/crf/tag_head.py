@@ -3,6 +3,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import torch
 from allennlp.common import FromParams
 from allennlp.common.checks import ConfigurationError
+from allennlp.common.util import is_distributed
 from allennlp.data import Vocabulary
 from allennlp.modules import ConditionalRandomField, FeedForward, TimeDistributed
 from allennlp.nn import Activation
@@ -131,6 +132,9 @@ class TagHead(torch.nn.Module, FromParams):
         self.training_decode_interval = training_decode_interval
         # Training batches waiting to be decoded for the metrics: (logits, tags, mask, sentence_starts).
         self._pending: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]] = []
+        # Whether the decoder counted anything since the metrics were last read, and that read.
+        self._counted = False
+        self._last_read: Optional[Dict[str, float]] = None
         if temperature <= 0 or (transition_temperature is not None and transition_temperature <= 0):
             raise ConfigurationError(
                 f"temperatures must be > 0, got temperature={temperature}, transition_temperature={transition_temperature}"
@@ -230,6 +234,7 @@ class TagHead(torch.nn.Module, FromParams):
                 posteriors = self.posteriors(logits, mask, paths, sentence_spans)
             sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
             self.decoder.update_metrics(paths, tags, mask, sentence_starts, posteriors)
+            self._counted = True
         return output
 
     def _defer(self, logits, tags, mask, sentence_spans, rows: Optional[SentenceRows]) -> None:
@@ -261,6 +266,7 @@ class TagHead(torch.nn.Module, FromParams):
         if len(pending) > 1 and all(batch[3] is None for batch in pending):
             starts = None
         self.decoder.update_metrics(self.scorer.decode(logits, mask), tags, mask, starts)
+        self._counted = True
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
         """
@@ -338,8 +344,19 @@ class TagHead(torch.nn.Module, FromParams):
         return SentenceRows(sentence_spans, mask.size(1), mask.device)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        """
+        The decoder's metrics and the auxiliary losses' means.  Between two decodings of the kept
+        training batches nothing new is counted, so a read then returns the previous read's values
+        without reading the device (the trainer reads after every batch; on a GPU each read waits
+        for the device).
+        """
         if self._pending and (reset or len(self._pending) >= self.training_decode_interval):
             self._decode_pending()
+        unchanged = not self._counted and not self.auxiliary_losses.recorded and not is_distributed()
+        if not reset and unchanged and self._last_read is not None:
+            return dict(self._last_read)
         metrics = self.decoder.get_metrics(reset)
         metrics.update(self.auxiliary_losses.get_metrics(reset))
+        self._counted = False
+        self._last_read = None if reset else dict(metrics)
         return metrics
