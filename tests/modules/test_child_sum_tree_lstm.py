@@ -351,3 +351,24 @@ def test_a_tree_level_costs_few_operator_calls():
 
     per_level = (calls(24) - calls(8)) / 16
     assert 0 < per_level <= 26
+
+
+@pytest.mark.parametrize(
+    "input_dim, num_layers, residual, projected_residual",
+    [(6, 3, True, False), (5, 3, False, True), (6, 2, True, True), (5, 1, True, True)],
+)
+def test_without_gradients_the_layers_share_buffers_and_give_the_same_outputs(
+    input_dim, num_layers, residual, projected_residual
+):
+    # Without gradients every layer runs in the first layer's buffers; a layer's outputs are still
+    # its next layer's inputs and shortcut.
+    torch.manual_seed(0)
+    mask, head_indices = random_batch(1)
+    module = ChildSumTreeLstm(
+        input_dim, 5, num_layers=num_layers, residual=residual, projected_residual=projected_residual
+    ).eval()
+    inputs = torch.randn(*mask.shape, input_dim)
+    states, root = module.encode(inputs, mask, head_indices)
+    with torch.no_grad():
+        shared_states, shared_root = module.encode(inputs, mask, head_indices)
+    assert torch.equal(shared_states, states) and torch.equal(shared_root, root)

@@ -67,6 +67,23 @@ class _LevelSchedule(NamedTuple):
     root_counts: torch.Tensor  # (batch_size,): roots per sentence, at least 1
 
 
+class _LevelBuffers(NamedTuple):
+    """A layer's per-node buffers, `(nodes, ...)` in node order, and their per-level views."""
+
+    pre: torch.Tensor  # (nodes, 4 * hidden): the pre-activations [i, o, u; f], then the gates in place
+    work: torch.Tensor  # (nodes, 6 * hidden): [h~, sum of f * c, h, f * c, c, tanh c]
+    children: torch.Tensor  # (nodes, 2 * hidden): work's [h~, sum of f * c], the accumulator
+    forgets: torch.Tensor  # (nodes, hidden): pre's f columns
+    child_sums: torch.Tensor  # (nodes, hidden): work's h~ columns
+    states: torch.Tensor  # (nodes, hidden): work's h columns, the layer's output
+    # Per column (gate, input_gate, output_gate, update, cell, tanh_cell, forget, children_memory,
+    # state, pushed_memory, push) its views per level.
+    levels: List[Tuple[torch.Tensor, ...]]
+    head_rows: List[Tuple[torch.Tensor, ...]]  # per level the heads' rows of pre[:, :3 * hidden] and of h~
+    blocks: List[int]  # per level (heads, others)
+    weights: Tuple[torch.Tensor, torch.Tensor]  # U and U_f in the buffers' dtype
+
+
 @Seq2SeqEncoder.register("child_sum_tree_lstm")
 class ChildSumTreeLstm(Seq2SeqEncoder):
     """
@@ -204,6 +221,8 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         # The layers run on the real tokens in node order, `(nodes, dim)`: what masked positions hold
         # (even inf/nan) never reaches them.
         layer_input = inputs.reshape(batch_size * num_tokens, input_dim)[schedule.node_positions]
+        # Without gradients the layers share one set of buffers (and their level views).
+        shared: Optional[List[_LevelBuffers]] = None if torch.is_grad_enabled() else []
         for index, layer in enumerate(self.layers):
             if index > 0 and self.training and self.dropout.p > 0:  # in evaluation an identity
                 # `InputVariationalDropout`'s mask, one per sentence (the same draws on the CPU),
@@ -212,7 +231,9 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
                 dropout_mask = layer_input.new_empty(batch_size, layer_input.size(-1))
                 dropout_mask = dropout_mask.bernoulli_(keep).div_(keep) if keep > 0 else dropout_mask.zero_()
                 layer_input = layer_input * dropout_mask[schedule.node_rows]
-            output = self._run_layer(layer, layer_input, schedule)
+            if shared and layer_input is shared[0].states and layer.layer_norm is not None:
+                layer_input = layer_input.clone()  # the shortcut, which this layer's run would overwrite
+            output = self._run_layer(layer, layer_input, schedule, shared)
             if layer.layer_norm is not None:
                 # Functional call of the layer's own LayerNorm: allennlp's trainer-time
                 # NormalizationBiasVerification pairs each biased module with the next module
@@ -237,14 +258,28 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         root = root_sum / schedule.root_counts.view(batch_size, 1)
         return TreeLstmOutput(states.view(batch_size, num_tokens, hidden), root)
 
-    def _run_layer(self, layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, schedule: _LevelSchedule) -> torch.Tensor:
-        """One Tree-LSTM layer over the scheduled forest, in node order: `(nodes, in)` -> `(nodes, hidden)`."""
+    def _run_layer(
+        self,
+        layer: ChildSumTreeLstmLayer,
+        inputs: torch.Tensor,
+        schedule: _LevelSchedule,
+        shared: Optional[List[_LevelBuffers]],
+    ) -> torch.Tensor:
+        """
+        One Tree-LSTM layer over the scheduled forest, in node order: `(nodes, in)` -> `(nodes, hidden)`.
+        Without gradients (`shared` a list) the layer runs in the buffers of the previous layer, kept
+        in `shared`, when it has any of the same dtype, and the states it returns are overwritten by
+        the next layer.
+        """
         if not schedule.level_sizes:
             return inputs.new_zeros(0, self._hidden_dim)
         projected = layer.input_linearity(inputs)  # (nodes, 4 * hidden): W x + b for i, o, u, f
-        return _LevelRecurrence.apply(
-            projected, layer.state_linearity.weight, layer.forget_state_linearity.weight, schedule
-        )
+        weights = (layer.state_linearity.weight, layer.forget_state_linearity.weight)
+        if shared is None:
+            return _LevelRecurrence.apply(projected, *weights, schedule)
+        reused = shared[0] if shared and shared[0].pre.dtype == projected.dtype else None
+        shared[:] = [_run_levels(projected, *weights, schedule, reused)]
+        return shared[0].states
 
 
 class _LevelRecurrence(torch.autograd.Function):
@@ -262,62 +297,13 @@ class _LevelRecurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, projected, state_weight, forget_weight, schedule):  # type: ignore[override]
-        with without_autocast(projected):
-            num_nodes, hidden = projected.size(0), state_weight.size(1)
-            sizes, head_counts = schedule.level_sizes, schedule.head_counts
-            # Within each level its heads (nodes with children), then the other nodes.
-            blocks = [size for heads, level_size in zip(head_counts, sizes) for size in (heads, level_size - heads)]
-            ctx.dtypes = (state_weight.dtype, forget_weight.dtype)
-            state_weight = state_weight.to(projected.dtype)
-            forget_weight = forget_weight.to(projected.dtype)
-            # Per node the pre-activations [i, o, u; f]: `W x + b`, and for f the head's `W_f x + b_f`
-            # (a root's own, unused), to which the levels add `U h~` and `U_f h`; the gates then
-            # replace them in place: [sigmoid i, sigmoid o, tanh u; sigmoid f].
-            pre = projected.clone()
-            input_gates, output_gates, updates, forgets = pre.split(hidden, dim=1)
-            torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=forgets)
-            # [h~, sum of f * c, h, f * c, c, tanh c] per node: the states are the output.
-            work = projected.new_zeros(num_nodes, 6 * hidden)
-            child_sums, children_memories, states, pushed_memories, cells, tanh_cells = work.split(hidden, dim=1)
-            children, pushed = work[:, : 2 * hidden], work[:, 2 * hidden : 4 * hidden]  # [h~, sum f * c], [h, f * c]
-            # Per level views, cut once per layer.
-            columns = [pre[:, : 2 * hidden], input_gates, output_gates, updates, cells, tanh_cells, forgets]
-            columns += [children_memories, states, pushed_memories, pushed]
-            levels = [column.split(sizes) for column in columns]
-            head_rows = [pre[:, : 3 * hidden].split(blocks)[0::2], child_sums.split(blocks)[0::2]]
-            state_weight_t, forget_weight_t = state_weight.t(), forget_weight.t()
-            for level, targets in enumerate(schedule.push_targets):
-                (
-                    gate,
-                    input_gate,
-                    output_gate,
-                    update,
-                    cell,
-                    tanh_cell,
-                    forget,
-                    children_memory,
-                    state,
-                    pushed_memory,
-                    push,
-                ) = (pieces[level] for pieces in levels)
-                if head_counts[level] > 0:
-                    head_pre, child_sum = (pieces[level] for pieces in head_rows)
-                    head_pre.addmm_(child_sum, state_weight_t)
-                gate.sigmoid_()
-                update.tanh_()
-                torch.addcmul(children_memory, input_gate, update, out=cell)
-                torch.tanh(cell, out=tanh_cell)
-                torch.mul(output_gate, tanh_cell, out=state)
-                if level + 1 < len(sizes):  # the last level holds only roots
-                    forget.addmm_(state, forget_weight_t)
-                    forget.sigmoid_()
-                    torch.mul(forget, cell, out=pushed_memory)
-                    children.index_add_(0, targets, push)
-        ctx.levels = levels[:7]  # gate, input_gate, output_gate, update, cell, tanh_cell, forget
-        ctx.schedule, ctx.blocks = schedule, blocks
-        ctx.child_sums, ctx.states = child_sums, states
-        ctx.save_for_backward(work, state_weight, forget_weight)
-        return states
+        buffers = _run_levels(projected, state_weight, forget_weight, schedule, None)
+        ctx.dtypes = (state_weight.dtype, forget_weight.dtype)
+        ctx.levels = buffers.levels[:7]  # gate, input_gate, output_gate, update, cell, tanh_cell, forget
+        ctx.schedule, ctx.blocks = schedule, buffers.blocks
+        ctx.child_sums, ctx.states = buffers.child_sums, buffers.states
+        ctx.save_for_backward(buffers.work, *buffers.weights)
+        return buffers.states
 
     @staticmethod
     @once_differentiable
@@ -388,6 +374,82 @@ class _LevelRecurrence(torch.autograd.Function):
             if ctx.needs_input_grad[2]:
                 grad_forget_weight = grad_forget_pre.t().mm(states).to(ctx.dtypes[1])
         return grad_projected, grad_state_weight, grad_forget_weight, None
+
+
+def _level_buffers(projected: torch.Tensor, schedule: _LevelSchedule, hidden: int) -> _LevelBuffers:
+    """New buffers for a layer: `projected` copied into `pre`, the accumulator zero, and their level views."""
+    sizes, head_counts = schedule.level_sizes, schedule.head_counts
+    # Within each level its heads (nodes with children), then the other nodes.
+    blocks = [size for heads, level_size in zip(head_counts, sizes) for size in (heads, level_size - heads)]
+    pre = projected.clone()
+    input_gates, output_gates, updates, forgets = pre.split(hidden, dim=1)
+    work = projected.new_zeros(projected.size(0), 6 * hidden)
+    child_sums, children_memories, states, pushed_memories, cells, tanh_cells = work.split(hidden, dim=1)
+    children, pushed = work[:, : 2 * hidden], work[:, 2 * hidden : 4 * hidden]  # [h~, sum f * c], [h, f * c]
+    columns = [pre[:, : 2 * hidden], input_gates, output_gates, updates, cells, tanh_cells, forgets]
+    columns += [children_memories, states, pushed_memories, pushed]
+    levels = [column.split(sizes) for column in columns]
+    head_rows = [pre[:, : 3 * hidden].split(blocks)[0::2], child_sums.split(blocks)[0::2]]
+    return _LevelBuffers(pre, work, children, forgets, child_sums, states, levels, head_rows, blocks, ())
+
+
+def _run_levels(
+    projected: torch.Tensor,
+    state_weight: torch.Tensor,
+    forget_weight: torch.Tensor,
+    schedule: _LevelSchedule,
+    buffers: Optional[_LevelBuffers],
+) -> _LevelBuffers:
+    """
+    The forward pass of `_LevelRecurrence`, in `buffers` (those of an earlier layer, overwritten)
+    or in new ones: `projected` `(nodes, 4 * hidden)`, the weights `(3 * hidden, hidden)` and
+    `(hidden, hidden)`.  The states are the returned buffers' `states`.
+    """
+    with without_autocast(projected):
+        hidden = state_weight.size(1)
+        sizes, head_counts = schedule.level_sizes, schedule.head_counts
+        state_weight = state_weight.to(projected.dtype)
+        forget_weight = forget_weight.to(projected.dtype)
+        # Per node the pre-activations [i, o, u; f]: `W x + b`, and for f the head's `W_f x + b_f`
+        # (a root's own, unused), to which the levels add `U h~` and `U_f h`; the gates then
+        # replace them in place: [sigmoid i, sigmoid o, tanh u; sigmoid f].
+        if buffers is None:
+            buffers = _level_buffers(projected, schedule, hidden)
+        else:
+            buffers.pre.copy_(projected)
+            buffers.children.zero_()
+        buffers = buffers._replace(weights=(state_weight, forget_weight))
+        torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=buffers.forgets)
+        children, levels, head_rows = buffers.children, buffers.levels, buffers.head_rows
+        state_weight_t, forget_weight_t = state_weight.t(), forget_weight.t()
+        for level, targets in enumerate(schedule.push_targets):
+            (
+                gate,
+                input_gate,
+                output_gate,
+                update,
+                cell,
+                tanh_cell,
+                forget,
+                children_memory,
+                state,
+                pushed_memory,
+                push,
+            ) = (pieces[level] for pieces in levels)
+            if head_counts[level] > 0:
+                head_pre, child_sum = (pieces[level] for pieces in head_rows)
+                head_pre.addmm_(child_sum, state_weight_t)
+            gate.sigmoid_()
+            update.tanh_()
+            torch.addcmul(children_memory, input_gate, update, out=cell)
+            torch.tanh(cell, out=tanh_cell)
+            torch.mul(output_gate, tanh_cell, out=state)
+            if level + 1 < len(sizes):  # the last level holds only roots
+                forget.addmm_(state, forget_weight_t)
+                forget.sigmoid_()
+                torch.mul(forget, cell, out=pushed_memory)
+                children.index_add_(0, targets, push)
+    return buffers
 
 
 def _copy_to_host(tensor: torch.Tensor) -> torch.Tensor:
