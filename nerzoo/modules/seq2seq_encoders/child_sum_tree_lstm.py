@@ -120,9 +120,10 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     accumulator with `index_add`, and a level costs two matrix products (`U h~` for its nodes with
     children, `U_f h_k` for all); the backward pass is written out level by level
     (`_LevelRecurrence`), with one product over all nodes for each weight's gradient.  The schedule
-    (depths, node order, level sizes, push targets) is built on the CPU from one copy of the mask and
-    heads and sent back as index tensors, so on a GPU a forward pass waits for the device once, not
-    once per tree level, and the layers' loops never wait for it.
+    (depths, node order, level sizes, push targets) is built with numpy on the host from one copy of
+    the mask and heads and sent back as one index tensor, so on a GPU a forward pass waits for the
+    device once, not once per tree level, and the layers' loops never wait for it.  Without
+    gradients (prediction) all layers run in one set of buffers, whose per-level views are cut once.
 
     Registered as a `Seq2SeqEncoder` with name "child_sum_tree_lstm".  Unlike most encoders it needs the
     dependency heads: `forward(inputs, mask, head_indices)`.
