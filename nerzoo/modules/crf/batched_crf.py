@@ -51,7 +51,7 @@ def viterbi_decode(crf: ConditionalRandomField, logits: torch.Tensor, mask: torc
 def _viterbi(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor) -> ViterbiPaths:
     batch_size, num_steps, num_tags = logits.shape
     mask = mask.bool()
-    transitions, start, end = (scores.to(logits.dtype) for scores in constrained_scores(crf))
+    transitions, start, end = constrained_scores(crf, dtype=logits.dtype)
     if num_steps == 0:
         empty = logits.new_zeros((batch_size, 0), dtype=torch.long)
         return ViterbiPaths(empty, logits.new_zeros(batch_size))

@@ -7,7 +7,7 @@ Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_s
 row's valid steps first (right padding), as everywhere in allennlp.
 """
 
-from typing import NamedTuple, Tuple, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
@@ -29,22 +29,25 @@ class ForwardBackward(NamedTuple):
 
 
 def constrained_scores(
-    crf: ConditionalRandomField, temperature: Union[float, torch.Tensor] = 1.0
+    crf: ConditionalRandomField,
+    temperature: Union[float, torch.Tensor] = 1.0,
+    dtype: Optional[torch.dtype] = None,
+    device: Optional[torch.device] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """
     `(transitions, start, end)` with forbidden moves scored as in `crf.viterbi_tags`; the learned
-    scores divided by `temperature` (a float or a scalar tensor), the forbidden ones left forbidden.
+    scores divided by `temperature` (a float or a scalar tensor), the forbidden ones left forbidden;
+    in `dtype` and on `device` (default: the CRF's).
     """
-    if _is_one(temperature) and not torch.is_grad_enabled():
-        # Decoding and prediction: made once per version of the scores, kept on the CRF.
-        key = (torch.is_inference_mode_enabled(), crf._constraint_mask._version) + tuple(
-            (scores.data_ptr(), scores._version, scores.dtype, scores.device) for scores in _crf_scores(crf)
-        )
+    if not torch.is_tensor(temperature) and not torch.is_grad_enabled():
+        # Decoding and prediction: made once per version of the scores and temperature, kept on the CRF.
+        key = (torch.is_inference_mode_enabled(), crf._constraint_mask._version, temperature, dtype, device)
+        key += tuple((scores.data_ptr(), scores._version, scores.dtype, scores.device) for scores in _crf_scores(crf))
         cached = crf.__dict__.get("_nerzoo_constrained_scores")
         if cached is None or cached[0] != key:
-            crf.__dict__["_nerzoo_constrained_scores"] = cached = (key, _constrained(crf, temperature))
+            crf.__dict__["_nerzoo_constrained_scores"] = cached = (key, _constrained(crf, temperature, dtype, device))
         return cached[1]
-    return _constrained(crf, temperature)
+    return _constrained(crf, temperature, dtype, device)
 
 
 def _crf_scores(crf: ConditionalRandomField) -> Tuple[torch.Tensor, ...]:
@@ -53,6 +56,18 @@ def _crf_scores(crf: ConditionalRandomField) -> Tuple[torch.Tensor, ...]:
 
 
 def _constrained(
+    crf: ConditionalRandomField,
+    temperature: Union[float, torch.Tensor],
+    dtype: Optional[torch.dtype],
+    device: Optional[torch.device],
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    scores = _scaled_constrained(crf, temperature)
+    if dtype is None and device is None:
+        return scores
+    return tuple(values.to(device or values.device, dtype or values.dtype) for values in scores)  # type: ignore
+
+
+def _scaled_constrained(
     crf: ConditionalRandomField, temperature: Union[float, torch.Tensor]
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     transitions_allowed, start_allowed, end_allowed = _allowed_moves(crf)
@@ -120,9 +135,7 @@ def forward_backward(
         if torch.is_tensor(transition_temperature):
             transition_temperature = transition_temperature.to(crf.transitions.device)
         # The CRF may live on another device than the logits (`calibrate` holds its batches on the CPU).
-        transitions, start, end = (
-            scores.to(logits.device, logits.dtype) for scores in constrained_scores(crf, transition_temperature)
-        )
+        transitions, start, end = constrained_scores(crf, transition_temperature, logits.dtype, logits.device)
         mask = mask.bool()
         if logits.size(1) > 1 and chain_scans.fits(*logits.shape, dtype=logits.dtype):
             return _scanned_recursions(transitions, start, end, logits, mask)

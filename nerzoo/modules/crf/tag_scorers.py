@@ -15,8 +15,9 @@ Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_s
 `paths` `(batch_size, num_steps)` tag ids (any value at padding).
 """
 
-from typing import Dict, NamedTuple, Optional, Sequence
+from typing import Dict, NamedTuple, Optional, Sequence, Union
 
+import numpy
 import torch
 from allennlp.modules import ConditionalRandomField
 from allennlp.modules.conditional_random_field import allowed_transitions
@@ -93,8 +94,10 @@ class CrfScorer:
         a marginal is `exp(alpha + beta - log Z)` with `log Z` in the hundreds, where float32 keeps
         only about 3e-5 of it.
         """
-        temperatures = torch.tensor([self.temperature, self.transition_temperature], device=logits.device)
-        return self.scaled_posteriors(logits.double(), mask, paths, temperatures)
+        logits = logits.double()
+        if self.temperature != 1.0:  # the temperature as a float32 tensor would hold it
+            logits = logits / float(numpy.float32(self.temperature))
+        return self._posteriors(logits, mask, paths, self.transition_temperature)
 
     def scaled_posteriors(
         self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor, temperatures: torch.Tensor
@@ -103,7 +106,16 @@ class CrfScorer:
         `temperatures[-1]`, differentiable in them; computed in the dtype of `logits`."""
         temperatures = temperatures.to(logits.device)
         logits = logits / temperatures[0].to(logits.dtype)
-        result = forward_backward(self.crf, logits, mask, temperatures[-1])
+        return self._posteriors(logits, mask, paths, temperatures[-1])
+
+    def _posteriors(
+        self,
+        logits: torch.Tensor,
+        mask: torch.BoolTensor,
+        paths: torch.LongTensor,
+        transition_temperature: Union[float, torch.Tensor],
+    ) -> TagPosteriors:
+        result = forward_backward(self.crf, logits, mask, transition_temperature)
         on_paths = PathPosteriors(result, logits, paths)
         return TagPosteriors(
             tag_marginals(result, mask), on_paths.tag_log_marginals, on_paths.segment_start, on_paths.segment_end
