@@ -149,7 +149,8 @@ def follow_backpointers(backpointers: torch.LongTensor) -> torch.LongTensor:
     """
     shift, count = 1, backpointers.size(1)
     while shift < count:
-        composed = backpointers[:, :-shift].gather(2, backpointers[:, shift:])
-        backpointers = torch.cat([composed, backpointers[:, count - shift :]], dim=1)
+        # Map t composed with map t + shift; where t + shift runs past the end, map t already reaches
+        # the last map and sends every tag to one, so the wrapped-around index changes nothing.
+        backpointers = backpointers.gather(2, backpointers.roll(-shift, dims=1))
         shift *= 2
     return backpointers[:, :, 0]

@@ -185,7 +185,7 @@ class GlobalAttention(Seq2SeqEncoder):
         # Shape: (batch_size, sequence_length)
         scores = self._attention_vector(torch.tanh(projected_inputs + projected_query)).squeeze(-1)
         # Shape: (batch_size, sequence_length)
-        weights = masked_softmax(scores, mask, dim=-1)
+        weights = masked_softmax(scores, mask, dim=-1, memory_efficient=True) * mask
 
         if self._mode == "context":
             # c = sum_j a_j h_j, (batch_size, input_dim), projected and added to every word.

@@ -134,7 +134,7 @@ class RelativeAttention(Seq2SeqEncoder):
         pair_mask = keep & mask.unsqueeze(1)
         pair_mask.diagonal(dim1=1, dim2=2).fill_(False)
         # Rows with nothing to attend to (padding, one-token sentences) come out all zero.
-        weights = masked_softmax(scores, pair_mask, dim=-1)
+        weights = masked_softmax(scores, pair_mask, dim=-1, memory_efficient=True) * pair_mask
 
         attended = weights if self._dropout is None else self._dropout(weights)
         # Eq. 2: M = A V + V.
