@@ -174,6 +174,8 @@ def test_predict_keeps_every_good_line_among_bad_ones(bilstm_crf_run, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+# `make test-slow`: tests/test_distributed_configs.py checks the same for every shipped config.
+@pytest.mark.slow
 def test_distributed_training_f1_equals_single_process_evaluate(tmp_path):
     run = tmp_path / "distributed"
     overrides = {
