@@ -2,7 +2,9 @@
 """
 Aten operator calls per training step and per prediction batch of shipped configs, counted on the CPU
 as allennlp's trainer and `allennlp predict` run them: on a GPU a small batch costs about one kernel
-launch per call, so these counts predict GPU speed at the recipe's batch size.
+launch per call, so these counts predict GPU speed at the recipe's batch size.  The CRF runs the
+parallel scans an accelerator runs (`NERZOO_CRF_SCANS=always`; `--cpu-path`: the CPU's step-by-step
+recursions, what `../shared/tools/op_count.py` counts).
 
 A training step: forward, backward, the config's `grad_norm` clipping, its optimiser step with
 `foreach` on (as on CUDA), the metrics read; the mean over `--steps` batches.  A prediction batch: the
@@ -109,7 +111,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=50, help="training steps counted (the mean is printed)")
     parser.add_argument("--batch-size", type=int, default=0, help="default: the config's")
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--cpu-path", action="store_true", help="count the CPU's CRF recursions, not the scans")
     args = parser.parse_args()
+    os.environ["NERZOO_CRF_SCANS"] = "accelerators" if args.cpu_path else "always"
     torch.set_num_threads(1)
     rows = [count(name, args.steps, args.batch_size) for name in args.configs]
     print(f"{'config':<24} {'batch':>5} {'training step':>14} {'prediction batch':>17}")

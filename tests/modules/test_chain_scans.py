@@ -1,7 +1,8 @@
 """
 The parallel scans of `nerzoo.modules.crf.chain_scans` against plain loops, and the CRF functions that use
-them (Viterbi, likelihood, forward-backward) against their step-by-step recursions, which run where a
-batch is too large to scan (forced here with `MAX_SCAN_ELEMENTS = 0`).
+them (Viterbi, likelihood, forward-backward) against their step-by-step recursions, which run on the CPU
+and where a batch is too large to scan (the scans forced here with `NERZOO_CRF_SCANS=always`, the
+recursions with `MAX_SCAN_ELEMENTS = 0`).
 """
 
 import pytest
@@ -50,6 +51,7 @@ def test_following_backpointers_equals_walking_back(count):
 
 
 def _both_ways(monkeypatch, function):
+    monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "always")
     scanned = function()
     monkeypatch.setattr(chain_scans, "MAX_SCAN_ELEMENTS", 0)
     stepwise = function()
@@ -98,7 +100,35 @@ def test_a_batch_too_large_to_scan_runs_step_by_step(monkeypatch):
     assert chain_scans.fits(10, 40, 17) and not chain_scans.fits(256, 124, 17)
     called = []
     monkeypatch.setattr(chain_scans, "prefix_products", lambda *args: called.append(args))
+    monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "always")
     monkeypatch.setattr(chain_scans, "MAX_SCAN_ELEMENTS", 0)
     logits, mask, _, _ = _random_batch(0, torch.float32)
     viterbi_decode(_crf(True, True, 0), logits, mask)
     assert not called
+
+
+@pytest.mark.parametrize(
+    "policy,device,scans",
+    [
+        (None, "cpu", False),
+        (None, "meta", True),
+        ("always", "cpu", True),
+        ("never", "meta", False),
+        ("accelerators", "meta", True),
+    ],
+)
+def test_scans_run_on_accelerators_and_where_asked(monkeypatch, policy, device, scans):
+    if policy is None:
+        monkeypatch.delenv(chain_scans.SCANS_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(chain_scans.SCANS_VARIABLE, policy)
+    assert chain_scans.use_scans(10, 16, 17, torch.float32, torch.device(device)) == scans
+    # A batch too large for one round is never scanned.
+    assert not chain_scans.use_scans(256, 124, 17, torch.float32, torch.device(device))
+
+
+def test_an_unknown_scan_policy_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "sometimes")
+    logits, mask, _, _ = _random_batch(0, torch.float32)
+    with pytest.raises(ValueError, match="NERZOO_CRF_SCANS='sometimes': expected one of accelerators, always, never"):
+        viterbi_decode(_crf(True, True, 0), logits, mask)

@@ -13,7 +13,8 @@ per-instance Python loops:
   transitions, as allennlp trains): the gold path's score is gathered without a loop, the
   partition function is a log-semiring product of the transfer matrices in pairwise rounds.
 
-Batches whose scans would not fit (`chain_scans.fits`) run the same recursions one step at a time.
+On the CPU, and for batches whose scans would not fit, the same recursions run one step at a time
+(`chain_scans.use_scans`).
 
 Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)` with each
 row's valid steps first (right padding), as everywhere in allennlp.  Half-precision logits (under
@@ -58,7 +59,7 @@ def _viterbi(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.Bool
     if num_steps == 1:
         best_score, tag = (start + logits[:, 0] + end).max(dim=1)
         return ViterbiPaths(tag.unsqueeze(1) * mask, best_score * mask[:, 0])
-    if chain_scans.fits(batch_size, num_steps, num_tags):
+    if chain_scans.use_scans(batch_size, num_steps, num_tags, logits.dtype, logits.device):
         matrices = chain_scans.chain_matrices(transitions, start, logits, mask, num_steps)
         # Row 0 of the prefix products: the forward scores alpha_t, (batch, T, K).
         scores = chain_scans.prefix_products(matrices, chain_scans.max_product)[:, :, 0]
@@ -76,7 +77,7 @@ def _viterbi(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.Bool
 
 
 def _stepwise_viterbi(transitions, first, end, logits, mask, stay):
-    """The same, one step at a time (for batches whose scans would not fit in memory)."""
+    """The same, one step at a time (on the CPU, and for batches whose scans would not fit in memory)."""
     stay = stay.expand(logits.size(0), -1)
     step_mask = mask.t().unsqueeze(-1)  # (num_steps, batch_size, 1)
     step_logits = logits.transpose(0, 1)  # (num_steps, batch_size, num_tags)
@@ -132,7 +133,7 @@ def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.
     mask = mask.bool()
     # The scan pads the chain with identities to a power of two steps (no more rounds, no odd leftovers).
     length = 1 << max(num_steps - 1, 0).bit_length()
-    scan = num_steps > 1 and chain_scans.fits(batch_size, length + 1, num_tags)
+    scan = num_steps > 1 and chain_scans.use_scans(batch_size, length + 1, num_tags, logits.dtype, logits.device)
     if not scan:  # the recursion reads every step; the scan gives padded steps the identity
         logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
     transitions = transitions.to(logits.dtype)

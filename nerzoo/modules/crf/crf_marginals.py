@@ -123,8 +123,8 @@ def forward_backward(
     crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor, transition_temperature: float = 1.0
 ) -> ForwardBackward:
     """
-    Runs both recursions, batched over sentences.  Where the batch fits
-    (`nerzoo.modules.crf.chain_scans.fits`), both are log-semiring scans over the transfer matrices
+    Runs both recursions, batched over sentences.  On accelerators, where the batch fits
+    (`nerzoo.modules.crf.chain_scans.use_scans`), both are log-semiring scans over the transfer matrices
     (`ceil(log2 T)` rounds each, exact logsumexp).  Otherwise they run one step at a time, each
     step a rescaled matrix product in probability space (see `_log_matmul_exp`); if any valid step
     underflowed (scores hundreds of nats apart), both recursions are run again with logsumexp.  The
@@ -137,7 +137,7 @@ def forward_backward(
         # The CRF may live on another device than the logits (`calibrate` holds its batches on the CPU).
         transitions, start, end = constrained_scores(crf, transition_temperature, logits.dtype, logits.device)
         mask = mask.bool()
-        if logits.size(1) > 1 and chain_scans.fits(*logits.shape, dtype=logits.dtype):
+        if logits.size(1) > 1 and chain_scans.use_scans(*logits.shape, logits.dtype, logits.device):
             return _scanned_recursions(transitions, start, end, logits, mask)
         result, underflow = _recursions(transitions, start, end, logits, mask, _log_matmul_exp)
         if underflow is not None and bool(underflow):
