@@ -10,7 +10,6 @@ import torch
 from allennlp.data import Vocabulary
 
 from nerzoo.data.tag_schemes import tags_to_spans
-from nerzoo.modules.crf import tag_decoder
 from nerzoo.modules.crf.crf_marginals import PathPosteriors, forward_backward
 from nerzoo.modules.crf.tag_decoder import TagDecoder
 from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer
@@ -128,12 +127,8 @@ def test_metrics_equal_the_string_metrics(seed, with_concepts):
 
 
 @pytest.mark.parametrize("seed", range(10))
-@pytest.mark.parametrize("table", [True, False], ids=["table of codes", "chunks by start"])
-def test_span_counts_on_the_device_equal_the_listed_spans_counts(seed, table, monkeypatch):
-    if not table:  # a label set too large for the table
-        monkeypatch.setattr(tag_decoder, "MAX_CODE_TABLE", 0)
+def test_span_counts_on_the_device_equal_the_listed_spans_counts(seed):
     decoder = TagDecoder(_vocab())
-    assert (decoder._codes is not None) == table
     gold, mask, _, sentence_spans = _random_batch(seed)
     predicted = torch.where(torch.rand(gold.shape) < 0.3, torch.randint(len(LABELS), gold.shape), gold)
     sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)

@@ -24,9 +24,6 @@ from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 
-# The largest table of codes (`TagDecoder._codes`, one entry per triple of tags) kept: 2M entries.
-MAX_CODE_TABLE = 2**21
-
 
 class TensorSpans(NamedTuple):
     """Spans of a batch, sorted by row then start; each field `(num_spans,)`, `ends` exclusive."""
@@ -103,13 +100,13 @@ class TagDecoder(torch.nn.Module):
         self.register_buffer("_starts", starts, persistent=False)
         self.register_buffer("_ends", ends, persistent=False)
         self.register_buffer("_types", types, persistent=False)
-        # codes[previous, current, next], what a metric needs of a token: bit 0, the chunk holding it
-        # closes after it; bit 1, a chunk opens at it; the bits above, its chunk's type + 1 (0: no
-        # chunk; a chunk's tokens share its type, since a change of type opens a new chunk).
-        codes = None
-        if size**3 <= MAX_CODE_TABLE:
-            codes = ends.long().unsqueeze(0) + 2 * starts.long().unsqueeze(2) + 4 * (types + 1).view(1, size, 1)
-        self.register_buffer("_codes", codes, persistent=False)
+        # What a metric needs of a token, as one code: bit 0, the chunk holding it closes after it
+        # (`_close_codes[current, next]`); bit 1, a chunk opens at it, and the bits above, its chunk's
+        # type + 1, 0 for none (`_open_codes[previous, current]`; a chunk's tokens share its type,
+        # since a change of type opens a new chunk).
+        open_codes = 2 * starts.long() + 4 * (types + 1).view(1, size)
+        self.register_buffer("_open_codes", open_codes, persistent=False)
+        self.register_buffer("_close_codes", ends.long(), persistent=False)
         # Where each of the three counts (correct, predicted, gold) starts in one flat tensor.
         offsets = torch.arange(3).view(3, 1, 1) * (len(self.entity_types) + 1)
         self.register_buffer("_count_offsets", offsets, persistent=False)
@@ -167,22 +164,6 @@ class TagDecoder(torch.nn.Module):
             following = following.masked_fill(next_starts, boundary)
         return tags, self._starts[previous, tags], self._ends[tags, following]
 
-    def _chunks_by_start(
-        self, tags: torch.LongTensor, mask: torch.BoolTensor, sentence_starts: Optional[torch.BoolTensor]
-    ) -> Tuple[torch.BoolTensor, torch.LongTensor, torch.LongTensor]:
-        """
-        The chunks of `spans` as `(batch_size, num_steps)` tensors indexed by their start: whether a
-        chunk opens there, its end (exclusive) and its type.  Shapes do not depend on the number of
-        chunks, so nothing waits for the device.
-        """
-        tags, opens, closes = self._chunk_marks(tags, mask, sentence_starts)
-        num_steps = tags.size(1)
-        positions = torch.arange(num_steps, device=tags.device).expand_as(tags)
-        # The first closing at or after each position ends the chunk opening there.
-        closing = torch.where(closes, positions, torch.full_like(positions, num_steps))
-        ends = closing.flip(1).cummin(dim=1).values.flip(1) + 1
-        return opens, ends, self._types[tags]
-
     def dense_span_counts(
         self,
         predicted: torch.LongTensor,
@@ -194,11 +175,9 @@ class TagDecoder(torch.nn.Module):
         `span_counts` of the predicted against the gold tag ids, `(num_types, 3)`, computed on
         their device without reading anything back to the host.
 
-        A predicted chunk is right when every token it covers has the same code (`_codes`: opens,
-        closes, type) in the gold tags: then gold has a chunk with the same start, end and type.
+        A predicted chunk is right when every token it covers has the same code (opens, closes,
+        type) in the gold tags: then gold has a chunk with the same start, end and type.
         """
-        if self._codes is None:
-            return self._dense_span_counts_by_start(predicted, tags, mask, sentence_starts)
         boundary = self.num_tags
         both = torch.stack([predicted, tags]).masked_fill(~mask.bool(), boundary)  # (2, batch, steps)
         edged = torch.nn.functional.pad(both, (1, 1), value=boundary)
@@ -206,7 +185,7 @@ class TagDecoder(torch.nn.Module):
         if sentence_starts is not None:
             previous = previous.masked_fill(sentence_starts, boundary)
             following = following.masked_fill(torch.nn.functional.pad(sentence_starts[:, 1:], (0, 1)), boundary)
-        codes = self._codes[previous, both, following]
+        codes = self._open_codes[previous, both] + self._close_codes[both, following]
         predicted_codes, gold_codes = codes.unbind()
         steps = torch.arange(1, both.size(-1) + 1, device=both.device)
         # The last predicted opening (2 * step) and the last token whose codes differ (step), up to each token.
@@ -219,23 +198,6 @@ class TagDecoder(torch.nn.Module):
         found = counted.new_zeros(self._count_offsets.numel() * (len(self.entity_types) + 1))
         found.index_add_(0, counted.view(-1), counted.new_ones(counted.numel()))
         true_positives, predicted_total, gold_total = found.view(3, -1)[:, 1:].unbind()
-        return torch.stack([true_positives, predicted_total - true_positives, gold_total - true_positives], dim=1)
-
-    def _dense_span_counts_by_start(self, predicted, tags, mask, sentence_starts) -> torch.Tensor:
-        """`dense_span_counts` for label sets too large for the table of codes: chunks compared by their start."""
-        # Both tag sequences in one pass: rows 0 .. B - 1 predicted, B .. 2B - 1 gold.
-        starts = None if sentence_starts is None else sentence_starts.repeat(2, 1)
-        opens, ends, types = self._chunks_by_start(torch.cat([predicted, tags]), mask.repeat(2, 1), starts)
-        (predicted_opens, gold_opens), (predicted_ends, gold_ends), (predicted_types, gold_types) = (
-            values.view(2, *mask.shape).unbind() for values in (opens, ends, types)
-        )
-        correct = predicted_opens & gold_opens & (predicted_ends == gold_ends) & (predicted_types == gold_types)
-        # (3, batch, steps): the chunks counted for each row of the result, and their types.
-        counted = torch.stack([correct, predicted_opens, gold_opens])
-        counted_types = torch.stack([predicted_types, predicted_types, gold_types])
-        type_ids = torch.arange(len(self.entity_types), device=tags.device)
-        found = ((counted_types.unsqueeze(-1) == type_ids) & counted.unsqueeze(-1)).sum(dim=(1, 2))
-        true_positives, predicted_total, gold_total = found.unbind()
         return torch.stack([true_positives, predicted_total - true_positives, gold_total - true_positives], dim=1)
 
     def match(
