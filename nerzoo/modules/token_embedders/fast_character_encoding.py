@@ -73,7 +73,7 @@ def _cnn_encoder_as_products(encoder: CnnEncoder, embedded: torch.Tensor, mask: 
     `encoder(embedded, mask)` for an allennlp `CnnEncoder`, each convolution as a product of the
     windows with its weights: `(num_words, num_characters, dim)` -> `(num_words, output_dim)`.
     Padded windows are masked with the lowest value of the activations' dtype (float16 under
-    autocast).
+    autocast), or with 0 after a ReLU, which gives the same maxima.
     """
     relu = isinstance(encoder._activation, torch.nn.ReLU)
     if not relu:
