@@ -7,7 +7,7 @@ from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models.model import Model
 from allennlp.modules import Embedding, Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator
-from allennlp.nn.util import get_final_encoder_states, get_text_field_mask
+from allennlp.nn.util import get_text_field_mask
 
 from nerzoo.data.dependency_trees import DEPENDENCY_NAMESPACE, POS_NAMESPACE
 from nerzoo.models.head_tagger import HeadTagger
@@ -109,6 +109,12 @@ class DeptreeNer(HeadTagger):
             )
             encoded_dim += semantic_encoder.get_output_dim()
             query_dim += semantic_encoder.get_output_dim()
+            # For s_n in q, the step each feature is read at: 1 (the last token) for a forward
+            # feature, 0 (the first) for a backward one, as `get_final_encoder_states`.
+            dim = semantic_encoder.get_output_dim()
+            forward_dim = dim // 2 if semantic_encoder.is_bidirectional() else dim
+            final_step = (torch.arange(dim) < forward_dim).long().view(1, 1, dim)
+            self.register_buffer("_final_step", final_step, persistent=False)
         self.syntactic_encoder = None
         if syntactic_encoder is not None:
             self.syntactic_encoder = syntactic_encoder.construct(input_dim=input_dim)
@@ -178,7 +184,7 @@ class DeptreeNer(HeadTagger):
         if self.semantic_encoder is not None:
             semantic = self.semantic_encoder(embedded, mask)
             encoded.append(semantic)
-            queries.append(get_final_encoder_states(semantic, mask, self.semantic_encoder.is_bidirectional()))
+            queries.append(self._final_states(semantic, mask))
         if self.syntactic_encoder is not None:
             if head_indices is None:
                 raise ConfigurationError("the Tree-LSTM needs head_indices: read the data with a dependency reader")
@@ -201,6 +207,12 @@ class DeptreeNer(HeadTagger):
     def attention_keys(self) -> Tuple[str, ...]:
         layers = (("relative_attention", self.relative_attention), ("global_attention", self.global_attention))
         return tuple(key for key, layer in layers if layer is not None)
+
+    def _final_states(self, semantic: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
+        """`get_final_encoder_states` of the semantic encoder's `(batch_size, num_tokens, dim)`
+        output in one gather: `(batch_size, dim)`."""
+        steps = (mask.sum(dim=1) - 1).view(-1, 1, 1) * self._final_step
+        return semantic.gather(1, steps).squeeze(1)
 
     def _drop(self, tensor: torch.Tensor) -> torch.Tensor:
         """`self.dropout` in training; in evaluation (where it multiplies by ones) nothing."""

@@ -4,6 +4,7 @@ from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.testing import ModelTestCase
 from allennlp.models import Model
+from allennlp.nn.util import get_final_encoder_states
 
 import nerzoo  # noqa: F401
 from tests import FIXTURES_ROOT
@@ -103,3 +104,18 @@ class TestDeptreeNer(ModelTestCase):
         params = Params.from_file(str(self.param_file), params_overrides={"model.pos_tag_dim": 5})
         with pytest.raises(ConfigurationError, match="semantic_encoder input dim"):
             Model.from_params(vocab=self.vocab, params=params.pop("model"))
+
+    @pytest.mark.parametrize("bidirectional", [True, False])
+    def test_final_states_are_allennlps(self, bidirectional):
+        overrides = {}
+        if not bidirectional:
+            overrides = {f"model.semantic_encoder.layers.{index}.bidirectional": False for index in (0, 1)}
+            overrides["model.semantic_encoder.layers.1.input_size"] = 8
+        params = Params.from_file(str(self.param_file), params_overrides=overrides)
+        model = Model.from_params(vocab=self.vocab, params=params.pop("model"))
+        assert model.semantic_encoder.is_bidirectional() is bidirectional
+        dim = model.semantic_encoder.get_output_dim()
+        encoded = torch.randn(4, 6, dim)
+        mask = torch.arange(6).unsqueeze(0) < torch.tensor([[6], [1], [3], [5]])
+        expected = get_final_encoder_states(encoded, mask, bidirectional)
+        assert torch.equal(model._final_states(encoded, mask), expected)

@@ -1,4 +1,5 @@
-from typing import List, Optional
+import weakref
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -74,15 +75,9 @@ class FastLstm(LstmSeq2SeqEncoder):
             mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)
         mask = mask.bool()
         lstm = self._module
-        reverse = None
-        if lstm.bidirectional:
-            lengths = mask.sum(dim=-1, keepdim=True)
-            positions = torch.arange(1, sequence_length + 1, device=inputs.device)
-            # Shape: (batch_size, sequence_length): where position t reads from in the reversed row,
-            # length - 1 - t on the real tokens; the padding, which follows them, stays padding.
-            reverse = (lengths - positions) % sequence_length
+        batch = _batch_indices(mask, lstm.bidirectional, (1, batch_size, lstm.hidden_size), inputs.dtype)
+        reverse, zeros = batch.reverse, batch.zeros
         output = inputs
-        zeros = inputs.new_zeros(1, batch_size, lstm.hidden_size)  # the initial states
         for layer in range(lstm.num_layers):
             if layer > 0 and lstm.dropout > 0:
                 output = torch.nn.functional.dropout(output, lstm.dropout, self.training)
@@ -91,7 +86,7 @@ class FastLstm(LstmSeq2SeqEncoder):
                 backward = self._run(_gather_positions(output, reverse), self._weights(layer, "_reverse"), zeros)
                 directions.append(_gather_positions(backward, reverse))
             output = torch.cat(directions, dim=-1) if len(directions) > 1 else directions[0]
-        return output * mask.unsqueeze(-1)
+        return output * batch.keep
 
     def _weights(self, layer: int, suffix: str) -> List[torch.Tensor]:
         names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if self._module.bias else [])
@@ -122,3 +117,47 @@ def _cpu_float16_autocast() -> bool:
 def _gather_positions(tensor: torch.Tensor, positions: torch.LongTensor) -> torch.Tensor:
     """`tensor[b, positions[b, t]]` for `(batch, length, dim)` tensors."""
     return tensor.gather(1, positions.unsqueeze(-1).expand(-1, -1, tensor.size(-1)))
+
+
+class _BatchIndices(NamedTuple):
+    """What the layers of a batch share, made from its `mask` (held weakly) at `version`."""
+
+    mask: "weakref.ref[torch.Tensor]"
+    version: int
+    keep: torch.BoolTensor  # (batch_size, sequence_length, 1): the mask
+    reverse: Optional[torch.LongTensor]  # (batch_size, sequence_length), for a bidirectional LSTM
+    zeros: torch.Tensor  # the initial states
+
+
+_last_batch: Optional[_BatchIndices] = None
+
+
+def _batch_indices(
+    mask: torch.BoolTensor, bidirectional: bool, state_shape: Tuple[int, ...], dtype: torch.dtype
+) -> _BatchIndices:
+    """
+    The indices and initial states for `mask`.  Those of the last mask are kept, so the stacked
+    layers of one batch (`residual_stack`, which passes each layer the same mask) make them once.
+    """
+    global _last_batch
+    last = _last_batch
+    if (
+        last is not None
+        and last.mask() is mask
+        and last.version == mask._version
+        and (last.reverse is not None or not bidirectional)
+        and last.zeros.shape == state_shape
+        and last.zeros.dtype == dtype
+    ):
+        return last
+    reverse = None
+    if bidirectional:
+        sequence_length = mask.size(1)
+        lengths = mask.sum(dim=-1, keepdim=True)
+        positions = torch.arange(1, sequence_length + 1, device=mask.device)
+        # Where position t reads from in the reversed row: length - 1 - t on the real tokens; the
+        # padding, which follows them, stays padding.
+        reverse = (lengths - positions) % sequence_length
+    zeros = mask.new_zeros(state_shape, dtype=dtype)
+    _last_batch = _BatchIndices(weakref.ref(mask), mask._version, mask.unsqueeze(-1), reverse, zeros)
+    return _last_batch

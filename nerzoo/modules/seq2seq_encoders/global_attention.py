@@ -3,7 +3,7 @@ from typing import Optional
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
-from allennlp.nn.util import get_final_encoder_states, masked_softmax
+from allennlp.nn.util import get_final_encoder_states, min_value_of_dtype
 
 from nerzoo.modules.seq2seq_encoders.relative_attention import AttentionOutput
 
@@ -158,8 +158,10 @@ class GlobalAttention(Seq2SeqEncoder):
         if mask is None:
             mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)
         mask = mask.bool()
+        # Shape: (batch_size, sequence_length)
+        blocked = ~mask
         # Shape: (batch_size, sequence_length, 1)
-        padding = ~mask.unsqueeze(-1)
+        padding = blocked.unsqueeze(-1)
         # Padding never reaches the arithmetic, whatever it holds.
         inputs = inputs.masked_fill(padding, 0.0)
 
@@ -185,7 +187,8 @@ class GlobalAttention(Seq2SeqEncoder):
         # Shape: (batch_size, sequence_length)
         scores = self._attention_vector(torch.tanh(projected_inputs + projected_query)).squeeze(-1)
         # Shape: (batch_size, sequence_length)
-        weights = masked_softmax(scores, mask, dim=-1, memory_efficient=True) * mask
+        # allennlp's masked_softmax (memory_efficient), zero on the padding.
+        weights = scores.masked_fill(blocked, min_value_of_dtype(scores.dtype)).softmax(dim=-1) * mask
 
         if self._mode == "context":
             # c = sum_j a_j h_j, (batch_size, input_dim), projected and added to every word.

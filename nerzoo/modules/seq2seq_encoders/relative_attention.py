@@ -3,7 +3,7 @@ from typing import NamedTuple, Optional
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
-from allennlp.nn.util import masked_softmax
+from allennlp.nn.util import min_value_of_dtype
 
 from nerzoo.modules.full_precision import full_precision, without_autocast
 
@@ -116,8 +116,7 @@ class RelativeAttention(Seq2SeqEncoder):
             mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)
         mask = mask.bool()
         # Shape: (batch_size, sequence_length, 1)
-        keep = mask.unsqueeze(-1)
-        padding = ~keep
+        padding = ~mask.unsqueeze(-1)
         # Padding never reaches the arithmetic, whatever it holds (even inf or NaN).
         inputs = inputs.masked_fill(padding, 0.0)
 
@@ -131,10 +130,13 @@ class RelativeAttention(Seq2SeqEncoder):
 
         # Word i attends to word j when both are real and i != j.
         # Shape: (batch_size, sequence_length, sequence_length)
-        pair_mask = keep & mask.unsqueeze(1)
-        pair_mask.diagonal(dim1=1, dim2=2).fill_(False)
-        # Rows with nothing to attend to (padding, one-token sentences) come out all zero.
-        weights = masked_softmax(scores, pair_mask, dim=-1, memory_efficient=True) * pair_mask
+        blocked = padding | padding.transpose(1, 2)
+        blocked.diagonal(dim1=1, dim2=2).fill_(True)
+        # allennlp's masked_softmax (memory_efficient); rows with nothing to attend to (padding,
+        # one-token sentences) come out all zero.
+        weights = (
+            scores.masked_fill(blocked, min_value_of_dtype(scores.dtype)).softmax(dim=-1).masked_fill(blocked, 0.0)
+        )
 
         attended = weights if self._dropout is None else self._dropout(weights)
         # Eq. 2: M = A V + V.
