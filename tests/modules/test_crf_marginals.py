@@ -136,3 +136,21 @@ def test_float16_autocast_computes_in_float32_without_the_exact_fallback(scale, 
     assert result.log_alpha.dtype == result.log_beta.dtype == torch.float32
     assert torch.allclose(tag_marginals(result, mask), tag_marginals(expected, mask), atol=1e-6)
     assert torch.allclose(result.log_partition, expected.log_partition)
+
+
+def test_constrained_scores_are_kept_for_each_dtype_until_the_scores_change():
+    """Prediction decodes in float32 and takes marginals in float64: both stay kept, and follow a change."""
+    torch.manual_seed(0)
+    crf = ConditionalRandomField(5, allowed_transitions("BIOUL", LABELS))
+    with torch.no_grad():
+        single, double = constrained_scores(crf, dtype=torch.float32), constrained_scores(crf, dtype=torch.float64)
+        assert constrained_scores(crf, dtype=torch.float32) is single
+        assert constrained_scores(crf, dtype=torch.float64) is double
+        crf.transitions.add_(1.0)
+        changed = constrained_scores(crf, dtype=torch.float64)
+    assert changed is not double
+    assert torch.equal(changed[0], constrained_scores(crf, dtype=torch.float64)[0])
+    assert torch.allclose(
+        changed[0][crf._constraint_mask[:5, :5] > 0.5].float(),
+        crf.transitions.detach()[crf._constraint_mask[:5, :5] > 0.5],
+    )

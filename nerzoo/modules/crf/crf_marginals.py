@@ -17,6 +17,8 @@ from nerzoo.modules.full_precision import full_precision, without_autocast
 
 # allennlp's Viterbi gives forbidden transitions this score; we do the same.
 _FORBIDDEN = -10000.0
+# At most this many (temperature, dtype, device) uses of the constrained scores are kept per CRF.
+_KEPT_SCORES = 8
 
 
 class ForwardBackward(NamedTuple):
@@ -40,12 +42,20 @@ def constrained_scores(
     in `dtype` and on `device` (default: the CRF's).
     """
     if not torch.is_tensor(temperature) and not torch.is_grad_enabled():
-        # Decoding and prediction: made once per version of the scores and temperature, kept on the CRF.
-        key = (torch.is_inference_mode_enabled(), crf._constraint_mask._version, temperature, dtype, device)
-        key += tuple((scores.data_ptr(), scores._version, scores.dtype, scores.device) for scores in _crf_scores(crf))
-        cached = crf.__dict__.get("_nerzoo_constrained_scores")
-        if cached is None or cached[0] != key:
-            crf.__dict__["_nerzoo_constrained_scores"] = cached = (key, _constrained(crf, temperature, dtype, device))
+        # Decoding and prediction: made once per version of the scores, kept on the CRF for each
+        # temperature, dtype and device (decoding in the logits' dtype and marginals in float64
+        # alternate in a prediction batch).
+        use = (torch.is_inference_mode_enabled(), temperature, dtype, device)
+        version = (crf._constraint_mask._version,)
+        version += tuple(
+            (scores.data_ptr(), scores._version, scores.dtype, scores.device) for scores in _crf_scores(crf)
+        )
+        kept = crf.__dict__.setdefault("_nerzoo_constrained_scores", {})
+        cached = kept.get(use)
+        if cached is None or cached[0] != version:
+            if len(kept) >= _KEPT_SCORES:
+                kept.clear()
+            kept[use] = cached = (version, _constrained(crf, temperature, dtype, device))
         return cached[1]
     return _constrained(crf, temperature, dtype, device)
 
