@@ -8,8 +8,8 @@ recursions, what `../shared/tools/op_count.py` counts).
 
 A training step: forward, backward, the config's `grad_norm` clipping, its optimiser step with
 `foreach` on (as on CUDA), the metrics read; the mean over `--steps` batches.  A prediction batch: the
-model in evaluation mode without gold tags plus `make_output_human_readable`.  Batches of real
-sentences of 12-16 words at the config's batch size.
+model in evaluation mode without gold tags plus `make_output_human_readable`, after one such batch.
+Batches of real sentences of 12-16 words at the config's batch size.
 
     NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf bilstm_crf_gpu deptree_ner
     .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf --steps 3   # fixtures: a smoke test
@@ -92,8 +92,10 @@ def count(config_name: str, steps: int, batch_size: int = 0) -> Dict[str, Any]:
     model.eval()
     inputs = {key: value for key, value in tensors.items() if key != "tags"}
     prediction = OperatorCalls()
-    with torch.no_grad(), prediction:
-        model.make_output_human_readable(model(**inputs))
+    with torch.no_grad():
+        model.make_output_human_readable(model(**inputs))  # warm-up, as for training
+        with prediction:
+            model.make_output_human_readable(model(**inputs))
     return {
         "config": config_name,
         "batch": len(typical[:size]),
