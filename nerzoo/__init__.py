@@ -21,6 +21,7 @@ from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
 from nerzoo.data.dataset_readers.entity_spans import EntitySpansReader
 from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReader
 from nerzoo.data.dataset_readers.thread_discourse import ThreadDiscourseReader
+from nerzoo.data.fast_collator import FastCollator
 from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
 from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
@@ -78,6 +79,7 @@ __all__ = [
     "EntitySpansReader",
     "FastCharacterEncoder",
     "FastCharactersIndexer",
+    "FastCollator",
     "FastLstm",
     "FofeEncoder",
     "FofeNer",

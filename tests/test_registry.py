@@ -13,6 +13,7 @@ import torch
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common import Params, Registrable
 from allennlp.data import DatasetReader, TokenIndexer, Vocabulary
+from allennlp.data.data_loaders.data_collator import DataCollator
 from allennlp.models import Model
 from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
 from allennlp.modules.seq2vec_encoders import Seq2VecEncoder
@@ -71,6 +72,7 @@ COMPONENTS = {
     (Model, "fofe_ner"): None,  # built and trained in tests/models/test_fofe_ner.py
     (TokenIndexer, "word_and_characters"): {"lowercase_tokens": True},
     (TokenIndexer, "fast_characters"): {"min_padding_length": 3},
+    (DataCollator, "fast"): None,  # against allennlp's Batch in tests/data/test_fast_collator.py
     (
         TokenEmbedder,
         "contextual_word_vectors",

@@ -1,0 +1,123 @@
+"""`fast` collation against allennlp's `Batch(instances).as_tensor_dict()`, which it must equal."""
+
+import itertools
+
+import pytest
+import torch
+from allennlp.common import Params
+from allennlp.data import Batch, DatasetReader, Instance, Token, Vocabulary
+from allennlp.data.data_loaders.data_collator import DataCollator
+from allennlp.data.fields import MetadataField, SequenceLabelField, TensorField, TextField
+from allennlp.data.token_indexers import SingleIdTokenIndexer
+from allennlp.models import Model
+from allennlp.models.archival import load_archive
+
+from nerzoo.data.fast_collator import FastCollator, collate
+from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
+from tests import FIXTURES_ROOT, PROJECT_ROOT
+
+# Shipped configs, and whether their readers make only the fields `fast` handles itself (me_crf's
+# word-shape features, char_gated_tagger's joint word and character ids and the contextual
+# configs' word pieces go through `Batch`).
+CONFIGS = {
+    "bilstm_crf": True,
+    "bilstm_crf_pos": True,
+    "deptree_ner": True,
+    "seq2biseq_pos": True,
+    "char_gated_tagger": False,
+    "me_crf_conll2003": False,
+}
+
+
+def _assert_same(expected, actual, where="batch"):
+    assert type(expected) is type(actual), where
+    if isinstance(expected, dict):
+        assert expected.keys() == actual.keys(), where
+        for key in expected:
+            _assert_same(expected[key], actual[key], f"{where}.{key}")
+    elif isinstance(expected, torch.Tensor):
+        assert expected.dtype == actual.dtype and expected.shape == actual.shape, where
+        assert torch.equal(expected, actual), where
+    else:
+        assert expected == actual, where
+
+
+def _indexed_instances(config_name):
+    params = Params.from_file(str(PROJECT_ROOT / "training_config" / f"{config_name}.jsonnet"))
+    reader = DatasetReader.from_params(params.pop("dataset_reader"))
+    instances = list(reader.read(params.pop("validation_data_path")))
+    vocab = Vocabulary.from_instances(instances)
+    for instance in instances:
+        instance.index_fields(vocab)
+    return instances
+
+
+@pytest.mark.parametrize("config_name", CONFIGS)
+def test_equals_allennlps_batches_of_every_size(config_name):
+    instances = _indexed_instances(config_name)
+    assert len(instances) >= 2
+    sizes = itertools.cycle([1, 2, 5, 16])
+    start = 0
+    while start < len(instances):
+        batch = instances[start : start + next(sizes)]
+        assert (collate(batch) is not None) is CONFIGS[config_name]
+        _assert_same(Batch(batch).as_tensor_dict(), FastCollator()(batch))
+        start += len(batch)
+
+
+def _sentence(words, indexers, tags=None):
+    text = TextField([Token(word) for word in words], indexers)
+    fields = {"tokens": text, "metadata": MetadataField({"words": words})}
+    if tags is not None:
+        fields["tags"] = SequenceLabelField(tags, text)
+    return Instance(fields)
+
+
+def test_minimum_padding_empty_sentences_and_long_words():
+    indexers = {
+        "tokens": SingleIdTokenIndexer(lowercase_tokens=True, token_min_padding_length=4),
+        "token_characters": FastCharactersIndexer(min_padding_length=3, token_min_padding_length=2),
+    }
+    instances = [
+        _sentence([], indexers, []),
+        _sentence(["a"], indexers, ["O"]),
+        _sentence(["Internationalisation", "x", "yz"], indexers, ["B-LOC", "I-LOC", "O"]),
+    ]
+    vocab = Vocabulary.from_instances(instances)
+    for instance in instances:
+        instance.index_fields(vocab)
+    for batch in ([instances[0]], instances[:2], instances):
+        _assert_same(Batch(batch).as_tensor_dict(), collate(batch))
+    assert collate(instances)["tokens"]["token_characters"]["token_characters"].shape == (3, 3, 20)
+
+
+def test_other_fields_go_through_allennlps_batch():
+    indexers = {"tokens": SingleIdTokenIndexer()}
+    instances = [_sentence(["a", "b"], indexers), _sentence(["c"], indexers)]
+    for instance, value in zip(instances, (1.0, 2.0)):
+        instance.add_field("score", TensorField(torch.tensor([value])))
+    vocab = Vocabulary.from_instances(instances)
+    for instance in instances:
+        instance.index_fields(vocab)
+    assert collate(instances) is None
+    _assert_same(Batch(instances).as_tensor_dict(), FastCollator()(instances))
+
+
+def test_is_the_collate_fn_a_config_names():
+    assert isinstance(DataCollator.from_params(Params({"type": "fast"})), FastCollator)
+
+
+def test_a_taggers_predictions_equal_allennlps_forward_on_instances():
+    archive = load_archive(FIXTURES_ROOT / "archives" / "bilstm_crf_tiny.tar.gz")
+    model = archive.model.eval()
+    instances = list(archive.dataset_reader.read(FIXTURES_ROOT / "conll2003" / "dev.txt"))[:7]
+    expected = Model.forward_on_instances(model, instances)
+    actual = model.forward_on_instances(instances)
+    assert len(actual) == len(expected) == 7
+    for want, got in zip(expected, actual):
+        assert want.keys() == got.keys()
+        for key in want:
+            if hasattr(want[key], "shape"):
+                assert (want[key] == got[key]).all(), key
+            else:
+                assert want[key] == got[key], key
