@@ -68,9 +68,9 @@ def collate(instances: Sequence[Instance]) -> Optional[Dict[str, object]]:
 
 
 def _text_tensors(fields: List[TextField]) -> Optional[Dict[str, Dict[str, torch.Tensor]]]:
-    indexers = fields[0].token_indexers
-    if any(other.token_indexers is not indexers and other.token_indexers != indexers for other in fields):
-        return None
+    indexers = fields[0]._token_indexers
+    if indexers is None or any(other._token_indexers != indexers for other in fields):
+        return None  # allennlp's Batch raises its own error for fields without indexers
     if any(other._indexed_tokens is None for other in fields):
         return None
     tensors: Dict[str, Dict[str, torch.Tensor]] = {}
