@@ -6,9 +6,10 @@ import torch
 from allennlp.data import Batch, Instance
 from allennlp.data.data_loaders.data_collator import DataCollator
 from allennlp.data.fields import MetadataField, SequenceLabelField, TextField
-from allennlp.data.token_indexers import SingleIdTokenIndexer
+from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 
 from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
+from nerzoo.data.token_indexers.lexical_features_indexer import FEATURE_NAMES, LexicalFeaturesIndexer
 
 
 @DataCollator.register("fast")
@@ -17,13 +18,13 @@ class FastCollator(DataCollator):
     allennlp's `default` collation (`Batch(instances).as_tensor_dict()`) for the fields of tagging
     data, one padded array per tensor instead of one tensor per instance and field, then joined.
 
-    Sentences of 14 words (CoNLL-2003, batches of 64) took about 32 µs each through
-    `Batch` on a two-core EPYC, about a sixth of that here: on a GPU the host's tensorising, not
-    the device, bounds prediction and small-batch training.  The same tensors (values, dtypes,
-    shapes, padding) for `TextField`s whose indexers are `single_id` or `fast_characters`,
-    `SequenceLabelField`s and `MetadataField`s; a batch with any other field, or instances that
-    differ in their fields, goes through `Batch` as before.  The instances must be indexed, as a
-    data loader's are.
+    On a GPU the host's tensorising, not the device, bounds prediction and small-batch training:
+    `Batch` takes 25-45 µs a CoNLL-2003 sentence on a two-core EPYC, this a third to a fifth of
+    that (`benchmarks/speed/collate_speed.py`).  The same tensors (values, dtypes, shapes,
+    padding) for `TextField`s whose indexers are `single_id`, `fast_characters` or
+    `lexical_features`, `SequenceLabelField`s and `MetadataField`s; a batch with any other field,
+    or instances that differ in their fields, goes through `Batch` as before.  The instances must
+    be indexed, as a data loader's are.
 
     Registered as a `DataCollator` with name "fast": `data_loader: {collate_fn: {type: "fast"}}`.
     """
@@ -82,27 +83,38 @@ def _text_tensors(fields: List[TextField]) -> Optional[Dict[str, Dict[str, torch
                 return None
             width = max(max(len(values) for values in ids), indexer._token_min_padding_length)
             padded = _padded_rows(ids, width)
+            key = "tokens"
         elif type(indexer) is FastCharactersIndexer:
-            padded = _padded_characters([item["token_characters"] for item in indexed], indexer)
+            words = [item["token_characters"] for item in indexed]
+            width = max(indexer._min_padding_length, max((len(ids) for ids in _tokens_of(words)), default=0))
+            padded = _padded_tokens(words, indexer, width)
+            key = "token_characters"
+        elif type(indexer) is LexicalFeaturesIndexer:
+            padded = _padded_tokens([item["features"] for item in indexed], indexer, len(FEATURE_NAMES))
+            key = "features"
         else:
             return None
         if padded is None:
             return None
-        key = "tokens" if type(indexer) is SingleIdTokenIndexer else "token_characters"
         tensors[indexer_name] = {key: torch.from_numpy(padded)}
     return tensors
 
 
-def _padded_characters(words: List[List[List[int]]], indexer: FastCharactersIndexer) -> Optional[numpy.ndarray]:
-    """`(batch_size, num_tokens, num_characters)` as `FastCharactersIndexer.as_padded_tensor_dict` pads them."""
-    num_tokens = max(max(len(tokens) for tokens in words), indexer._token_min_padding_length)
-    flat = list(itertools.chain.from_iterable(words))
-    num_characters = max(indexer._min_padding_length, max((len(characters) for characters in flat), default=0))
-    rows = _padded_rows(flat, num_characters)
+def _tokens_of(sentences: List[List[List[int]]]) -> List[List[int]]:
+    return list(itertools.chain.from_iterable(sentences))
+
+
+def _padded_tokens(sentences: List[List[List[int]]], indexer: TokenIndexer, width: int) -> Optional[numpy.ndarray]:
+    """
+    `(batch_size, num_tokens, width)`: each token's ids (characters, features) then zeros, as the
+    `fast_characters` and `lexical_features` indexers pad one instance.
+    """
+    num_tokens = max(max(len(tokens) for tokens in sentences), indexer._token_min_padding_length)
+    rows = _padded_rows(_tokens_of(sentences), width)
     if rows is None:
         return None
-    counts = numpy.fromiter((len(tokens) for tokens in words), dtype=numpy.int64, count=len(words))
-    padded = numpy.zeros((len(words), num_tokens, num_characters), dtype=numpy.int64)
+    counts = numpy.fromiter((len(tokens) for tokens in sentences), dtype=numpy.int64, count=len(sentences))
+    padded = numpy.zeros((len(sentences), num_tokens, width), dtype=numpy.int64)
     padded[numpy.arange(num_tokens) < counts[:, None]] = rows
     return padded
 
