@@ -7,16 +7,12 @@ and the GPU recipe is measured against the recipe's batches.
 import importlib.util
 import json
 import math
-import sys
 
-from tests import PROJECT_ROOT
+from tests import benchmark_script
 
 
 def test_gpu_training_benchmark_on_the_cpu(monkeypatch, tmp_path):
-    monkeypatch.setattr(sys, "path", list(sys.path))  # the script puts benchmarks/ on it
-    spec = importlib.util.spec_from_file_location("gpu_training", PROJECT_ROOT / "benchmarks/speed/gpu_training.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = benchmark_script("speed/gpu_training.py", monkeypatch)
     output = tmp_path / "results.json"
     argv = ["--data", "fixtures", "--device", "cpu", "--epochs", "1", "--max-sentences", "30"]
     argv += ["--rows", "bilstm_crf,bilstm_crf_gpu,crf_tagger", "--predict-passes", "1", "--json", str(output)]

@@ -1,4 +1,3 @@
-import importlib.util
 import json
 import re
 import subprocess
@@ -7,15 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from tests import benchmark_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def results():
-    spec = importlib.util.spec_from_file_location("results", ROOT / "benchmarks" / "results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("results.py")
 
 
 def test_results_md_is_what_its_records_render():
@@ -55,10 +53,7 @@ def test_runs_add_rows_and_notes_and_leave_the_prose_alone(results, tmp_path):
 
 
 def test_reproduce_knows_a_config_for_every_model_and_the_data_sets_of_data_libsonnet(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # the scripts import each other by name
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "benchmarks" / "reproduce.py")
-    reproduce = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reproduce)
+    reproduce = benchmark_script("reproduce.py", monkeypatch)
     assert not [model for model, entry in reproduce.MODELS.items() if not (ROOT / entry["config"]).exists()]
     first_passes = {entry["first_pass"] for entry in reproduce.MODELS.values() if "first_pass" in entry}
     assert first_passes <= set(reproduce.MODELS)
@@ -68,10 +63,7 @@ def test_reproduce_knows_a_config_for_every_model_and_the_data_sets_of_data_libs
 
 
 def test_every_run_the_results_quote_is_one_reproduce_knows(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "benchmarks" / "reproduce.py")
-    reproduce = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reproduce)
+    reproduce = benchmark_script("reproduce.py", monkeypatch)
     text = (ROOT / "docs" / "RESULTS.md").read_text()
     quoted = []
     for tail in re.findall(r"--runs (.*)", text):

@@ -241,15 +241,10 @@ def test_one_bad_doc_in_pipe_costs_no_other(archive_of, monkeypatch):
     assert [(name, text) for name, text, _ in errors] == [("nerzoo_ner", texts[1])]
 
 
-def test_the_benchmark_runs_on_the_fixtures(archive_of, capsys):
-    import importlib.util
+def test_the_benchmark_runs_on_the_fixtures(archive_of, capsys, monkeypatch):
+    from tests import benchmark_script
 
-    from tests import PROJECT_ROOT
-
-    path = PROJECT_ROOT / "benchmarks" / "speed" / "spacy_pipe.py"
-    spec = importlib.util.spec_from_file_location("spacy_pipe_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = benchmark_script("speed/spacy_pipe.py", monkeypatch)
     archive = str(archive_of("bilstm_crf"))
     assert module.main(["--data", "fixtures", "--archive", archive, "--passes", "1", "--batch-size", "4"]) == 0
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
