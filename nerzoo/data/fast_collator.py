@@ -6,7 +6,7 @@ import torch
 from allennlp.data import Batch, Instance
 from allennlp.data.data_loaders.data_collator import DataCollator
 from allennlp.data.fields import MetadataField, SequenceLabelField, TextField
-from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
+from allennlp.data.token_indexers import SingleIdTokenIndexer
 
 from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import FEATURE_NAMES, LexicalFeaturesIndexer
@@ -51,13 +51,10 @@ def collate(instances: Sequence[Instance]) -> Optional[Dict[str, object]]:
             tensors[name] = [other.metadata for other in fields]
         elif kind is SequenceLabelField:
             labels = [other._indexed_labels for other in fields]
-            if any(values is None for values in labels):
-                return None
             width = max(other.sequence_field.sequence_length() for other in fields)
-            padded = _padded_rows(labels, width)
-            if padded is None:
-                return None
-            tensors[name] = torch.from_numpy(padded)
+            if any(values is None or len(values) > width for values in labels):
+                return None  # not indexed, or more labels than tokens: Batch's own handling
+            tensors[name] = torch.from_numpy(_padded_rows(labels, width))
         elif kind is TextField:
             text = _text_tensors(fields)
             if text is None:
@@ -77,53 +74,38 @@ def _text_tensors(fields: List[TextField]) -> Optional[Dict[str, Dict[str, torch
     tensors: Dict[str, Dict[str, torch.Tensor]] = {}
     for indexer_name, indexer in indexers.items():
         indexed = [other._indexed_tokens[indexer_name] for other in fields]
-        if type(indexer) is SingleIdTokenIndexer and all(item.keys() == {"tokens"} for item in indexed):
-            ids = [item["tokens"] for item in indexed]
-            if any(values and isinstance(values[0], bool) for values in ids):
-                return None
-            width = max(max(len(values) for values in ids), indexer._token_min_padding_length)
-            padded = _padded_rows(ids, width)
-            key = "tokens"
+        minimum = indexer._token_min_padding_length
+        if type(indexer) is SingleIdTokenIndexer:
+            key, padded = "tokens", _padded_rows([item["tokens"] for item in indexed], minimum)
         elif type(indexer) is FastCharactersIndexer:
             words = [item["token_characters"] for item in indexed]
-            width = max(indexer._min_padding_length, max((len(ids) for ids in _tokens_of(words)), default=0))
-            padded = _padded_tokens(words, indexer, width)
-            key = "token_characters"
+            key, padded = "token_characters", _padded_tokens(words, minimum, indexer._min_padding_length)
         elif type(indexer) is LexicalFeaturesIndexer:
-            padded = _padded_tokens([item["features"] for item in indexed], indexer, len(FEATURE_NAMES))
-            key = "features"
+            features = [item["features"] for item in indexed]
+            key, padded = "features", _padded_tokens(features, minimum, len(FEATURE_NAMES))
         else:
-            return None
-        if padded is None:
             return None
         tensors[indexer_name] = {key: torch.from_numpy(padded)}
     return tensors
 
 
-def _tokens_of(sentences: List[List[List[int]]]) -> List[List[int]]:
-    return list(itertools.chain.from_iterable(sentences))
-
-
-def _padded_tokens(sentences: List[List[List[int]]], indexer: TokenIndexer, width: int) -> Optional[numpy.ndarray]:
+def _padded_tokens(sentences: List[List[List[int]]], min_tokens: int, min_width: int) -> numpy.ndarray:
     """
     `(batch_size, num_tokens, width)`: each token's ids (characters, features) then zeros, as the
     `fast_characters` and `lexical_features` indexers pad one instance.
     """
-    num_tokens = max(max(len(tokens) for tokens in sentences), indexer._token_min_padding_length)
-    rows = _padded_rows(_tokens_of(sentences), width)
-    if rows is None:
-        return None
+    rows = _padded_rows(list(itertools.chain.from_iterable(sentences)), min_width)
     counts = numpy.fromiter((len(tokens) for tokens in sentences), dtype=numpy.int64, count=len(sentences))
-    padded = numpy.zeros((len(sentences), num_tokens, width), dtype=numpy.int64)
+    num_tokens = max(int(counts.max()), min_tokens)
+    padded = numpy.zeros((len(sentences), num_tokens, rows.shape[1]), dtype=numpy.int64)
     padded[numpy.arange(num_tokens) < counts[:, None]] = rows
     return padded
 
 
-def _padded_rows(rows: List[List[int]], width: int) -> Optional[numpy.ndarray]:
-    """`(len(rows), width)` int64, each row's values then zeros; `None` if a row is longer than `width`."""
+def _padded_rows(rows: List[List[int]], min_width: int) -> numpy.ndarray:
+    """`(len(rows), width)` int64, each row's values then zeros; `width`: the longest row, at least `min_width`."""
     lengths = numpy.fromiter((len(row) for row in rows), dtype=numpy.int64, count=len(rows))
-    if len(rows) and int(lengths.max()) > width:
-        return None
+    width = max(int(lengths.max(initial=0)), min_width)
     padded = numpy.zeros((len(rows), width), dtype=numpy.int64)
     values = numpy.fromiter(itertools.chain.from_iterable(rows), dtype=numpy.int64, count=int(lengths.sum()))
     padded[numpy.arange(width) < lengths[:, None]] = values

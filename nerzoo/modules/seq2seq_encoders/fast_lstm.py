@@ -1,4 +1,3 @@
-import weakref
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
@@ -120,9 +119,9 @@ def _gather_positions(tensor: torch.Tensor, positions: torch.LongTensor) -> torc
 
 
 class _BatchIndices(NamedTuple):
-    """What the layers of a batch share, made from its `mask` (held weakly) at `version`."""
+    """What the layers of a batch share, made from its `mask` at `version`."""
 
-    mask: "weakref.ref[torch.Tensor]"
+    mask: torch.BoolTensor
     version: int
     keep: torch.BoolTensor  # (batch_size, sequence_length, 1): the mask
     reverse: Optional[torch.LongTensor]  # (batch_size, sequence_length), for a bidirectional LSTM
@@ -136,14 +135,15 @@ def _batch_indices(
     mask: torch.BoolTensor, bidirectional: bool, state_shape: Tuple[int, ...], dtype: torch.dtype
 ) -> _BatchIndices:
     """
-    The indices and initial states for `mask`.  Those of the last mask are kept, so the stacked
-    layers of one batch (`residual_stack`, which passes each layer the same mask) make them once.
+    The indices and initial states for `mask`.  Those of the last mask are kept (with the mask,
+    until the next batch), so the stacked layers of one batch (`residual_stack`, which passes each
+    layer the same mask) make them once.
     """
     global _last_batch
     last = _last_batch
     if (
         last is not None
-        and last.mask() is mask
+        and last.mask is mask
         and last.version == mask._version
         and (last.reverse is not None or not bidirectional)
         and last.zeros.shape == state_shape
@@ -159,5 +159,5 @@ def _batch_indices(
         # padding, which follows them, stays padding.
         reverse = (lengths - positions) % sequence_length
     zeros = mask.new_zeros(state_shape, dtype=dtype)
-    _last_batch = _BatchIndices(weakref.ref(mask), mask._version, mask.unsqueeze(-1), reverse, zeros)
+    _last_batch = _BatchIndices(mask, mask._version, mask.unsqueeze(-1), reverse, zeros)
     return _last_batch
