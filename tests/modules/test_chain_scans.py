@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nerzoo.modules.crf import chain_scans
-from nerzoo.modules.crf.batched_crf import crf_log_likelihood, viterbi_decode
+from nerzoo.modules.crf.batched_crf import crf_log_likelihood, sequence_log_likelihood, viterbi_decode
 from nerzoo.modules.crf.crf_marginals import forward_backward
 from tests.modules.test_batched_crf import NUM_TAGS, _crf, _random_batch
 
@@ -80,7 +80,9 @@ def test_scans_equal_the_stepwise_recursions(monkeypatch, constrained, dtype, nu
     def likelihood():
         leaf = logits.clone().requires_grad_()
         value = crf_log_likelihood(crf, leaf, tags, mask)
-        return value, torch.autograd.grad(value.sum(), [leaf, crf.transitions])
+        weights = torch.linspace(-1.0, 2.0, value.size(0), dtype=dtype)  # a different gradient per row
+        scores = [crf.transitions, crf.start_transitions, crf.end_transitions]
+        return value, torch.autograd.grad((value * weights).sum(), [leaf, *scores])
 
     (scanned, scanned_grads), (stepwise, stepwise_grads) = _both_ways(monkeypatch, likelihood)
     torch.testing.assert_close(scanned, stepwise, **tolerance)
@@ -132,3 +134,20 @@ def test_an_unknown_scan_policy_is_a_clear_error(monkeypatch):
     logits, mask, _, _ = _random_batch(0, torch.float32)
     with pytest.raises(ValueError, match="NERZOO_CRF_SCANS='sometimes': expected one of accelerators, always, never"):
         viterbi_decode(_crf(True, True, 0), logits, mask)
+
+
+@pytest.mark.parametrize("include_start_end", [True, False])
+def test_the_scanned_likelihoods_written_out_gradient_passes_gradcheck(monkeypatch, include_start_end):
+    monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "always")
+    crf = _crf(False, include_start_end, seed=3).double()
+    logits, mask, tags, _ = _random_batch(3, torch.float64, batch_size=4, num_steps=6)
+    scores = [crf.transitions.detach().clone().requires_grad_()]
+    if include_start_end:
+        scores += [crf.start_transitions.detach().clone().requires_grad_(), crf.end_transitions.detach().clone()]
+        scores[-1].requires_grad_()
+
+    def likelihood(logits, *scores):
+        transitions, start, end = (*scores, None, None)[:3]
+        return sequence_log_likelihood(transitions, start, end, logits, tags, mask)
+
+    assert torch.autograd.gradcheck(likelihood, (logits.clone().requires_grad_(), *scores))

@@ -109,6 +109,23 @@ def max_product(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
 _REDUCTIONS = {log_product: torch.logsumexp, max_product: torch.amax}
 
 
+def pair_sums(matrices: torch.Tensor) -> torch.Tensor:
+    """
+    `(batch_size, n / 2, K, K, K)`: `matrices[:, 2m, i, j] + matrices[:, 2m + 1, j, k]` for an even
+    count `n`, whose logsumexp over `j` is the log-semiring product of each pair.  `matrices` is
+    `(batch_size, n, K, K)`, or `(batch_size, n, K, 1, K)` as a reduction with `keepdim` leaves it.
+    """
+    batch_size, count, num_tags = matrices.shape[:3]
+    batch_stride, step_stride, row_stride, column_stride = (matrices.stride()[dim] for dim in (0, 1, 2, -1))
+    offset = matrices.storage_offset()
+    size = (batch_size, count // 2, num_tags, num_tags, num_tags)
+    left = matrices.as_strided(size, (batch_stride, 2 * step_stride, row_stride, column_stride, 0), offset)
+    right = matrices.as_strided(
+        size, (batch_stride, 2 * step_stride, 0, row_stride, column_stride), offset + step_stride
+    )
+    return left + right
+
+
 def log_chain_product(matrices: torch.Tensor) -> torch.Tensor:
     """
     `(batch_size, K, K)`: `M_1 (x) ... (x) M_n` in the log semiring, by pairwise rounds; `n >= 1`.
