@@ -6,9 +6,23 @@ import subprocess
 import sys
 import types
 
+from torch.utils._python_dispatch import TorchDispatchMode
+
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES_ROOT = PROJECT_ROOT / "fixtures"
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+
+class OperatorCalls(TorchDispatchMode):
+    """Counts the aten operator calls made inside it (`with OperatorCalls() as calls: ...; calls.calls`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
 
 
 def benchmark_script(relative_path: str, monkeypatch=None) -> types.ModuleType:

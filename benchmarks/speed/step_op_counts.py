@@ -6,8 +6,9 @@ launch per call, so these counts predict GPU speed at the recipe's batch size.  
 parallel scans an accelerator runs (`NERZOO_CRF_SCANS=always`; `--cpu-path`: the CPU's step-by-step
 recursions, what `../shared/tools/op_count.py` counts).
 
-A training step: forward, backward, the config's `grad_norm` clipping, its optimiser step with
-`foreach` on (as on CUDA), the metrics read; the mean over `--steps` batches.  A prediction batch: the
+A training step: forward plus the model's regularisation penalty, backward, the config's `grad_norm`
+clipping, its optimiser step with `foreach` on (as on CUDA), the metrics read; the mean over `--steps`
+batches.  A prediction batch: the
 model in evaluation mode without gold tags plus `make_output_human_readable`, after one such batch.
 Batches of real sentences of 12-16 words at the config's batch size.
 
@@ -74,7 +75,9 @@ def count(config_name: str, steps: int, batch_size: int = 0) -> Dict[str, Any]:
 
     def training_step() -> None:
         optimizer.zero_grad()
-        model(**tensors)["loss"].backward()
+        loss = model(**tensors)["loss"]
+        penalty = model.get_regularization_penalty()  # as the trainer adds it
+        (loss if penalty is None else loss + penalty).backward()
         if grad_norm:
             torch.nn.utils.clip_grad_norm_([parameter for _, parameter in parameters], grad_norm)
         optimizer.step()

@@ -19,6 +19,7 @@ from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.fofe.span_decoding import DECODERS, ScoredSpan, decode_spans
 from nerzoo.modules.fofe.span_output import candidate_spans, confidence_as_score, spans_to_tags
 from nerzoo.modules.fofe.spans import FlatSpans
+from nerzoo.training.grouped_regularizer import GroupedRegularizerApplicator
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 
@@ -124,6 +125,8 @@ class FofeNer(Model):
         initializer: InitializerApplicator = InitializerApplicator(),
         **kwargs,
     ) -> None:
+        if kwargs.get("regularizer") is not None:
+            kwargs["regularizer"] = GroupedRegularizerApplicator.of(kwargs["regularizer"])
         super().__init__(vocab, **kwargs)
         for valid, message in [
             (temperature > 0, f"temperature must be > 0, got {temperature}"),

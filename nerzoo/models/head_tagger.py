@@ -8,6 +8,7 @@ from allennlp.nn import util
 from nerzoo.data.fast_collator import FastCollator
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector
 from nerzoo.modules.crf.tag_head import TagHead
+from nerzoo.training.grouped_regularizer import GroupedRegularizerApplicator
 
 
 class HeadTagger(Model):
@@ -24,13 +25,16 @@ class HeadTagger(Model):
     # Parameters
 
     vocab : `Vocabulary`, required
-    **kwargs : passed to `Model` (e.g. `regularizer`, `serialization_dir`)
+    **kwargs : passed to `Model` (e.g. `regularizer`, applied as a `GroupedRegularizerApplicator`,
+        `serialization_dir`)
     """
 
     head: TagHead
     default_predictor = "sequence_tagger"
 
     def __init__(self, vocab: Vocabulary, **kwargs) -> None:
+        if kwargs.get("regularizer") is not None:
+            kwargs["regularizer"] = GroupedRegularizerApplicator.of(kwargs["regularizer"])
         super().__init__(vocab, **kwargs)
         self._auxiliary_losses = AuxiliaryLossCollector()
 

@@ -14,6 +14,7 @@ from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, AuxiliaryLosse
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, scorer_site
 from nerzoo.modules.crf.tag_decoder import TagDecoder
 from nerzoo.modules.crf.tag_scorers import SoftmaxScorer
+from nerzoo.training.grouped_regularizer import GroupedRegularizerApplicator
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
@@ -113,7 +114,7 @@ class Seq2Biseq(Model):
         change with it.
     initializer : `InitializerApplicator`, optional
     regularizer : `RegularizerApplicator`, optional
-        The L2 term of eq. 8.
+        The L2 term of eq. 8 (applied as a `GroupedRegularizerApplicator`).
 
     Confidences: a token's is the forward decoder's softmax probability of its predicted label
     (given the labels decoded before it); a span's is the product of its tokens'.  In evaluation
@@ -141,7 +142,7 @@ class Seq2Biseq(Model):
         regularizer: Optional[RegularizerApplicator] = None,
         **kwargs,
     ) -> None:
-        super().__init__(vocab, regularizer=regularizer, **kwargs)
+        super().__init__(vocab, regularizer=GroupedRegularizerApplicator.of(regularizer), **kwargs)
         check_dimensions_match(
             text_field_embedder.get_output_dim(),
             encoder.get_input_dim(),

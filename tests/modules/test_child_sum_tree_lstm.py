@@ -6,10 +6,10 @@ import torch
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from nerzoo.modules.seq2seq_encoders import child_sum_tree_lstm
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
+from tests import OperatorCalls
 from tests.modules.tree_lstm_reference import reference_tree_lstm
 
 
@@ -322,16 +322,6 @@ def test_forward_and_backward_read_the_device_only_for_the_schedule(monkeypatch)
     assert all(parameter.grad is not None for parameter in module.parameters())
 
 
-class _OperatorCalls(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls += 1
-        return func(*args, **(kwargs or {}))
-
-
 def test_a_tree_level_costs_few_operator_calls():
     """
     On a GPU each operator call of a small batch is about one kernel launch: a training step's forward
@@ -343,7 +333,7 @@ def test_a_tree_level_costs_few_operator_calls():
     def calls(length: int) -> int:
         mask, head_indices = pad([list(range(length))] * 3)  # a chain: length levels
         inputs = torch.randn(*mask.shape, 4, requires_grad=True)
-        counter = _OperatorCalls()
+        counter = OperatorCalls()
         with counter:
             states, root = module.encode(inputs, mask, head_indices)
             (states.sum() + root.sum()).backward()
