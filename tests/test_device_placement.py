@@ -69,7 +69,8 @@ def _training_step(model: Model, instances, vocab) -> Dict[str, float]:
     model.train()
     output = model(**util.move_to_device(batch.as_tensor_dict(), 0))  # allennlp's GPU 0: the stand-in
     assert output["loss"].device == STAND_IN
-    output["loss"].backward()
+    penalty = model.get_regularization_penalty()  # as the trainer adds it
+    (output["loss"] if penalty is None else output["loss"] + penalty).backward()
     gradients = [parameter.grad for parameter in model.parameters() if parameter.grad is not None]
     assert gradients and all(gradient.device == STAND_IN for gradient in gradients)
     model.zero_grad()
