@@ -3,13 +3,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from allennlp.common import Lazy
 from allennlp.common.checks import ConfigurationError, check_dimensions_match
-from allennlp.data import TextFieldTensors, Vocabulary
+from allennlp.data import Instance, TextFieldTensors, Vocabulary
 from allennlp.models.model import Model
 from allennlp.modules import TokenEmbedder
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 from allennlp.training.metrics import CategoricalAccuracy
 
+from nerzoo.models import fast_prediction
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite
 from nerzoo.modules.fofe import span_features as fofe_span_features
 from nerzoo.modules.fofe import spans as fofe_spans
@@ -361,6 +362,10 @@ class FofeNer(Model):
                 decoded, lengths, *spans, none_probabilities
             )
         return output_dict
+
+    def forward_on_instances(self, instances: List[Instance]) -> List[Dict[str, Any]]:
+        """allennlp's, with the batch's tensors made by `FastCollator` (`nerzoo.models.fast_prediction`)."""
+        return fast_prediction.forward_on_instances(self, instances)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = {"span_accuracy": self.accuracy.get_metric(reset)}

@@ -2,7 +2,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError, check_dimensions_match
-from allennlp.data import TextFieldTensors, Vocabulary
+from allennlp.data import Instance, TextFieldTensors, Vocabulary
 from allennlp.models.model import Model
 from allennlp.modules import Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator, RegularizerApplicator
@@ -10,6 +10,7 @@ from allennlp.nn.util import get_text_field_mask, sequence_cross_entropy_with_lo
 from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import check_tag_scheme
+from nerzoo.models import fast_prediction
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, AuxiliaryLosses
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, scorer_site
 from nerzoo.modules.crf.tag_decoder import TagDecoder
@@ -370,6 +371,10 @@ class Seq2Biseq(Model):
         return self.decoder.calibration_batch(
             output_dict["logits"], tags, output_dict["mask"].bool(), output_dict["paths"]
         )
+
+    def forward_on_instances(self, instances: List[Instance]) -> List[Dict[str, Any]]:
+        """allennlp's, with the batch's tensors made by `FastCollator` (`nerzoo.models.fast_prediction`)."""
+        return fast_prediction.forward_on_instances(self, instances)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = self.decoder.get_metrics(reset)

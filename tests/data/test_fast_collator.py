@@ -16,6 +16,7 @@ from nerzoo.data.fast_collator import FastCollator, collate
 from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from tests import FIXTURES_ROOT, PROJECT_ROOT
+from tests.test_training_configs import build_on_fixtures
 
 # Shipped configs, and whether their readers make only the fields `fast` handles itself
 # (char_gated_tagger's joint word and character ids and the contextual configs' word pieces go
@@ -111,13 +112,8 @@ def test_is_the_collate_fn_a_config_names():
     assert isinstance(DataCollator.from_params(Params({"type": "fast"})), FastCollator)
 
 
-def test_a_taggers_predictions_equal_allennlps_forward_on_instances():
-    archive = load_archive(FIXTURES_ROOT / "archives" / "bilstm_crf_tiny.tar.gz")
-    model = archive.model.eval()
-    instances = list(archive.dataset_reader.read(FIXTURES_ROOT / "conll2003" / "dev.txt"))[:7]
-    expected = Model.forward_on_instances(model, instances)
-    actual = model.forward_on_instances(instances)
-    assert len(actual) == len(expected) == 7
+def _assert_same_outputs(expected, actual, count):
+    assert len(actual) == len(expected) == count
     for want, got in zip(expected, actual):
         assert want.keys() == got.keys()
         for key in want:
@@ -125,3 +121,23 @@ def test_a_taggers_predictions_equal_allennlps_forward_on_instances():
                 assert (want[key] == got[key]).all(), key
             else:
                 assert want[key] == got[key], key
+
+
+def test_a_taggers_predictions_equal_allennlps_forward_on_instances():
+    archive = load_archive(FIXTURES_ROOT / "archives" / "bilstm_crf_tiny.tar.gz")
+    model = archive.model.eval()
+    instances = list(archive.dataset_reader.read(FIXTURES_ROOT / "conll2003" / "dev.txt"))[:7]
+    _assert_same_outputs(Model.forward_on_instances(model, instances), model.forward_on_instances(instances), 7)
+
+
+@pytest.mark.parametrize("config", ["seq2biseq", "fofe_ner", "deptree_ner"])
+def test_every_models_predictions_equal_allennlps_forward_on_instances(config):
+    model, instances, _ = build_on_fixtures(PROJECT_ROOT / "training_config" / f"{config}.jsonnet")
+    model.eval()
+    words_only = [
+        Instance({name: field for name, field in instance.fields.items() if name != "tags"}) for instance in instances
+    ]
+    assert type(model).forward_on_instances is not Model.forward_on_instances
+    _assert_same_outputs(
+        Model.forward_on_instances(model, words_only), model.forward_on_instances(words_only), len(instances)
+    )
