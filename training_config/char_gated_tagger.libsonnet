@@ -83,8 +83,11 @@ function(representation)
       dropout: 0.5,
       head: { tag_scheme: "BIOUL", constrain_crf_decoding: true, hidden_dim: hidden_dim, activation: "tanh" },
     },
-    data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] } },
-    validation_data_loader: { batch_sampler: { type: "bucket", batch_size: 64, sorting_keys: ["tokens"], shuffle: false } },
+    data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] }, collate_fn: { type: "fast" } },
+    validation_data_loader: {
+      batch_sampler: { type: "bucket", batch_size: 64, sorting_keys: ["tokens"], shuffle: false },
+      collate_fn: { type: "fast" },
+    },
     trainer: {
       optimizer: { type: "adam", lr: 0.002 },
       grad_norm: 5.0,

@@ -10,6 +10,7 @@ from allennlp.data.token_indexers import SingleIdTokenIndexer
 
 from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import FEATURE_NAMES, LexicalFeaturesIndexer
+from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 
 
 @DataCollator.register("fast")
@@ -21,8 +22,8 @@ class FastCollator(DataCollator):
     On a GPU the host's tensorising, not the device, bounds prediction and small-batch training:
     `Batch` takes 25-45 µs a CoNLL-2003 sentence on a two-core EPYC, this a third to a fifth of
     that (`benchmarks/speed/collate_speed.py`).  The same tensors (values, dtypes, shapes,
-    padding) for `TextField`s whose indexers are `single_id`, `fast_characters` or
-    `lexical_features`, `SequenceLabelField`s and `MetadataField`s; a batch with any other field,
+    padding) for `TextField`s whose indexers are `single_id`, `fast_characters`,
+    `lexical_features` or `word_and_characters`, `SequenceLabelField`s and `MetadataField`s; a batch with any other field,
     or instances that differ in their fields, goes through `Batch` as before.  The instances must
     be indexed, as a data loader's are.
 
@@ -83,6 +84,14 @@ def _text_tensors(fields: List[TextField]) -> Optional[Dict[str, Dict[str, torch
         elif type(indexer) is LexicalFeaturesIndexer:
             features = [item["features"] for item in indexed]
             key, padded = "features", _padded_tokens(features, minimum, len(FEATURE_NAMES))
+        elif type(indexer) is WordAndCharactersIndexer:
+            words = [item["token_characters"] for item in indexed]
+            width = indexer._character_indexer._min_padding_length
+            tensors[indexer_name] = {
+                "token_ids": torch.from_numpy(_padded_rows([item["token_ids"] for item in indexed], minimum)),
+                "token_characters": torch.from_numpy(_padded_tokens(words, minimum, width)),
+            }
+            continue
         else:
             return None
         tensors[indexer_name] = {key: torch.from_numpy(padded)}

@@ -15,19 +15,20 @@ from allennlp.models.archival import load_archive
 from nerzoo.data.fast_collator import FastCollator, collate
 from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
+from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 from tests import FIXTURES_ROOT, PROJECT_ROOT
 from tests.test_training_configs import build_on_fixtures
 
 # Shipped configs, and whether their readers make only the fields `fast` handles itself
-# (char_gated_tagger's joint word and character ids and the contextual configs' word pieces go
-# through `Batch`).
+# (the contextual configs' word pieces go through `Batch`).
 CONFIGS = {
     "bilstm_crf": True,
     "bilstm_crf_pos": True,
     "deptree_ner": True,
     "seq2biseq": True,
     "seq2biseq_pos": True,
-    "char_gated_tagger": False,
+    "char_gated_tagger": True,
+    "bilstm_crf_contextual": False,
     "me_crf_conll2003": True,
 }
 
@@ -81,6 +82,7 @@ def test_minimum_padding_empty_sentences_and_long_words():
         "tokens": SingleIdTokenIndexer(lowercase_tokens=True, token_min_padding_length=4),
         "token_characters": FastCharactersIndexer(min_padding_length=3, token_min_padding_length=2),
         "shape": LexicalFeaturesIndexer(token_min_padding_length=5),
+        "joint": WordAndCharactersIndexer(min_padding_length=4, token_min_padding_length=3),
     }
     instances = [
         _sentence([], indexers, []),
@@ -94,6 +96,7 @@ def test_minimum_padding_empty_sentences_and_long_words():
         _assert_same(Batch(batch).as_tensor_dict(), collate(batch))
     assert collate(instances)["tokens"]["token_characters"]["token_characters"].shape == (3, 3, 20)
     assert collate(instances)["tokens"]["shape"]["features"].shape[:2] == (3, 5)
+    assert collate(instances)["tokens"]["joint"]["token_characters"].shape == (3, 3, 20)
 
 
 def test_other_fields_go_through_allennlps_batch():
