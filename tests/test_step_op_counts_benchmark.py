@@ -11,3 +11,6 @@ def test_step_op_counts_on_the_fixtures(monkeypatch):
     # Forward, backward, clipping, a foreach SGD step and the metrics read: hundreds of calls, not none.
     assert 100 < row["training_step"] < 2000 and 50 < row["prediction_batch"] < 2000
     assert sum(calls for _, calls in row["top_training_operators"]) <= row["training_step"]
+    # Views launch no kernel: fewer "kernel" calls than calls, but some.
+    assert 0 < row["training_step_kernels"] < row["training_step"]
+    assert 0 < row["prediction_batch_kernels"] < row["prediction_batch"]

@@ -8,9 +8,10 @@ recursions, what `../shared/tools/op_count.py` counts).
 
 A training step: forward plus the model's regularisation penalty, backward, the config's `grad_norm`
 clipping, its optimiser step with `foreach` on (as on CUDA), the metrics read; the mean over `--steps`
-batches.  A prediction batch: the
-model in evaluation mode without gold tags plus `make_output_human_readable`, after one such batch.
-Batches of real sentences of 12-16 words at the config's batch size.
+batches.  A prediction batch: the model in evaluation mode without gold tags plus
+`make_output_human_readable`, after one such batch.  Batches of real sentences of 12-16 words at the
+config's batch size.  In brackets, the calls that are neither views (which launch no kernel) nor reads
+of a scalar to the host.
 
     NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf bilstm_crf_gpu deptree_ner
     .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf --steps 3   # fixtures: a smoke test
@@ -30,13 +31,17 @@ import harness  # noqa: E402
 
 
 class OperatorCalls(TorchDispatchMode):
+    """Counts operator calls, and among them views (no kernel) and reads of a scalar to the host."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.calls = 0
+        self.calls = self.views = self.host_reads = 0
         self.by_operator: collections.Counter = collections.Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.calls += 1
+        self.views += func.is_view
+        self.host_reads += func.overloadpacket is torch.ops.aten._local_scalar_dense
         self.by_operator[str(func.overloadpacket)] += 1
         return func(*args, **(kwargs or {}))
 
@@ -103,7 +108,9 @@ def count(config_name: str, steps: int, batch_size: int = 0) -> Dict[str, Any]:
         "config": config_name,
         "batch": len(typical[:size]),
         "training_step": round(training.calls / steps, 1),
+        "training_step_kernels": round((training.calls - training.views - training.host_reads) / steps, 1),
         "prediction_batch": prediction.calls,
+        "prediction_batch_kernels": prediction.calls - prediction.views - prediction.host_reads,
         "top_training_operators": [
             (name, round(calls / steps, 1)) for name, calls in training.by_operator.most_common(6)
         ],
@@ -121,9 +128,12 @@ def main() -> int:
     os.environ["NERZOO_CRF_SCANS"] = "accelerators" if args.cpu_path else "always"
     torch.set_num_threads(1)
     rows = [count(name, args.steps, args.batch_size) for name in args.configs]
-    print(f"{'config':<24} {'batch':>5} {'training step':>14} {'prediction batch':>17}")
+    print(f"{'config':<24} {'batch':>5} {'training step':>14} {'prediction batch':>17}   (without views, host reads)")
     for row in rows:
-        print(f"{row['config']:<24} {row['batch']:>5} {row['training_step']:>14} {row['prediction_batch']:>17}")
+        print(
+            f"{row['config']:<24} {row['batch']:>5} {row['training_step']:>14} {row['prediction_batch']:>17}"
+            f"   ({row['training_step_kernels']}, {row['prediction_batch_kernels']})"
+        )
     if args.json:
         harness.write_json(args.json, rows)
     return 0
