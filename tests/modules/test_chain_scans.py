@@ -151,3 +151,21 @@ def test_the_scanned_likelihoods_written_out_gradient_passes_gradcheck(monkeypat
         return sequence_log_likelihood(transitions, start, end, logits, tags, mask)
 
     assert torch.autograd.gradcheck(likelihood, (logits.clone().requires_grad_(), *scores))
+
+
+def test_forward_backward_in_one_scan_equals_two(monkeypatch):
+    """Where twice the batch fits, alpha and beta come from one scan; else from a prefix and a suffix scan."""
+    monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "always")
+    crf = _crf(True, True, seed=5).double()
+    logits, mask, _, _ = _random_batch(5, torch.float64, num_steps=7)
+    suffix_scans = []
+    suffix = chain_scans.suffix_products
+    monkeypatch.setattr(chain_scans, "suffix_products", lambda *args: suffix_scans.append(args) or suffix(*args))
+    both = forward_backward(crf, logits, mask)
+    assert not suffix_scans
+    # Room for one batch of this shape but not for two: the prefix and suffix scans run apart.
+    monkeypatch.setattr(chain_scans, "MAX_SCAN_ELEMENTS", logits.size(0) * 6 * NUM_TAGS**3 * 2)
+    apart = forward_backward(crf, logits, mask)
+    assert len(suffix_scans) == 1
+    for got, wanted in zip(both[:3], apart[:3]):
+        torch.testing.assert_close(got, wanted, atol=1e-12, rtol=1e-12)

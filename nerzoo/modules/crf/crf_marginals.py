@@ -159,13 +159,22 @@ def _scanned_recursions(transitions, start, end, logits, mask) -> ForwardBackwar
     """
     alpha_t is row 0 of the prefix products of `[F, M_1, ..., M_{T-1}]`, where every row of `F` is
     the first step's scores; beta_t is column 0 of the suffix products of `[M_{t+1}, ..., M_{T-1}, E]`,
-    where every column of `E` is the end scores.  A padded step's identity carries both over.
+    where every column of `E` is the end scores.  A padded step's identity carries both over.  Where
+    twice the batch fits, one scan gives both.
     """
     batch_size, num_steps, num_tags = logits.shape
     matrices = chain_scans.chain_matrices(transitions, start, logits, mask, num_steps)  # [F, M_1, ..., M_{T-1}]
-    log_alpha = chain_scans.prefix_products(matrices, chain_scans.log_product)[:, :, 0]
     last = end.view(1, 1, num_tags, 1).expand(batch_size, 1, num_tags, num_tags)
-    log_beta = chain_scans.suffix_products(torch.cat([matrices[:, 1:], last], dim=1), chain_scans.log_product)[..., 0]
+    following = torch.cat([matrices[:, 1:], last], dim=1)  # [M_1, ..., M_{T-1}, E]
+    if chain_scans.fits(2 * batch_size, num_steps, num_tags, logits.dtype):
+        # Both in one scan: the suffix products are the transposes of the prefix products of the
+        # transposed matrices in reverse order, `(A (x) B)^T = B^T (x) A^T`.
+        both = torch.cat([matrices, following.flip(1).transpose(2, 3)])
+        products = chain_scans.prefix_products(both, chain_scans.log_product)[:, :, 0]
+        log_alpha, log_beta = products[:batch_size], products[batch_size:].flip(1)
+    else:
+        log_alpha = chain_scans.prefix_products(matrices, chain_scans.log_product)[:, :, 0]
+        log_beta = chain_scans.suffix_products(following, chain_scans.log_product)[..., 0]
     log_partition = torch.logsumexp(log_alpha[:, -1] + end, dim=1)
     return ForwardBackward(log_alpha, log_beta, log_partition, transitions)
 
