@@ -23,9 +23,9 @@ class FastCollator(DataCollator):
     `Batch` takes 25-45 µs a CoNLL-2003 sentence on a two-core EPYC, this a third to a fifth of
     that (`benchmarks/speed/collate_speed.py`).  The same tensors (values, dtypes, shapes,
     padding) for `TextField`s whose indexers are `single_id`, `fast_characters`,
-    `lexical_features` or `word_and_characters`, `SequenceLabelField`s and `MetadataField`s; a batch with any other field,
-    or instances that differ in their fields, goes through `Batch` as before.  The instances must
-    be indexed, as a data loader's are.
+    `lexical_features` or `word_and_characters`, `SequenceLabelField`s and `MetadataField`s; a
+    batch with any other field, or instances that differ in their fields, goes through `Batch` as
+    before.  The instances must be indexed, as a data loader's are.
 
     Registered as a `DataCollator` with name "fast": `data_loader: {collate_fn: {type: "fast"}}`.
     """

@@ -3,14 +3,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from allennlp.common import Lazy
 from allennlp.common.checks import ConfigurationError, check_dimensions_match
-from allennlp.data import Instance, TextFieldTensors, Vocabulary
+from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models.model import Model
 from allennlp.modules import TokenEmbedder
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 from allennlp.training.metrics import CategoricalAccuracy
 
-from nerzoo.models import fast_prediction
+from nerzoo.models.nerzoo_model import NerzooModel
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite
 from nerzoo.modules.fofe import span_features as fofe_span_features
 from nerzoo.modules.fofe import spans as fofe_spans
@@ -20,13 +20,12 @@ from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.fofe.span_decoding import DECODERS, ScoredSpan, decode_spans
 from nerzoo.modules.fofe.span_output import candidate_spans, confidence_as_score, spans_to_tags
 from nerzoo.modules.fofe.spans import FlatSpans
-from nerzoo.training.grouped_regularizer import GroupedRegularizerApplicator
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 
 
 @Model.register("fofe_ner")
-class FofeNer(Model):
+class FofeNer(NerzooModel):
     """
     FOFE-NER, local detection of (possibly nested) entities: Xu (2017), "Fixed-size
     Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York University, chapter 5.
@@ -126,8 +125,6 @@ class FofeNer(Model):
         initializer: InitializerApplicator = InitializerApplicator(),
         **kwargs,
     ) -> None:
-        if kwargs.get("regularizer") is not None:
-            kwargs["regularizer"] = GroupedRegularizerApplicator.of(kwargs["regularizer"])
         super().__init__(vocab, **kwargs)
         for valid, message in [
             (temperature > 0, f"temperature must be > 0, got {temperature}"),
@@ -362,10 +359,6 @@ class FofeNer(Model):
                 decoded, lengths, *spans, none_probabilities
             )
         return output_dict
-
-    def forward_on_instances(self, instances: List[Instance]) -> List[Dict[str, Any]]:
-        """allennlp's, with the batch's tensors made by `FastCollator` (`nerzoo.models.fast_prediction`)."""
-        return fast_prediction.forward_on_instances(self, instances)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = {"span_accuracy": self.accuracy.get_metric(reset)}

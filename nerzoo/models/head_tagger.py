@@ -1,16 +1,14 @@
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
-from allennlp.data import Instance, Vocabulary
-from allennlp.models.model import Model
+from allennlp.data import Vocabulary
 
-from nerzoo.models import fast_prediction
+from nerzoo.models.nerzoo_model import NerzooModel
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector
 from nerzoo.modules.crf.tag_head import TagHead
-from nerzoo.training.grouped_regularizer import GroupedRegularizerApplicator
 
 
-class HeadTagger(Model):
+class HeadTagger(NerzooModel):
     """
     The tail of every tagger whose last layer is a `TagHead` (`bilstm_crf`, `deptree_ner`,
     `me_crf`, `me_crf_thread_discourse`): a subclass embeds and encodes its input to `(batch_size,
@@ -24,16 +22,13 @@ class HeadTagger(Model):
     # Parameters
 
     vocab : `Vocabulary`, required
-    **kwargs : passed to `Model` (e.g. `regularizer`, applied as a `GroupedRegularizerApplicator`,
-        `serialization_dir`)
+    **kwargs : passed to `NerzooModel` (e.g. `regularizer`, `serialization_dir`)
     """
 
     head: TagHead
     default_predictor = "sequence_tagger"
 
     def __init__(self, vocab: Vocabulary, **kwargs) -> None:
-        if kwargs.get("regularizer") is not None:
-            kwargs["regularizer"] = GroupedRegularizerApplicator.of(kwargs["regularizer"])
         super().__init__(vocab, **kwargs)
         self._auxiliary_losses = AuxiliaryLossCollector()
 
@@ -76,10 +71,6 @@ class HeadTagger(Model):
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
         return self.head.make_output_human_readable(output_dict)
-
-    def forward_on_instances(self, instances: List[Instance]) -> List[Dict[str, Any]]:
-        """allennlp's, with the batch's tensors made by `FastCollator` (`nerzoo.models.fast_prediction`)."""
-        return fast_prediction.forward_on_instances(self, instances)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         return self.head.get_metrics(reset)

@@ -2,7 +2,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError, check_dimensions_match
-from allennlp.data import Instance, TextFieldTensors, Vocabulary
+from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models.model import Model
 from allennlp.modules import Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator, RegularizerApplicator
@@ -10,12 +10,11 @@ from allennlp.nn.util import get_text_field_mask, sequence_cross_entropy_with_lo
 from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import check_tag_scheme
-from nerzoo.models import fast_prediction
+from nerzoo.models.nerzoo_model import NerzooModel
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, AuxiliaryLosses
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, scorer_site
 from nerzoo.modules.crf.tag_decoder import TagDecoder
 from nerzoo.modules.crf.tag_scorers import SoftmaxScorer
-from nerzoo.training.grouped_regularizer import GroupedRegularizerApplicator
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
@@ -35,7 +34,7 @@ def gather_steps(values: torch.Tensor, index: torch.LongTensor) -> torch.Tensor:
 
 
 @Model.register("seq2biseq")
-class Seq2Biseq(Model):
+class Seq2Biseq(NerzooModel):
     """
     Seq2Biseq: Marco Dinarelli and Loïc Grobol, "Seq2Biseq: Bidirectional Output-wise Recurrent
     Neural Networks for Sequence Modelling", CICLing 2019, https://arxiv.org/abs/1904.04733, §3.
@@ -143,7 +142,7 @@ class Seq2Biseq(Model):
         regularizer: Optional[RegularizerApplicator] = None,
         **kwargs,
     ) -> None:
-        super().__init__(vocab, regularizer=GroupedRegularizerApplicator.of(regularizer), **kwargs)
+        super().__init__(vocab, regularizer=regularizer, **kwargs)
         check_dimensions_match(
             text_field_embedder.get_output_dim(),
             encoder.get_input_dim(),
@@ -371,10 +370,6 @@ class Seq2Biseq(Model):
         return self.decoder.calibration_batch(
             output_dict["logits"], tags, output_dict["mask"].bool(), output_dict["paths"]
         )
-
-    def forward_on_instances(self, instances: List[Instance]) -> List[Dict[str, Any]]:
-        """allennlp's, with the batch's tensors made by `FastCollator` (`nerzoo.models.fast_prediction`)."""
-        return fast_prediction.forward_on_instances(self, instances)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         metrics = self.decoder.get_metrics(reset)

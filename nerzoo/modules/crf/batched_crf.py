@@ -134,14 +134,14 @@ def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.
     mask = mask.bool()
     # The scan pads the chain with identities to a power of two steps (no more rounds, no odd leftovers).
     length = 1 << max(num_steps - 1, 0).bit_length()
+    transitions = transitions.to(logits.dtype)
+    start, end = (None if scores is None else scores.to(logits.dtype) for scores in (start, end))
     if num_steps > 1 and chain_scans.use_scans(batch_size, length + 1, num_tags, logits.dtype, logits.device):
-        start, end = (None if scores is None else scores.to(logits.dtype) for scores in (start, end))
-        return ScannedChainLogLikelihood.apply(transitions.to(logits.dtype), start, end, logits, tags, mask, length)
+        return ScannedChainLogLikelihood.apply(transitions, start, end, logits, tags, mask, length)
     # The recursion reads every step: padded emissions are zeroed first.
     logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
-    transitions = transitions.to(logits.dtype)
-    first = logits.new_zeros(num_tags) if start is None else start.to(logits.dtype)
-    numerator = _gold_scores(transitions, None if start is None else first, end, logits, tags, mask)[0]
+    first = logits.new_zeros(num_tags) if start is None else start
+    numerator = _gold_scores(transitions, start, end, logits, tags, mask)[0]
     rows = torch.arange(batch_size, device=logits.device)
     last = (mask.sum(dim=1) - 1).clamp_min(0)
     alphas = [logits[:, 0] + first]
@@ -149,23 +149,23 @@ def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.
         alphas.append(torch.logsumexp(alphas[-1].unsqueeze(2) + transitions, dim=1) + logits[:, t])
     final = torch.stack(alphas, dim=1)[rows, last]
     if end is not None:
-        final = final + end.to(logits.dtype).unsqueeze(0)
+        final = final + end.unsqueeze(0)
     return numerator - torch.logsumexp(final, dim=1)
 
 
-def _gold_scores(transitions, first, end, logits, tags, mask):
+def _gold_scores(transitions, start, end, logits, tags, mask):
     """`(batch_size,)` the gold paths' scores, and `(batch_size,)` each row's last gold tag (`None` without `end`)."""
     # Step by step (`where`: whatever padding holds stays out of it).
     gold = logits.gather(2, tags.unsqueeze(-1)).squeeze(-1)
     gold = gold + torch.nn.functional.pad(transitions[tags[:, :-1], tags[:, 1:]], (1, 0))
     numerator = torch.where(mask, gold, 0.0).sum(dim=1)
-    if first is not None:
-        numerator = numerator + first[tags[:, 0]]
+    if start is not None:
+        numerator = numerator + start[tags[:, 0]]
     last_tags = None
     if end is not None:
         last = (mask.sum(dim=1) - 1).clamp_min(0)
         last_tags = tags.gather(1, last.unsqueeze(1)).squeeze(1)
-        numerator = numerator + end.to(logits.dtype)[last_tags]
+        numerator = numerator + end[last_tags]
     return numerator, last_tags
 
 
@@ -190,7 +190,7 @@ class ScannedChainLogLikelihood(torch.autograd.Function):
         matrices = chain_scans.chain_matrices(transitions, first, logits, mask, length)
         rounds = []
         while matrices.size(1) > 1:
-            sums = chain_scans.pair_sums(matrices)  # (batch, n / 2, K, K, K)
+            sums = chain_scans.pair_sums(matrices, 1, spacing=2)  # (batch, n / 2, K, K, K)
             matrices = sums.logsumexp(dim=3, keepdim=True)  # (batch, n / 2, K, 1, K): the backward's broadcast
             rounds += [sums, matrices]
         final = matrices.flatten(1)[:, : logits.size(2)]  # row 0 of the product

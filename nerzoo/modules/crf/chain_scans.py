@@ -109,49 +109,22 @@ def max_product(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
 _REDUCTIONS = {log_product: torch.logsumexp, max_product: torch.amax}
 
 
-def pair_sums(matrices: torch.Tensor) -> torch.Tensor:
+def pair_sums(matrices: torch.Tensor, shift: int, spacing: int = 1) -> torch.Tensor:
     """
-    `(batch_size, n / 2, K, K, K)`: `matrices[:, 2m, i, j] + matrices[:, 2m + 1, j, k]` for an even
-    count `n`, whose logsumexp over `j` is the log-semiring product of each pair.  `matrices` is
-    `(batch_size, n, K, K)`, or `(batch_size, n, K, 1, K)` as a reduction with `keepdim` leaves it.
+    `(batch_size, m, K, K, K)`: `matrices[:, spacing * s, i, j] + matrices[:, spacing * s + shift, j, k]`
+    for every `s` where both exist, whose reduction over `j` is the semiring product of each pair:
+    with `spacing` 1 the scans' shifted pairs, with `shift` 1 and `spacing` 2 consecutive pairs.  From
+    two strided views of `matrices` (one operator call each, where slicing and unsqueezing take
+    four); `matrices` is `(batch_size, n, K, K)`, or `(batch_size, n, K, 1, K)` as a reduction with
+    `keepdim` leaves it.
     """
     batch_size, count, num_tags = matrices.shape[:3]
-    batch_stride, step_stride, row_stride, column_stride = (matrices.stride()[dim] for dim in (0, 1, 2, -1))
+    batch_stride, step_stride, row_stride, column_stride = (matrices.stride(dim) for dim in (0, 1, 2, -1))
     offset = matrices.storage_offset()
-    size = (batch_size, count // 2, num_tags, num_tags, num_tags)
-    left = matrices.as_strided(size, (batch_stride, 2 * step_stride, row_stride, column_stride, 0), offset)
-    right = matrices.as_strided(
-        size, (batch_stride, 2 * step_stride, 0, row_stride, column_stride), offset + step_stride
-    )
-    return left + right
-
-
-def log_chain_product(matrices: torch.Tensor) -> torch.Tensor:
-    """
-    `(batch_size, K, K)`: `M_1 (x) ... (x) M_n` in the log semiring, by pairwise rounds; `n >= 1`.
-    A power of two (`chain_matrices` pads to one) takes no joining of odd leftovers.
-    """
-    while matrices.size(1) > 1:
-        count = matrices.size(1)
-        pairs = (matrices if count % 2 == 0 else matrices[:, : count - 1]).unflatten(1, (count // 2, 2))
-        product = log_product(*pairs.unbind(2))
-        matrices = product if count % 2 == 0 else torch.cat([product, matrices[:, count - 1 :]], dim=1)
-    return matrices[:, 0]
-
-
-def _shifted_pairs(matrices: torch.Tensor, shift: int) -> torch.Tensor:
-    """
-    `(batch_size, n - shift, K, K, K)`: `matrices[:, :-shift, i, j] + matrices[:, shift:, j, k]`, from two
-    strided views of `matrices` (one operator call each, where slicing and unsqueezing take four).
-    """
-    batch_size, count, num_tags, _ = matrices.shape
-    batch_stride, step_stride, row_stride, column_stride = matrices.stride()
-    offset = matrices.storage_offset()
-    size = (batch_size, count - shift, num_tags, num_tags, num_tags)
-    left = matrices.as_strided(size, (batch_stride, step_stride, row_stride, column_stride, 0), offset)
-    right = matrices.as_strided(
-        size, (batch_stride, step_stride, 0, row_stride, column_stride), offset + shift * step_stride
-    )
+    size = (batch_size, (count - shift - 1) // spacing + 1, num_tags, num_tags, num_tags)
+    step = spacing * step_stride
+    left = matrices.as_strided(size, (batch_stride, step, row_stride, column_stride, 0), offset)
+    right = matrices.as_strided(size, (batch_stride, step, 0, row_stride, column_stride), offset + shift * step_stride)
     return left + right
 
 
@@ -160,7 +133,7 @@ def prefix_products(matrices: torch.Tensor, product: Product) -> torch.Tensor:
     reduce = _REDUCTIONS[product]
     shift, count = 1, matrices.size(1)
     while shift < count:
-        combined = reduce(_shifted_pairs(matrices, shift), -2)
+        combined = reduce(pair_sums(matrices, shift), -2)
         matrices = torch.cat([matrices[:, :shift], combined], dim=1)
         shift *= 2
     return matrices
@@ -171,7 +144,7 @@ def suffix_products(matrices: torch.Tensor, product: Product) -> torch.Tensor:
     reduce = _REDUCTIONS[product]
     shift, count = 1, matrices.size(1)
     while shift < count:
-        combined = reduce(_shifted_pairs(matrices, shift), -2)
+        combined = reduce(pair_sums(matrices, shift), -2)
         matrices = torch.cat([combined, matrices[:, count - shift :]], dim=1)
         shift *= 2
     return matrices
