@@ -204,6 +204,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--predict-passes", type=int, default=2, help="at least 1; the fastest counts")
     parser.add_argument("--budget", type=float, default=450.0, help="seconds from the start; see the docstring")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--overrides", default="{}", help="allennlp overrides (JSON) for every row")
     parser.add_argument("--json", default=None, metavar="OUT", help="write the results to OUT")
     args = parser.parse_args(argv)
     models = [model for model in args.rows.split(",") if model]
@@ -267,6 +268,7 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
             "trainer.patience": None,
             "test_data_path": None,
             "evaluate_on_test": False,
+            **json.loads(args.overrides),
         }
         prefix = os.path.join(work, "train_prefix.txt")
         words = harness.write_prefix(train_path, args.max_sentences, prefix) if args.max_sentences else []
