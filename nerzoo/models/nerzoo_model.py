@@ -9,9 +9,9 @@ bounds prediction on a GPU.
 from typing import Any, Dict, List, Optional
 
 import torch
+from allennlp.common import util
 from allennlp.data import Instance, Vocabulary
 from allennlp.models.model import Model
-from allennlp.nn import util
 from allennlp.nn.regularizers import RegularizerApplicator
 
 from nerzoo.data.fast_collator import FastCollator
@@ -43,7 +43,7 @@ class NerzooModel(Model):
         with torch.no_grad():
             for instance in instances:
                 instance.index_fields(self.vocab)
-            inputs = util.move_to_device(FastCollator()(instances), self._get_prediction_device())
+            inputs = tensors_to_device(FastCollator()(instances), util.int_to_device(self._get_prediction_device()))
             outputs = self.make_output_human_readable(self(**inputs))
         separated: List[Dict[str, Any]] = [{} for _ in range(batch_size)]
         for name, output in outputs.items():
@@ -61,3 +61,19 @@ class NerzooModel(Model):
             for instance_output, row in zip(separated, rows):
                 instance_output[name] = row
         return separated
+
+
+def tensors_to_device(batch: Dict[str, Any], device: torch.device) -> Dict[str, Any]:
+    """
+    A collated batch with its tensors, at any depth of dicts, on `device`. Unlike allennlp's
+    `move_to_device` it does not walk lists (a batch's metadata), which cost a call per word.
+    """
+    moved: Dict[str, Any] = {}
+    for name, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            moved[name] = value if value.device == device else value.to(device)
+        elif isinstance(value, dict):
+            moved[name] = tensors_to_device(value, device)
+        else:
+            moved[name] = value
+    return moved

@@ -16,6 +16,7 @@ from nerzoo.data.fast_collator import FastCollator, collate
 from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
+from nerzoo.models.nerzoo_model import tensors_to_device
 from tests import FIXTURES_ROOT, PROJECT_ROOT
 from tests.test_training_configs import build_on_fixtures
 
@@ -144,3 +145,25 @@ def test_every_models_predictions_equal_allennlps_forward_on_instances(config):
     _assert_same_outputs(
         Model.forward_on_instances(model, words_only), model.forward_on_instances(words_only), len(instances)
     )
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+
+
+def test_a_batchs_tensors_move_and_its_metadata_is_left_alone():
+    archive = load_archive(FIXTURES_ROOT / "archives" / "bilstm_crf_tiny.tar.gz")
+    instances = list(archive.dataset_reader.read(FIXTURES_ROOT / "conll2003" / "dev.txt"))[:5]
+    for instance in instances:
+        instance.index_fields(archive.model.vocab)
+    batch = FastCollator()(instances)
+    moved = tensors_to_device(batch, torch.device("meta"))
+    assert moved.keys() == batch.keys()
+    assert len(list(_tensors(moved))) == len(list(_tensors(batch))) > 2
+    assert all(tensor.device.type == "meta" for tensor in _tensors(moved))
+    lists = [name for name, value in batch.items() if isinstance(value, list)]
+    assert lists and all(moved[name] is batch[name] for name in lists)
