@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Every GPU check in one run, for a lent GPU machine (../shared/gpu/README.md): the GPU benchmark on
-# CoNLL-2003, the GPU suite, then two levers timed on and off. Logs go under $OUT (default runs/device_checks).
+# CoNLL-2003, the GPU suite, where a step's time goes, and fused Adam. Logs go under $OUT (default runs/device_checks).
 #   bash ../shared/gpu/bundle.sh                                  # here: packs .gpu/
-#   bash .gpu/run.sh bash tests/gpu/device_checks.sh [benchmark] [suite] [levers]   # there, .gpu carried
+#   bash .gpu/run.sh bash tests/gpu/device_checks.sh [benchmark] [suite] [profile] [levers]   # there, .gpu carried
 set -u
 OUT=${OUT:-runs/device_checks}
-STAGES=${*:-benchmark suite levers}
+STAGES=${*:-benchmark suite profile levers}
 mkdir -p "$OUT"
 # spaCy parses made here for deptree_ner's files (keyed by content), so that the GPU machine need not parse.
 [ -d .gpu/cache ] && export NERZOO_CACHE=$PWD/.gpu/cache
-nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader  # at most 8 files come back from $OUT
 python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))"
 BENCH="python3 benchmarks/speed/gpu_training.py --data conll2003 --max-sentences 4000"
 export NERZOO_DATA=conll2003
@@ -19,14 +19,14 @@ case " $STAGES " in *" benchmark "*)
   echo "GPU benchmark: rc=$?"; grep -A30 '^row ' "$OUT/gpu_training.log" || tail -30 "$OUT/gpu_training.log";;
 esac
 case " $STAGES " in *" suite "*)
-  timeout 200 python3 -m pytest -q -n 12 -rs --durations=10 tests/gpu > "$OUT/gpu_suite.log" 2>&1
+  timeout 265 python3 -m pytest -v -n 8 -p no:benchmark --timeout 150 --durations=10 -rfEs tests/gpu > "$OUT/gpu_suite.log" 2>&1
   echo "GPU suite: rc=$?"; tail -25 "$OUT/gpu_suite.log";;
 esac
+case " $STAGES " in *" profile "*)
+  timeout 120 python3 tests/gpu/step_profile.py bilstm_crf bilstm_crf_gpu deptree_ner > "$OUT/step_profile.log" 2>&1
+  echo "step profile: rc=$?"; grep -E "^(one call|bilstm|deptree)" "$OUT/step_profile.log";;
+esac
 case " $STAGES " in *" levers "*)
-  # The CRF's scans off (step by step, as on the CPU), and fused Adam for deptree_ner.
-  NERZOO_CRF_SCANS=never timeout 100 $BENCH --rows bilstm_crf,bilstm_crf_gpu --precisions float32 --budget 80 \
-    > "$OUT/scans_never.log" 2>&1
-  echo "scans never: rc=$?"; grep -A4 '^row ' "$OUT/scans_never.log"
   timeout 80 $BENCH --rows deptree_ner --precisions float32 --budget 60 \
     --overrides '{"trainer.optimizer.parameter_groups": [[["."], {"fused": true}]]}' > "$OUT/fused_adam.log" 2>&1
   echo "fused Adam: rc=$?"; grep -A3 '^row ' "$OUT/fused_adam.log";;
