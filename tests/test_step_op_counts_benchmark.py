@@ -14,3 +14,11 @@ def test_step_op_counts_on_the_fixtures(monkeypatch):
     # Views launch no kernel: fewer "kernel" calls than calls, but some.
     assert 0 < row["training_step_kernels"] < row["training_step"]
     assert 0 < row["prediction_batch_kernels"] < row["prediction_batch"]
+
+
+def test_counts_prediction_over_the_whole_validation_file(monkeypatch):
+    monkeypatch.setenv("NERZOO_DATA", "fixtures")
+    script = benchmark_script("speed/step_op_counts.py", monkeypatch)
+    row = script.count("bilstm_crf", steps=1, batch_size=4, whole_validation=True)
+    assert row["validation_batches"] >= 1
+    assert 50 < row["validation_batch"] < 5000 and 0 < row["validation_batch_kernels"] < row["validation_batch"]

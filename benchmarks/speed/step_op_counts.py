@@ -10,7 +10,8 @@ A training step: forward plus the regularisation penalty, backward, `grad_norm` 
 optimiser with `foreach` on (as on CUDA), the metrics read; the mean over `--steps` batches.  A
 prediction batch: evaluation mode without gold tags plus `make_output_human_readable`, after one such
 batch.  Real sentences of 12-16 words at the config's batch size.  In brackets, the calls that are
-neither views (no kernel) nor reads of a scalar to the host.
+neither views (no kernel) nor reads of a scalar to the host.  `--whole-validation` also counts
+prediction over the whole validation file in batches of 64, in file order, as `gpu_training.py` times it.
 
     NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf bilstm_crf_gpu deptree_ner
     .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf --steps 3   # fixtures: a smoke test
@@ -43,7 +44,7 @@ class OperatorCalls(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def count(config_name: str, steps: int, batch_size: int = 0) -> Dict[str, Any]:
+def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: bool = False) -> Dict[str, Any]:
     from allennlp.common.params import Params
     from allennlp.common.util import import_module_and_submodules
     from allennlp.data import Batch, DatasetReader, Vocabulary
@@ -53,7 +54,7 @@ def count(config_name: str, steps: int, batch_size: int = 0) -> Dict[str, Any]:
     import_module_and_submodules("nerzoo")
     config = Params.from_file(f"training_config/{config_name}.jsonnet", ext_vars=dict(os.environ)).as_dict(quiet=True)
     reader = DatasetReader.from_params(Params(config["dataset_reader"]))
-    instances = list(itertools.islice(reader.read(config["validation_data_path"]), 601))
+    instances = list(itertools.islice(reader.read(config["validation_data_path"]), None if whole_validation else 601))
     vocab = Vocabulary.from_instances(instances)
     torch.manual_seed(0)
     model = Model.from_params(vocab=vocab, params=Params(config["model"]))
@@ -97,7 +98,19 @@ def count(config_name: str, steps: int, batch_size: int = 0) -> Dict[str, Any]:
         model.make_output_human_readable(model(**inputs))  # warm-up, as for training
         with prediction:
             model.make_output_human_readable(model(**inputs))
+    if whole_validation:  # batches of 64 in file order, as gpu_training.py predicts
+        whole = OperatorCalls()
+        batches = [Batch(instances[start : start + 64]) for start in range(0, len(instances), 64)]
+        with torch.no_grad():
+            for batch in batches:
+                batch.index_instances(vocab)
+                inputs = {key: value for key, value in batch.as_tensor_dict().items() if key != "tags"}
+                with whole:
+                    model.make_output_human_readable(model(**inputs))
+        validation = {"validation_batches": len(batches), "validation_batch": round(whole.calls / len(batches))}
+        validation["validation_batch_kernels"] = round(whole.kernels / len(batches))
     return {
+        **(validation if whole_validation else {}),
         "config": config_name,
         "batch": len(typical[:size]),
         "training_step": round(training.calls / steps, 1),
@@ -117,16 +130,22 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=0, help="default: the config's")
     parser.add_argument("--json", help="also write the rows here")
     parser.add_argument("--cpu-path", action="store_true", help="count the CPU's CRF recursions, not the scans")
+    parser.add_argument("--whole-validation", action="store_true", help="also: prediction over the validation file")
     args = parser.parse_args()
     os.environ["NERZOO_CRF_SCANS"] = "accelerators" if args.cpu_path else "always"
     torch.set_num_threads(1)
-    rows = [count(name, args.steps, args.batch_size) for name in args.configs]
+    rows = [count(name, args.steps, args.batch_size, args.whole_validation) for name in args.configs]
     print(f"{'config':<24} {'batch':>5} {'training step':>14} {'prediction batch':>17}   (without views, host reads)")
     for row in rows:
         print(
             f"{row['config']:<24} {row['batch']:>5} {row['training_step']:>14} {row['prediction_batch']:>17}"
             f"   ({row['training_step_kernels']}, {row['prediction_batch_kernels']})"
         )
+        if "validation_batch" in row:
+            print(
+                f"  the validation file, {row['validation_batches']} prediction batches of 64: "
+                f"{row['validation_batch']} calls a batch ({row['validation_batch_kernels']})"
+            )
     if args.json:
         harness.write_json(args.json, rows)
     return 0

@@ -38,8 +38,9 @@ import torch
 # Off-diagonal score of a padded step's identity: exp() of it is 0 in float32 and float64, and sums
 # of a few of them stay finite (an infinite score would give NaN gradients through logsumexp).
 PADDING_SCORE = -1e30
-# The largest `(batch_size, T, K, K, K)` round the scans take (128 MiB of float32).
-MAX_SCAN_ELEMENTS = 2**25
+# The largest `(batch_size, T, K, K, K)` round the scans take: 512 MiB of float32 (a round's
+# reduction holds about two at its peak). A larger batch runs step by step.
+MAX_SCAN_ELEMENTS = 2**27
 
 Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 _IDENTITIES: Dict[Tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
