@@ -8,8 +8,9 @@ not bit-identical, so the comparisons run one archive on both devices:
 - training on DEVICE finishes, and its best validation F1 and its test F1 equal `allennlp
   evaluate` of its archive on DEVICE;
 - the archive trained on the CPU gives on DEVICE the test F1 that its training measured on the CPU;
-- `evaluate`, `predict` and `calibrate` of the archive trained on DEVICE give with `--cuda-device`
-  DEVICE what they give with `--cuda-device -1`: the same F1, the same tags, the same temperatures;
+- `evaluate`, `predict`, `calibrate` and `tag-text` of the archive trained on DEVICE give with
+  `--cuda-device` DEVICE what they give with `--cuda-device -1`: the same F1, the same tags, the same
+  temperatures; so does `serve`'s model (`ServedModel` and the app, in this process);
 - training bilstm_crf with `trainer.use_amp` (CUDA only: allennlp's AMP is `torch.cuda.amp`)
   finishes with finite losses.
 
@@ -79,6 +80,7 @@ def _sentences(path: pathlib.Path, count: int) -> List[List[str]]:
 
 PREDICT_LINES = [{"tokens": tokens} for tokens in _sentences(FIXTURES_ROOT / "conll2003" / "test.txt", 5)]
 PREDICT_LINES.append({"sentence": "Anna Keller met Lena Holm of Norvik Bank in Oslo on Monday ."})
+TEXTS = ["Anna Keller met Lena Holm of Norvik Bank in Oslo on Monday .", "Peter Blackburn flew to Brussels ."]
 
 
 @dataclass
@@ -175,6 +177,9 @@ def _commands(runs: Runs) -> Dict[Key, Job]:
                 jobs[experiment, "calibrate", where] = Job(
                     ["calibrate", archive, DEV, "--output-file", out, "--temperatures", 2, *device], FULL_FLOAT32
                 )
+                jobs[experiment, "tag-text", where] = Job(
+                    ["tag-text", archive, *TEXTS, "--json", *device], FULL_FLOAT32
+                )
             # As training validated: with its settings.
             out = runs.directory((experiment, "evaluate-dev", "device")) / "out.json"
             jobs[experiment, "evaluate-dev", "device"] = Job(
@@ -227,6 +232,20 @@ def test_evaluate_on_the_device_equals_the_cpu(runs, experiment):
     assert device["loss"] == pytest.approx(cpu["loss"], rel=1e-4)
 
 
+def _same_predictions(device: List[Dict[str, Any]], cpu: List[Dict[str, Any]]) -> None:
+    """The sequence_tagger predictor's JSON for the same inputs: the same tags and spans, confidences within 1e-4."""
+    assert len(device) == len(cpu) > 0
+    for got, wanted in zip(device, cpu):
+        assert got["tokens"] == wanted["tokens"] and got["tags"] == wanted["tags"]
+        assert got["tag_confidences"] == pytest.approx(wanted["tag_confidences"], abs=1e-4)
+        assert [(span["label"], span["start"], span["end"]) for span in got["spans"]] == [
+            (span["label"], span["start"], span["end"]) for span in wanted["spans"]
+        ]
+        assert [span["confidence"] for span in got["spans"]] == pytest.approx(
+            [span["confidence"] for span in wanted["spans"]], abs=1e-4
+        )
+
+
 def _predictions(runs: Runs, experiment: str, where: str) -> List[Dict[str, Any]]:
     directory = runs.succeeded(experiment, "predict", where)
     return [json.loads(line) for line in (directory / "out.jsonl").read_text().splitlines()]
@@ -237,15 +256,36 @@ def test_predict_on_the_device_equals_the_cpu(runs, experiment):
     device, cpu = (_predictions(runs, experiment, where) for where, _ in DEVICES)
     assert len(device) == len(cpu) == len(PREDICT_LINES)
     assert any(prediction["spans"] for prediction in cpu)
-    for got, wanted in zip(device, cpu):
-        assert got["tokens"] == wanted["tokens"] and got["tags"] == wanted["tags"]
-        assert got["tag_confidences"] == pytest.approx(wanted["tag_confidences"], abs=1e-4)
-        assert [(span["label"], span["start"], span["end"]) for span in got["spans"]] == [
-            (span["label"], span["start"], span["end"]) for span in wanted["spans"]
-        ]
-        assert [span["confidence"] for span in got["spans"]] == pytest.approx(
-            [span["confidence"] for span in wanted["spans"]], abs=1e-4
-        )
+    _same_predictions(device, cpu)
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_tag_text_on_the_device_equals_the_cpu(runs, experiment):
+    printed = []
+    for where, _ in DEVICES:
+        runs.succeeded(experiment, "tag-text", where)
+        lines = runs.results[experiment, "tag-text", where].stdout.splitlines()
+        printed.append([json.loads(line) for line in lines if line.startswith("{")])
+    assert len(printed[-1]) == len(TEXTS)
+    _same_predictions(*printed)
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_serving_on_the_device_equals_the_cpu(runs, experiment):
+    from fastapi.testclient import TestClient
+
+    from nerzoo.server.app import create_app
+    from nerzoo.server.served_model import ServedModel
+
+    runs.succeeded(experiment, "train", "device")
+    archive = str(_archive(runs, experiment, "device"))
+    answers = []
+    for _, cuda_device in DEVICES:
+        with TestClient(create_app([ServedModel(experiment, archive, cuda_device=cuda_device)])) as client:
+            replies = [client.post(f"/api/models/{experiment}/predict", json={"sentence": text}) for text in TEXTS]
+        assert [reply.status_code for reply in replies] == [200] * len(TEXTS), [reply.text for reply in replies]
+        answers.append([reply.json() for reply in replies])
+    _same_predictions(*answers)
 
 
 def _calibration(runs: Runs, experiment: str, where: str) -> Dict[str, Any]:
