@@ -3,6 +3,8 @@
 # CoNLL-2003, the GPU suite, where a step's time goes, and fused Adam. Logs go under $OUT (default runs/device_checks).
 #   bash ../shared/gpu/bundle.sh                                  # here: packs .gpu/
 #   bash .gpu/run.sh bash tests/gpu/device_checks.sh [benchmark] [suite] [profile] [levers]   # there, .gpu carried
+# On an H200: benchmark ~200 s, suite ~165 s, profile ~150 s, levers ~60 s; a call runs at most 600 s,
+# so run `benchmark suite` and `profile levers` as two calls.
 set -u
 OUT=${OUT:-runs/device_checks}
 STAGES=${*:-benchmark suite profile levers}
@@ -23,7 +25,7 @@ case " $STAGES " in *" suite "*)
   echo "GPU suite: rc=$?"; tail -25 "$OUT/gpu_suite.log";;
 esac
 case " $STAGES " in *" profile "*)
-  timeout 120 python3 tests/gpu/step_profile.py bilstm_crf bilstm_crf_gpu deptree_ner > "$OUT/step_profile.log" 2>&1
+  timeout 200 python3 tests/gpu/step_profile.py bilstm_crf bilstm_crf_gpu deptree_ner > "$OUT/step_profile.log" 2>&1
   echo "step profile: rc=$?"; grep -E "^(one call|bilstm|deptree)" "$OUT/step_profile.log";;
 esac
 case " $STAGES " in *" levers "*)
