@@ -98,6 +98,7 @@ def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: b
         model.make_output_human_readable(model(**inputs))  # warm-up, as for training
         with prediction:
             model.make_output_human_readable(model(**inputs))
+    validation: Dict[str, int] = {}
     if whole_validation:  # batches of 64 in file order, as gpu_training.py predicts
         whole = OperatorCalls()
         batches = [Batch(instances[start : start + 64]) for start in range(0, len(instances), 64)]
@@ -107,10 +108,11 @@ def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: b
                 inputs = {key: value for key, value in batch.as_tensor_dict().items() if key != "tags"}
                 with whole:
                     model.make_output_human_readable(model(**inputs))
-        validation = {"validation_batches": len(batches), "validation_batch": round(whole.calls / len(batches))}
+        validation["validation_batches"] = len(batches)
+        validation["validation_batch"] = round(whole.calls / len(batches))
         validation["validation_batch_kernels"] = round(whole.kernels / len(batches))
     return {
-        **(validation if whole_validation else {}),
+        **validation,
         "config": config_name,
         "batch": len(typical[:size]),
         "training_step": round(training.calls / steps, 1),

@@ -16,14 +16,13 @@ import sys
 import tempfile
 import time
 from typing import Callable, Dict
+from unittest import mock
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:0] = [os.path.join(ROOT, "benchmarks")]
 import harness  # noqa: E402
-
-SCANS = "NERZOO_CRF_SCANS"
 
 
 def milliseconds(run: Callable[[], object], count: int, synchronize: Callable[[], None]) -> float:
@@ -47,13 +46,15 @@ def profile(config: str, prefix: str, device: torch.device, out: str, synchroniz
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
+    from nerzoo.modules.crf import chain_scans
+
     cuda = device.type == "cuda"
     overrides = {
         "train_data_path": prefix,
         "validation_data_path": prefix,
         "test_data_path": None,
         "evaluate_on_test": False,
-        "trainer.cuda_device": device.index or 0 if cuda else -1,
+        "trainer.cuda_device": (device.index or 0) if cuda else -1,
         "trainer.num_epochs": 1,
     }
     path = os.path.join(ROOT, "training_config", f"{config}.jsonnet")
@@ -61,9 +62,9 @@ def profile(config: str, prefix: str, device: torch.device, out: str, synchroniz
     loop = TrainModel.from_params(params=params, serialization_dir=tempfile.mkdtemp(), local_rank=0)
     trainer, model = loop.trainer, loop.model
     batches: list = []
-    figures = {"collate": milliseconds(lambda: batches.extend(trainer.data_loader), 1, synchronize)}
+    collating = milliseconds(lambda: batches.extend(trainer.data_loader), 1, synchronize)
     count = len(batches)
-    figures = {"batches": count, "collate": figures["collate"] / count}
+    figures = {"batches": count, "collate": collating / count}
     batches = [util.move_to_device(batch, device) for batch in batches]
     trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
 
@@ -91,10 +92,8 @@ def profile(config: str, prefix: str, device: torch.device, out: str, synchroniz
         lambda: [loss(batch).backward() for batch in batches], count, synchronize
     )
     figures["step"] = milliseconds(lambda: [step(batch) for batch in batches], count, synchronize)
-    previous = os.environ.get(SCANS)
-    os.environ[SCANS] = "never"
-    figures["step, scans off"] = milliseconds(lambda: [step(batch) for batch in batches], count, synchronize)
-    os.environ.pop(SCANS) if previous is None else os.environ.update({SCANS: previous})
+    with mock.patch.dict(os.environ, {chain_scans.SCANS_VARIABLE: "never"}):
+        figures["step, scans off"] = milliseconds(lambda: [step(batch) for batch in batches], count, synchronize)
     for callback in trainer._callbacks:
         callback.on_start(trainer, is_primary=True)
     trainer._train_epoch(0)

@@ -79,8 +79,8 @@ def _sentences(path: pathlib.Path, count: int) -> List[List[str]]:
 
 
 PREDICT_LINES = [{"tokens": tokens} for tokens in _sentences(FIXTURES_ROOT / "conll2003" / "test.txt", 5)]
-PREDICT_LINES.append({"sentence": "Anna Keller met Lena Holm of Norvik Bank in Oslo on Monday ."})
 TEXTS = ["Anna Keller met Lena Holm of Norvik Bank in Oslo on Monday .", "Peter Blackburn flew to Brussels ."]
+PREDICT_LINES.append({"sentence": TEXTS[0]})
 
 
 @dataclass
