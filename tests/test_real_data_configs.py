@@ -166,9 +166,14 @@ def readers(params: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
 
 
 def _real_pair(config: pathlib.Path, data: str):
-    """One parameter; configs that read spaCy parses of a data set share a worker, hence the parse cache."""
+    """
+    One parameter; configs that read spaCy parses of a data set share a worker, hence the parse cache.
+    Parsing all of CoNLL-2003 takes about half a minute: those run in `make test-slow`.
+    """
     reader = json.dumps(params_on(config, "fixtures")["dataset_reader"])
     marks = [pytest.mark.xdist_group(f"spacy-parses-{data}")] if "spacy_parsed" in reader else []
+    if marks and data == "conll2003":
+        marks.append(pytest.mark.slow)
     return pytest.param(config, data, marks=marks, id=f"{config.stem}-{data}")
 
 
