@@ -1,6 +1,6 @@
 """
 benchmarks/speed/gpu_training.py on the CPU on the fixtures, in this process: its rows train and
-predict, the `use_amp` rows and (without allennlp-models) `crf_tagger` are skipped with a message,
+predict (in batches of each size asked), the `use_amp` rows and (without allennlp-models) `crf_tagger` are skipped with a message,
 and the GPU recipe is measured against the recipe's batches.
 """
 
@@ -16,6 +16,7 @@ def test_gpu_training_benchmark_on_the_cpu(monkeypatch, tmp_path):
     output = tmp_path / "results.json"
     argv = ["--data", "fixtures", "--device", "cpu", "--epochs", "1", "--max-sentences", "30"]
     argv += ["--rows", "bilstm_crf,bilstm_crf_gpu,crf_tagger", "--predict-passes", "1", "--json", str(output)]
+    argv += ["--predict-batch-sizes", "4,16"]
     assert script.main(argv) == 0
 
     results = json.loads(output.read_text())
@@ -29,6 +30,8 @@ def test_gpu_training_benchmark_on_the_cpu(monkeypatch, tmp_path):
         assert row["train_sentences"] == 30 and len(row["epoch_seconds"]) == 1
         assert row["train_sentences_per_second"] > 0 and row["predict_sentences_per_second"] > 0
         assert row["predict_sentences"] > 0 and math.isfinite(row["train_loss"])
+        by_size = row["predict_sentences_per_second_by_batch_size"]
+        assert set(by_size) == {"4", "16"} and by_size["4"] == row["predict_sentences_per_second"] and by_size["16"] > 0
         assert rows[f"{model} use_amp"]["status"] == "skipped" and "CUDA" in rows[f"{model} use_amp"]["message"]
     if importlib.util.find_spec("allennlp_models") is None:
         assert rows["crf_tagger float32"]["status"] == "skipped"

@@ -13,10 +13,11 @@ install-bench`, skipped without it) and `deptree_ner`, each in float32 and with 
 Each row is built with allennlp's `TrainModel.from_params`.  Training: `--epochs` epochs of the
 trainer's `_train_epoch` on the first `--max-sentences` sentences of the train file, timed from the
 first batch to the synchronised end of the epoch (no startup, no validation); train sentences/s =
-sentences x epochs / their seconds.  Prediction with confidences: the validation words in batches of
-64 through `Model.forward_on_instances`, as `allennlp predict` runs it (under `torch.autocast` in
-the `use_amp` rows), the fastest of `--predict-passes` passes after a warm-up batch; `crf_tagger`
-gives Viterbi tags only.  The defaults take ~5 min on an H200; `--budget` (seconds from the start)
+sentences x epochs / their seconds.  Prediction with confidences: the validation words in file order,
+in batches of each of `--predict-batch-sizes` (64, allennlp's predictor batches on a GPU, 512;
+`allennlp predict --batch-size`), through `Model.forward_on_instances`, as `allennlp predict` runs it
+(under `torch.autocast` in the `use_amp` rows), the fastest of `--predict-passes` passes after a
+warm-up batch; the ratios compare the first size.  `crf_tagger` gives Viterbi tags only.  The defaults take ~5 min on an H200; `--budget` (seconds from the start)
 skips the rows that would start later and ends a row's training after an epoch when the next would
 pass it, and says so.
 """
@@ -48,7 +49,6 @@ CONFIGS = {
     "deptree_ner": "training_config/deptree_ner.jsonnet",
 }
 REFERENCE = "crf_tagger float32"
-PREDICT_BATCH_SIZE = 64
 
 
 def row_name(model: str, precision: str) -> str:
@@ -77,11 +77,11 @@ def synchronize(cuda: bool) -> Callable[[], None]:
     return torch.cuda.synchronize if cuda else lambda: None
 
 
-def prediction_seconds(model, instances: List[Any], passes: int, cuda: bool, amp: bool) -> List[float]:
-    """Seconds of each pass of `model.forward_on_instances` over `instances` in batches, after a warm-up batch."""
+def prediction_seconds(model, instances: List[Any], size: int, passes: int, cuda: bool, amp: bool) -> List[float]:
+    """Seconds of each pass of `model.forward_on_instances` over `instances` in batches of `size`, after a warm-up batch."""
     import torch
 
-    batches = harness.batches(instances, PREDICT_BATCH_SIZE)
+    batches = harness.batches(instances, size)
     model.eval()
     with torch.autocast("cuda", dtype=torch.float16) if amp else contextlib.nullcontext():
         model.forward_on_instances(batches[0])
@@ -127,10 +127,13 @@ def run_row(model: str, precision: str, overrides: Dict[str, Any], args, ext_var
         words_only = Instance({name: field for name, field in instance.fields.items() if name != "tags"})
         words_only.index_fields(vocab)
         instances.append(words_only)
-    predict = prediction_seconds(loop.model, instances, args.predict_passes, cuda, precision == "use_amp")
     row["predict_sentences"] = len(instances)
-    row["predict_seconds"] = predict
-    row["predict_sentences_per_second"] = len(instances) / min(predict)
+    row["predict_seconds"], row["predict_sentences_per_second_by_batch_size"] = {}, {}
+    for size in args.predict_batch_sizes:
+        predict = prediction_seconds(loop.model, instances, size, args.predict_passes, cuda, precision == "use_amp")
+        row["predict_seconds"][size] = predict
+        row["predict_sentences_per_second_by_batch_size"][size] = len(instances) / min(predict)
+    row["predict_sentences_per_second"] = row["predict_sentences_per_second_by_batch_size"][args.predict_batch_sizes[0]]
     row["status"] = "ok"
     return row
 
@@ -169,9 +172,9 @@ def device_description(cuda_index: int) -> Dict[str, Any]:
 
 def print_table(results: Dict[str, Any]) -> None:
     against = {ratio["row"]: ratio for ratio in results["ratios"] if ratio["against"] == REFERENCE}
-    print(
-        f"\n{'row':26s} {'train sent':>10s} {'epochs (s)':>14s} {'train sent/s':>12s} {'predict sent/s':>14s}", end=""
-    )
+    sizes = results["predict_batch_sizes"]
+    predict_columns = "".join(f" {f'predict/s, {size}':>17s}" for size in sizes)
+    print(f"\n{'row':26s} {'train sent':>10s} {'epochs (s)':>14s} {'train sent/s':>12s}{predict_columns}", end="")
     print(f" {'train vs crf_tagger':>19s} {'predict vs crf_tagger':>21s}")
     for row in results["rows"]:
         if row["status"] != "ok":
@@ -181,8 +184,9 @@ def print_table(results: Dict[str, Any]) -> None:
         ratio = against.get(row["row"])
         cells = [f"{ratio[key]:.2f}x" if ratio else "n/a" for key in ("train", "predict")]
         print(
-            f"{row['row']:26s} {row['train_sentences']:10d} {epochs:>14s} {row['train_sentences_per_second']:12.1f} "
-            f"{row['predict_sentences_per_second']:14.1f} {cells[0]:>19s} {cells[1]:>21s}"
+            f"{row['row']:26s} {row['train_sentences']:10d} {epochs:>14s} {row['train_sentences_per_second']:12.1f}"
+            + "".join(f" {row['predict_sentences_per_second_by_batch_size'][size]:17.1f}" for size in sizes)
+            + f" {cells[0]:>19s} {cells[1]:>21s}"
             + (f"  ({row['note']})" if "note" in row else "")
         )
     for ratio in results["ratios"]:
@@ -202,6 +206,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--rows", default=",".join(MODELS), help=f"models, comma-separated: {', '.join(MODELS)}")
     parser.add_argument("--precisions", default=",".join(PRECISIONS), help="float32, use_amp or both")
     parser.add_argument("--predict-passes", type=int, default=2, help="at least 1; the fastest counts")
+    parser.add_argument("--predict-batch-sizes", default="64,512", help="comma-separated; the ratios use the first")
     parser.add_argument("--budget", type=float, default=450.0, help="seconds from the start; see the docstring")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--overrides", default="{}", help="allennlp overrides (JSON) for every row")
@@ -212,8 +217,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     unknown = sorted(set(models) - set(MODELS)) + sorted(set(precisions) - set(PRECISIONS))
     if unknown:
         parser.error(f"unknown rows or precisions: {', '.join(unknown)}")
-    if args.predict_passes < 1 or args.epochs < 1:
-        parser.error("--epochs and --predict-passes must be at least 1")
+    try:
+        args.predict_batch_sizes = [int(size) for size in args.predict_batch_sizes.split(",") if size]
+    except ValueError:
+        parser.error(f"--predict-batch-sizes takes whole numbers, got {args.predict_batch_sizes!r}")
+    if args.predict_passes < 1 or args.epochs < 1 or min(args.predict_batch_sizes, default=0) < 1:
+        parser.error("--epochs, --predict-passes and each of --predict-batch-sizes must be at least 1")
 
     import torch
     from allennlp.common import logging as common_logging
@@ -259,6 +268,7 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
 
     ext_vars = {**os.environ, "NERZOO_DATA": args.data}
     results: Dict[str, Any] = {**device_description(args.cuda_index), "data": args.data, "epochs": args.epochs}
+    results["predict_batch_sizes"] = args.predict_batch_sizes
     print(f"device: {results['device']}; torch {results['torch']}, CUDA {results['cuda']}, cuDNN {results['cudnn']}")
     rows: Dict[str, Dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="gpu_training-") as work:

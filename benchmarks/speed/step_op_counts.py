@@ -10,8 +10,9 @@ A training step: forward plus the regularisation penalty, backward, `grad_norm` 
 optimiser with `foreach` on (as on CUDA), the metrics read; the mean over `--steps` batches.  A
 prediction batch: evaluation mode without gold tags plus `make_output_human_readable`, after one such
 batch.  Real sentences of 12-16 words at the config's batch size.  In brackets, the calls that are
-neither views (no kernel) nor reads of a scalar to the host.  `--whole-validation` also counts
-prediction over the whole validation file in batches of 64, in file order, as `gpu_training.py` times it.
+neither views (no kernel) nor reads of a scalar to the host.  `--whole-validation N` also counts
+prediction over the whole validation file in batches of N (64, 512: as `gpu_training.py` times it), in
+file order.
 
     NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf bilstm_crf_gpu deptree_ner
     .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf --steps 3   # fixtures: a smoke test
@@ -44,7 +45,7 @@ class OperatorCalls(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: bool = False) -> Dict[str, Any]:
+def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: int = 0) -> Dict[str, Any]:
     from allennlp.common.params import Params
     from allennlp.common.util import import_module_and_submodules
     from allennlp.data import Batch, DatasetReader, Vocabulary
@@ -99,15 +100,17 @@ def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: b
         with prediction:
             model.make_output_human_readable(model(**inputs))
     validation: Dict[str, int] = {}
-    if whole_validation:  # batches of 64 in file order, as gpu_training.py predicts
+    if whole_validation:  # in file order, as gpu_training.py predicts
         whole = OperatorCalls()
-        batches = [Batch(instances[start : start + 64]) for start in range(0, len(instances), 64)]
+        step = whole_validation
+        batches = [Batch(instances[start : start + step]) for start in range(0, len(instances), step)]
         with torch.no_grad():
             for batch in batches:
                 batch.index_instances(vocab)
                 inputs = {key: value for key, value in batch.as_tensor_dict().items() if key != "tags"}
                 with whole:
                     model.make_output_human_readable(model(**inputs))
+        validation["validation_batch_size"] = step
         validation["validation_batches"] = len(batches)
         validation["validation_batch"] = round(whole.calls / len(batches))
         validation["validation_batch_kernels"] = round(whole.kernels / len(batches))
@@ -132,7 +135,9 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=0, help="default: the config's")
     parser.add_argument("--json", help="also write the rows here")
     parser.add_argument("--cpu-path", action="store_true", help="count the CPU's CRF recursions, not the scans")
-    parser.add_argument("--whole-validation", action="store_true", help="also: prediction over the validation file")
+    parser.add_argument(
+        "--whole-validation", type=int, default=0, metavar="N", help="also: prediction over the validation file"
+    )
     args = parser.parse_args()
     os.environ["NERZOO_CRF_SCANS"] = "accelerators" if args.cpu_path else "always"
     torch.set_num_threads(1)
@@ -145,7 +150,8 @@ def main() -> int:
         )
         if "validation_batch" in row:
             print(
-                f"  the validation file, {row['validation_batches']} prediction batches of 64: "
+                f"  the validation file, {row['validation_batches']} prediction batches of "
+                f"{row['validation_batch_size']}: "
                 f"{row['validation_batch']} calls a batch ({row['validation_batch_kernels']})"
             )
     if args.json:

@@ -2,7 +2,7 @@
 The parallel scans of `nerzoo.modules.crf.chain_scans` against plain loops, and the CRF functions that use
 them (Viterbi, likelihood, forward-backward) against their step-by-step recursions, which run on the CPU
 and where a batch is too large to scan (the scans forced here with `NERZOO_CRF_SCANS=always`, the
-recursions with `MAX_SCAN_ELEMENTS = 0`).
+recursions with `MAX_SCAN_ELEMENTS = 0`), and a batch too large for one scan in pieces.
 """
 
 import pytest
@@ -99,8 +99,9 @@ def test_scans_equal_the_stepwise_recursions(monkeypatch, constrained, dtype, nu
     torch.testing.assert_close(scanned.log_beta[allowed], stepwise.log_beta[allowed], **tolerance)
 
 
-def test_a_batch_too_large_to_scan_runs_step_by_step(monkeypatch):
+def test_a_chain_too_long_for_one_row_runs_step_by_step(monkeypatch):
     assert chain_scans.fits(10, 40, 17) and not chain_scans.fits(256, 124, 17)
+    assert chain_scans.rows_per_scan(124, 17) == 222 and chain_scans.rows_per_scan(27_321, 17) == 0
     called = []
     monkeypatch.setattr(chain_scans, "prefix_products", lambda *args: called.append(args))
     monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "always")
@@ -108,6 +109,37 @@ def test_a_batch_too_large_to_scan_runs_step_by_step(monkeypatch):
     logits, mask, _, _ = _random_batch(0, torch.float32)
     viterbi_decode(_crf(True, True, 0), logits, mask)
     assert not called
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_batch_too_large_for_one_scan_is_scanned_in_pieces(monkeypatch, dtype):
+    """A batch of 8 sentences of 9 steps scanned in pieces gives what one scan gives."""
+    crf = _crf(True, True, seed=7).to(dtype)
+    logits, mask, tags, _ = _random_batch(7, dtype, batch_size=8, num_steps=9)
+
+    def run():
+        leaf = logits.clone().requires_grad_()
+        likelihood = crf_log_likelihood(crf, leaf, tags, mask)
+        weights = torch.linspace(-1.0, 2.0, likelihood.size(0), dtype=dtype)
+        gradients = torch.autograd.grad((likelihood * weights).sum(), [leaf, crf.transitions])
+        return viterbi_decode(crf, logits, mask), likelihood, gradients, forward_backward(crf, logits, mask)
+
+    monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "always")
+    whole_paths, whole_likelihood, whole_gradients, whole_marginals = run()
+    pieces = []
+    in_pieces = chain_scans.in_pieces
+    monkeypatch.setattr(chain_scans, "in_pieces", lambda rows, *args: pieces.append(rows) or in_pieces(rows, *args))
+    # Room for 45 rows of steps: 2 rows of the likelihood's 17 (9 padded to a power of two, plus
+    # one), 5 of Viterbi's and forward-backward's 9.
+    monkeypatch.setattr(chain_scans, "MAX_SCAN_ELEMENTS", 45 * NUM_TAGS**3 * (2 if dtype == torch.float64 else 1))
+    paths, likelihood, gradients, marginals = run()
+    assert pieces == [2, 5, 5]
+    assert paths.tags.tolist() == whole_paths.tags.tolist()
+    tolerance = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-12, "rtol": 1e-12}
+    torch.testing.assert_close(paths.scores, whole_paths.scores, **tolerance)
+    torch.testing.assert_close(likelihood, whole_likelihood, **tolerance)
+    for got, wanted in zip([*gradients, *marginals[:3]], [*whole_gradients, *whole_marginals[:3]]):
+        torch.testing.assert_close(got, wanted, **tolerance)
 
 
 @pytest.mark.parametrize(
@@ -125,9 +157,9 @@ def test_scans_run_on_accelerators_and_where_asked(monkeypatch, policy, device, 
         monkeypatch.delenv(chain_scans.SCANS_VARIABLE, raising=False)
     else:
         monkeypatch.setenv(chain_scans.SCANS_VARIABLE, policy)
-    assert chain_scans.use_scans(10, 16, 17, torch.float32, torch.device(device)) == scans
-    # A batch too large for one round is never scanned.
-    assert not chain_scans.use_scans(256, 124, 17, torch.float32, torch.device(device))
+    assert chain_scans.scan_rows(10, 16, 17, torch.float32, torch.device(device)) == (10 if scans else 0)
+    # A batch too large for one round is scanned in pieces of as many rows as fit.
+    assert chain_scans.scan_rows(256, 124, 17, torch.float32, torch.device(device)) == (222 if scans else 0)
 
 
 def test_an_unknown_scan_policy_is_a_clear_error(monkeypatch):

@@ -13,14 +13,15 @@ per-instance Python loops:
   transitions, as allennlp trains): the gold path's score is gathered without a loop, the
   partition function is a log-semiring product of the transfer matrices in pairwise rounds.
 
-On the CPU, and for batches whose scans would not fit, the same recursions run one step at a time
-(`chain_scans.use_scans`).
+On the CPU the same recursions run one step at a time; a batch too large for one scan is scanned in
+pieces (`chain_scans.scan_rows`).
 
 Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)` with each
 row's valid steps first (right padding), as everywhere in allennlp.  Half-precision logits (under
 autocast) are scored in float32, with autocast off.
 """
 
+import functools
 from typing import NamedTuple, Optional
 
 import torch
@@ -60,21 +61,29 @@ def _viterbi(crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.Bool
     if num_steps == 1:
         best_score, tag = (start + logits[:, 0] + end).max(dim=1)
         return ViterbiPaths(tag.unsqueeze(1) * mask, best_score * mask[:, 0])
-    if chain_scans.use_scans(batch_size, num_steps, num_tags, logits.dtype, logits.device):
-        matrices = chain_scans.chain_matrices(transitions, start, logits, mask, num_steps)
-        # Row 0 of the prefix products: the forward scores alpha_t, (batch, T, K).
-        scores = chain_scans.prefix_products(matrices, chain_scans.max_product)[:, :, 0]
-        # The best previous tag of each tag at steps 1 .. T - 1; a padded step's identity keeps the tag.
-        backpointers = (scores[:, :-1].unsqueeze(3) + matrices[:, 1:]).argmax(dim=2)
-        best_score, tag = (scores[:, -1] + end).max(dim=1)
-        # The walk back starts from a last map that sends every tag to the best last one.
-        last = tag.view(batch_size, 1, 1).expand(batch_size, 1, num_tags)
-        tags = chain_scans.follow_backpointers(torch.cat([backpointers, last], dim=1)) * mask
+    rows = chain_scans.scan_rows(batch_size, num_steps, num_tags, logits.dtype, logits.device)
+    if rows:
+        scanned = functools.partial(_scanned_viterbi, transitions, start, end)
+        best_score, tags = chain_scans.in_pieces(rows, scanned, logits, mask)
     else:
         stay = torch.arange(num_tags, device=logits.device)
         best_score, tags = _stepwise_viterbi(transitions, start + logits[:, 0], end, logits, mask, stay)
     # A row with no valid step (its mask starts false) has no path and scores 0.
     return ViterbiPaths(tags, best_score * mask[:, 0])
+
+
+def _scanned_viterbi(transitions, start, end, logits, mask):
+    """The best paths' scores and tags by a max-semiring scan and pointer jumping."""
+    batch_size, num_steps, num_tags = logits.shape
+    matrices = chain_scans.chain_matrices(transitions, start, logits, mask, num_steps)
+    # Row 0 of the prefix products: the forward scores alpha_t, (batch, T, K).
+    scores = chain_scans.prefix_products(matrices, chain_scans.max_product)[:, :, 0]
+    # The best previous tag of each tag at steps 1 .. T - 1; a padded step's identity keeps the tag.
+    backpointers = (scores[:, :-1].unsqueeze(3) + matrices[:, 1:]).argmax(dim=2)
+    best_score, tag = (scores[:, -1] + end).max(dim=1)
+    # The walk back starts from a last map that sends every tag to the best last one.
+    last = tag.view(batch_size, 1, 1).expand(batch_size, 1, num_tags)
+    return best_score, chain_scans.follow_backpointers(torch.cat([backpointers, last], dim=1)) * mask
 
 
 def _stepwise_viterbi(transitions, first, end, logits, mask, stay):
@@ -136,8 +145,10 @@ def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.
     length = 1 << max(num_steps - 1, 0).bit_length()
     transitions = transitions.to(logits.dtype)
     start, end = (None if scores is None else scores.to(logits.dtype) for scores in (start, end))
-    if num_steps > 1 and chain_scans.use_scans(batch_size, length + 1, num_tags, logits.dtype, logits.device):
-        return ScannedChainLogLikelihood.apply(transitions, start, end, logits, tags, mask, length)
+    rows = chain_scans.scan_rows(batch_size, length + 1, num_tags, logits.dtype, logits.device)
+    if num_steps > 1 and rows:
+        scanned = functools.partial(_scanned_log_likelihood, transitions, start, end, length=length)
+        return chain_scans.in_pieces(rows, scanned, logits, tags, mask)
     # The recursion reads every step: padded emissions are zeroed first.
     logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
     first = logits.new_zeros(num_tags) if start is None else start
@@ -151,6 +162,10 @@ def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.
     if end is not None:
         final = final + end.unsqueeze(0)
     return numerator - torch.logsumexp(final, dim=1)
+
+
+def _scanned_log_likelihood(transitions, start, end, logits, tags, mask, length):
+    return ScannedChainLogLikelihood.apply(transitions, start, end, logits, tags, mask, length)
 
 
 def _gold_scores(transitions, start, end, logits, tags, mask):

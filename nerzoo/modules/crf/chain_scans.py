@@ -20,7 +20,9 @@ call: a round is a handful of calls, where a step of the recursion was as many.
 
 The scans trade work for depth: a round holds a `(batch_size, T, K, K, K)` tensor, `K` times the
 work of a recursion step.  So callers scan only where launches, not arithmetic, bound the time
-(`use_scans`): on accelerators, when a round fits in `MAX_SCAN_ELEMENTS`.  On the CPU the
+(`scan_rows`): on accelerators, in pieces of as many rows as a round of `MAX_SCAN_ELEMENTS` holds
+(the whole batch where it fits; `in_pieces`), and step by step only where not one row fits (at
+`K` = 17 in float32, a chain of over 27,000 steps).  On the CPU the
 step-by-step recursions are faster at every size (one thread, `K` = 17: Viterbi 4-70x, the
 likelihood with its gradient 3-13x, forward-backward in float64 6-400x, from 10 sentences of 8
 words to 64 of 32); `NERZOO_CRF_SCANS=always` scans there too (to count an accelerator's operator
@@ -31,7 +33,7 @@ row's valid steps first; `matrices` `(batch_size, n, K, K)`.
 """
 
 import os
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import torch
 
@@ -39,7 +41,7 @@ import torch
 # of a few of them stay finite (an infinite score would give NaN gradients through logsumexp).
 PADDING_SCORE = -1e30
 # The largest `(batch_size, T, K, K, K)` round the scans take: 512 MiB of float32 (a round's
-# reduction holds about two at its peak). A larger batch runs step by step.
+# reduction holds about two at its peak). A larger batch is scanned in pieces.
 MAX_SCAN_ELEMENTS = 2**27
 
 Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -51,20 +53,44 @@ SCANS_VARIABLE = "NERZOO_CRF_SCANS"
 _POLICIES = ("accelerators", "always", "never")
 
 
-def fits(batch_size: int, num_steps: int, num_tags: int, dtype: torch.dtype = torch.float32) -> bool:
-    """Whether the scans of a batch of this shape stay within `MAX_SCAN_ELEMENTS` (of float32; half as many of float64)."""
+def rows_per_scan(num_steps: int, num_tags: int, dtype: torch.dtype = torch.float32) -> int:
+    """How many rows of a chain of this length one scan takes within `MAX_SCAN_ELEMENTS` (of float32;
+    half as many of float64): 0 where not one fits."""
     scale = 2 if dtype == torch.float64 else 1
-    return batch_size * max(num_steps - 1, 1) * num_tags**3 * scale <= MAX_SCAN_ELEMENTS
+    return MAX_SCAN_ELEMENTS // (max(num_steps - 1, 1) * num_tags**3 * scale)
 
 
-def use_scans(batch_size: int, num_steps: int, num_tags: int, dtype: torch.dtype, device: torch.device) -> bool:
-    """Whether a batch of this shape on `device` is scanned (else run step by step): see the module's docstring."""
+def fits(batch_size: int, num_steps: int, num_tags: int, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether the scans of a batch of this shape stay within `MAX_SCAN_ELEMENTS` in one piece."""
+    return batch_size <= rows_per_scan(num_steps, num_tags, dtype)
+
+
+def scan_rows(batch_size: int, num_steps: int, num_tags: int, dtype: torch.dtype, device: torch.device) -> int:
+    """
+    How many rows of a batch of this shape on `device` each scan takes: the batch's size where it
+    fits, else as many rows as fit (`in_pieces` runs the pieces); 0 where it runs step by step (see
+    the module's docstring).
+    """
     policy = os.environ.get(SCANS_VARIABLE, "accelerators")
     if policy not in _POLICIES:
         raise ValueError(f"{SCANS_VARIABLE}={policy!r}: expected one of {', '.join(_POLICIES)}")
     if policy == "never" or (policy == "accelerators" and device.type == "cpu"):
-        return False
-    return fits(batch_size, num_steps, num_tags, dtype)
+        return 0
+    return min(batch_size, rows_per_scan(num_steps, num_tags, dtype))
+
+
+def in_pieces(rows: int, function: Callable[..., Any], *batched: torch.Tensor) -> Any:
+    """
+    `function(*batched)` on pieces of at most `rows` rows (the first dimension of every tensor in
+    `batched`), one after the other: its output, a tensor or a tuple of tensors with the batch
+    first, concatenated.  The rows of a chain are independent, so the pieces give what one call would.
+    """
+    if batched[0].size(0) <= rows:
+        return function(*batched)
+    outputs = [function(*piece) for piece in zip(*(tensor.split(rows) for tensor in batched))]
+    if isinstance(outputs[0], torch.Tensor):
+        return torch.cat(outputs)
+    return tuple(torch.cat(parts) for parts in zip(*outputs))
 
 
 def identity(num_tags: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -7,6 +7,7 @@ Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_s
 row's valid steps first (right padding), as everywhere in allennlp.
 """
 
+import functools
 from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
@@ -133,9 +134,10 @@ def forward_backward(
     crf: ConditionalRandomField, logits: torch.Tensor, mask: torch.BoolTensor, transition_temperature: float = 1.0
 ) -> ForwardBackward:
     """
-    Runs both recursions, batched over sentences.  On accelerators, where the batch fits
-    (`nerzoo.modules.crf.chain_scans.use_scans`), both are log-semiring scans over the transfer matrices
-    (`ceil(log2 T)` rounds each, exact logsumexp).  Otherwise they run one step at a time, each
+    Runs both recursions, batched over sentences.  On accelerators
+    (`nerzoo.modules.crf.chain_scans.scan_rows`), both are log-semiring scans over the transfer matrices
+    (`ceil(log2 T)` rounds each, exact logsumexp), a batch too large for one scan in pieces.  On the
+    CPU they run one step at a time, each
     step a rescaled matrix product in probability space (see `_log_matmul_exp`); if any valid step
     underflowed (scores hundreds of nats apart), both recursions are run again with logsumexp.  The
     transition scores are divided by `transition_temperature` (the caller scales `logits`).
@@ -147,17 +149,20 @@ def forward_backward(
         # The CRF may live on another device than the logits (`calibrate` holds its batches on the CPU).
         transitions, start, end = constrained_scores(crf, transition_temperature, logits.dtype, logits.device)
         mask = mask.bool()
-        if logits.size(1) > 1 and chain_scans.use_scans(*logits.shape, logits.dtype, logits.device):
-            return _scanned_recursions(transitions, start, end, logits, mask)
+        rows = chain_scans.scan_rows(*logits.shape, logits.dtype, logits.device)
+        if logits.size(1) > 1 and rows:
+            scanned = functools.partial(_scanned_recursions, transitions, start, end)
+            log_alpha, log_beta, log_partition = chain_scans.in_pieces(rows, scanned, logits, mask)
+            return ForwardBackward(log_alpha, log_beta, log_partition, transitions)
         result, underflow = _recursions(transitions, start, end, logits, mask, _log_matmul_exp)
         if underflow is not None and bool(underflow):
             result, _ = _recursions(transitions, start, end, logits, mask, _log_matmul_exp_exact)
     return result
 
 
-def _scanned_recursions(transitions, start, end, logits, mask) -> ForwardBackward:
+def _scanned_recursions(transitions, start, end, logits, mask) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """
-    alpha_t is row 0 of the prefix products of `[F, M_1, ..., M_{T-1}]`, where every row of `F` is
+    `ForwardBackward`'s `log_alpha`, `log_beta` and `log_partition` by scans.  alpha_t is row 0 of the prefix products of `[F, M_1, ..., M_{T-1}]`, where every row of `F` is
     the first step's scores; beta_t is column 0 of the suffix products of `[M_{t+1}, ..., M_{T-1}, E]`,
     where every column of `E` is the end scores.  A padded step's identity carries both over.  Where
     twice the batch fits, one scan gives both.
@@ -175,8 +180,7 @@ def _scanned_recursions(transitions, start, end, logits, mask) -> ForwardBackwar
     else:
         log_alpha = chain_scans.prefix_products(matrices, chain_scans.log_product)[:, :, 0]
         log_beta = chain_scans.suffix_products(following, chain_scans.log_product)[..., 0]
-    log_partition = torch.logsumexp(log_alpha[:, -1] + end, dim=1)
-    return ForwardBackward(log_alpha, log_beta, log_partition, transitions)
+    return log_alpha, log_beta, torch.logsumexp(log_alpha[:, -1] + end, dim=1)
 
 
 def _recursions(transitions, start, end, logits, mask, log_matmul_exp):
