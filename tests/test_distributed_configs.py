@@ -85,3 +85,10 @@ def test_two_process_training_gives_the_single_process_metrics(config, tmp_path)
         assert distributed_test.keys() == expected_test.keys()
         for key, value in distributed_test.items():
             assert _same(key, value, expected_test[key]), (key, value, expected_test[key])
+
+
+def test_fused_adam_gives_the_single_process_metrics(tmp_path, monkeypatch):
+    """Fused optimizers update parameters without bumping their versions: the CRF's kept scores follow them."""
+    fused = {"trainer.optimizer.parameter_groups": [[["."], {"fused": True}]]}
+    monkeypatch.setitem(CONFIG_OVERRIDES, "deptree_ner", fused)
+    test_two_process_training_gives_the_single_process_metrics("deptree_ner", tmp_path)

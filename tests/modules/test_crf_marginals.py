@@ -154,3 +154,32 @@ def test_constrained_scores_are_kept_for_each_dtype_until_the_scores_change():
         changed[0][crf._constraint_mask[:5, :5] > 0.5].float(),
         crf.transitions.detach()[crf._constraint_mask[:5, :5] > 0.5],
     )
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        lambda parameters: torch.optim.Adam(parameters, lr=0.1),
+        lambda parameters: torch.optim.Adam(parameters, lr=0.1, fused=True),
+        lambda parameters: torch.optim.SGD(parameters, lr=0.1, fused=True),
+    ],
+    ids=["adam", "fused-adam", "fused-sgd"],
+)
+def test_kept_constrained_scores_follow_every_optimizer_step(optimizer):
+    """Fused optimizers update parameters in place without bumping their versions: the kept scores follow anyway."""
+    torch.manual_seed(0)
+    crf = ConditionalRandomField(5, allowed_transitions("BIOUL", LABELS))
+    step = optimizer([crf.transitions, crf.start_transitions, crf.end_transitions])
+    logits, tags = torch.randn(2, 4, 5), torch.tensor([[0, 1, 3, 0], [4, 0, 0, 4]])
+    for _ in range(2):
+        with torch.no_grad():
+            kept = [scores.clone() for scores in constrained_scores(crf, dtype=torch.float64)]
+        step.zero_grad()
+        (-crf(logits, tags)).backward()
+        step.step()
+        with torch.no_grad():
+            after = constrained_scores(crf, dtype=torch.float64)
+        allowed, first = crf._constraint_mask[:5, :5] > 0.5, crf._constraint_mask[5, :5] > 0.5
+        assert not torch.equal(after[0], kept[0])
+        torch.testing.assert_close(after[0][allowed], crf.transitions.detach()[allowed].double())
+        torch.testing.assert_close(after[1][first], crf.start_transitions.detach()[first].double())

@@ -8,7 +8,8 @@ row's valid steps first (right padding), as everywhere in allennlp.
 """
 
 import functools
-from typing import NamedTuple, Optional, Tuple, Union
+import weakref
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
 from allennlp.modules.conditional_random_field import ConditionalRandomField
@@ -51,7 +52,7 @@ def constrained_scores(
         version += tuple(
             (scores.data_ptr(), scores._version, scores.dtype, scores.device) for scores in _crf_scores(crf)
         )
-        kept = crf.__dict__.setdefault("_nerzoo_constrained_scores", {})
+        kept = _kept_scores(crf)
         cached = kept.get(use)
         if cached is None or cached[0] != version:
             if len(kept) >= _KEPT_SCORES:
@@ -59,6 +60,30 @@ def constrained_scores(
             kept[use] = cached = (version, _constrained(crf, temperature, dtype, device))
         return cached[1]
     return _constrained(crf, temperature, dtype, device)
+
+
+def _kept_scores(crf: ConditionalRandomField) -> Dict[Any, Any]:
+    """
+    The constrained scores kept on `crf`, forgotten whenever a gradient reaches its scores.  Fused
+    optimizers (`fused=True`) update parameters in place without bumping their versions, so a
+    version alone would keep stale scores; every optimizer step needs a gradient first.
+    """
+    scores = _crf_scores(crf)
+    hooked = tuple((weakref.ref(score), score.requires_grad) for score in scores)
+    kept_hooks = crf.__dict__.get("_nerzoo_forgetting_hooks", ())
+    if [(ref(), grad) for ref, grad in kept_hooks] != [(score, score.requires_grad) for score in scores]:
+        owner = weakref.ref(crf)
+
+        def forget(_: torch.Tensor) -> None:
+            crf_now = owner()
+            if crf_now is not None:
+                crf_now.__dict__.pop("_nerzoo_constrained_scores", None)
+
+        for score in scores:
+            if score.requires_grad:
+                score.register_post_accumulate_grad_hook(forget)
+        crf.__dict__["_nerzoo_forgetting_hooks"] = hooked
+    return crf.__dict__.setdefault("_nerzoo_constrained_scores", {})
 
 
 def _crf_scores(crf: ConditionalRandomField) -> Tuple[torch.Tensor, ...]:
