@@ -57,6 +57,7 @@ MODELS: Dict[str, Dict[str, Any]] = {
     "no_relative_attention": {"config": DEPTREE, "overrides": {"model.relative_attention": None}},
     "bilstm_crf": {"config": config("bilstm_crf")},
     "bilstm_crf_gpu": {"config": config("bilstm_crf_gpu")},
+    "deptree_ner_gpu": {"config": config("deptree_ner_gpu")},
     # Contextual word vectors (TRANSFORMER_MODEL, default the bundled all-MiniLM-L6-v2).
     "bilstm_crf_contextual": {"config": config("bilstm_crf_contextual")},
     "deptree_ner_contextual": {"config": config("deptree_ner_contextual")},

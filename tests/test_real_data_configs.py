@@ -165,14 +165,31 @@ def readers(params: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     }
 
 
+# GPU recipes: their base config's reader, vocabulary and model, with other batches and optimiser.
+GPU_RECIPES = {"bilstm_crf_gpu": "bilstm_crf", "deptree_ner_gpu": "deptree_ner"}
+
+
+@pytest.mark.parametrize("recipe", sorted(GPU_RECIPES))
+def test_a_gpu_recipe_reads_and_builds_what_its_base_config_does(recipe: str):
+    assert accepted(TRAINING_CONFIG / f"{recipe}.jsonnet") == accepted(
+        TRAINING_CONFIG / f"{GPU_RECIPES[recipe]}.jsonnet"
+    )
+    for data in ("fixtures", "conll2003"):
+        ours, base = (params_on(TRAINING_CONFIG / f"{name}.jsonnet", data) for name in (recipe, GPU_RECIPES[recipe]))
+        for key in ("dataset_reader", "vocabulary", "model", "validation_data_loader", *SPLITS):
+            assert ours.get(key) == base.get(key), (recipe, data, key)
+        assert ours["data_loader"] != base["data_loader"]
+
+
 def _real_pair(config: pathlib.Path, data: str):
     """
     One parameter; configs that read spaCy parses of a data set share a worker, hence the parse cache.
-    Parsing all of CoNLL-2003 takes about half a minute: those run in `make test-slow`.
+    Parsing all of CoNLL-2003 takes about half a minute: those run in `make test-slow`, as do the GPU
+    recipes' builds (their base configs' builds in `make test`).
     """
     reader = json.dumps(params_on(config, "fixtures")["dataset_reader"])
     marks = [pytest.mark.xdist_group(f"spacy-parses-{data}")] if "spacy_parsed" in reader else []
-    if marks and data == "conll2003":
+    if (marks and data == "conll2003") or config.stem in GPU_RECIPES:
         marks.append(pytest.mark.slow)
     return pytest.param(config, data, marks=marks, id=f"{config.stem}-{data}")
 

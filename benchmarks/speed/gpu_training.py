@@ -2,8 +2,9 @@
 """
 Training and prediction speed on one GPU, in one process: `bilstm_crf` with the recipe's batches
 and with the GPU recipe (`bilstm_crf_gpu`), allennlp-models' `crf_tagger` built like it (needs `make
-install-bench`, skipped without it) and `deptree_ner`, each in float32 and with `trainer.use_amp`
-(skipped on the CPU), every ratio against a row measured in the same run.
+install-bench`, skipped without it) and `deptree_ner` with the recipe's batches and the GPU recipe
+(`deptree_ner_gpu`), each in float32 and with `trainer.use_amp` (skipped on the CPU), every ratio
+against a row measured in the same run.
 
     .venv/bin/python benchmarks/speed/gpu_training.py --data conll2003 --json runs/gpu_training.json
     bash .gpu/run.sh python3 benchmarks/speed/gpu_training.py --data conll2003   # ../shared/gpu/README.md
@@ -14,12 +15,12 @@ Each row is built with allennlp's `TrainModel.from_params`.  Training: `--epochs
 trainer's `_train_epoch` on the first `--max-sentences` sentences of the train file, timed from the
 first batch to the synchronised end of the epoch (no startup, no validation); train sentences/s =
 sentences x epochs / their seconds.  Prediction with confidences: the validation words in file order,
-in batches of each of `--predict-batch-sizes` (64, allennlp's predictor batches on a GPU, 512;
-`allennlp predict --batch-size`), through `Model.forward_on_instances`, as `allennlp predict` runs it
-(under `torch.autocast` in the `use_amp` rows), the fastest of `--predict-passes` passes after a
-warm-up batch; the ratios compare the first size.  `crf_tagger` gives Viterbi tags only.  The defaults take ~5 min on an H200; `--budget` (seconds from the start)
-skips the rows that would start later and ends a row's training after an epoch when the next would
-pass it, and says so.
+in batches of each of `--predict-batch-sizes` (default 64 and 512, as `allennlp predict --batch-size`
+gives them), through `Model.forward_on_instances`, as `allennlp predict` runs it (under
+`torch.autocast` in the `use_amp` rows), the fastest of `--predict-passes` passes after a warm-up
+batch; the ratios compare the first size.  `crf_tagger` gives Viterbi tags only.  `--budget`
+(seconds from the start, 450 by default, to end within 8 minutes) skips the rows that would start
+later and ends a row's training after an epoch when the next would pass it, and says so.
 """
 
 import argparse
@@ -41,13 +42,15 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]  # crf_tagger_reference, harness
 
 import harness  # noqa: E402
 
-MODELS = ("crf_tagger", "bilstm_crf", "bilstm_crf_gpu", "deptree_ner")
+MODELS = ("crf_tagger", "bilstm_crf", "bilstm_crf_gpu", "deptree_ner", "deptree_ner_gpu")
 PRECISIONS = ("float32", "use_amp")
 CONFIGS = {
     "bilstm_crf": "training_config/bilstm_crf.jsonnet",
     "bilstm_crf_gpu": "training_config/bilstm_crf_gpu.jsonnet",
     "deptree_ner": "training_config/deptree_ner.jsonnet",
+    "deptree_ner_gpu": "training_config/deptree_ner_gpu.jsonnet",
 }
+GPU_RECIPES = {"bilstm_crf_gpu": "bilstm_crf", "deptree_ner_gpu": "deptree_ner"}
 REFERENCE = "crf_tagger float32"
 
 
@@ -147,7 +150,8 @@ def ratios(rows: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
         if row_name(model, "use_amp") in rows
     ]
     pairs += [
-        (row_name("bilstm_crf_gpu", precision), row_name("bilstm_crf", precision), "GPU recipe / recipe batches")
+        (row_name(recipe, precision), row_name(model, precision), "GPU recipe / recipe batches")
+        for recipe, model in GPU_RECIPES.items()
         for precision in PRECISIONS
     ]
     speed = {name: row for name, row in rows.items() if row.get("status") == "ok"}

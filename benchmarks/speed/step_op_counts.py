@@ -7,12 +7,12 @@ parallel scans an accelerator runs (`NERZOO_CRF_SCANS=always`; `--cpu-path`: the
 recursions, what `../shared/tools/op_count.py` counts).
 
 A training step: forward plus the regularisation penalty, backward, `grad_norm` clipping, the config's
-optimiser with `foreach` on (as on CUDA), the metrics read; the mean over `--steps` batches.  A
-prediction batch: evaluation mode without gold tags plus `make_output_human_readable`, after one such
-batch.  Real sentences of 12-16 words at the config's batch size.  In brackets, the calls that are
-neither views (no kernel) nor reads of a scalar to the host.  `--whole-validation N` also counts
-prediction over the whole validation file in batches of N (64, 512: as `gpu_training.py` times it), in
-file order.
+optimiser with `foreach` on (as on CUDA) or `fused` where it asks, the metrics read; the mean over
+`--steps` batches.  A prediction batch: evaluation mode without gold tags plus
+`make_output_human_readable`, after one such batch.  Real sentences of 12-16 words at the config's
+batch size.  In brackets, the calls that are neither views (no kernel) nor reads of a scalar to the
+host.  `--whole-validation N` also counts prediction over the whole validation file in batches of N
+(64, 512: as `gpu_training.py` times it), in file order.
 
     NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf bilstm_crf_gpu deptree_ner
     .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf --steps 3   # fixtures: a smoke test
@@ -70,7 +70,7 @@ def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: i
     parameters = [[name, parameter] for name, parameter in model.named_parameters() if parameter.requires_grad]
     optimizer = Optimizer.from_params(model_parameters=parameters, params=Params(config["trainer"]["optimizer"]))
     for group in optimizer.param_groups:
-        group["foreach"] = True
+        group["foreach"] = not group.get("fused")
     grad_norm = config["trainer"].get("grad_norm")
 
     def training_step() -> None:

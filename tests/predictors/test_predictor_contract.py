@@ -38,6 +38,7 @@ BAD = [{"tokens": 3}, {"text": "no known key"}]
 ATTENTION = {
     "deptree_ner": {"relative_attention", "global_attention"},
     "deptree_ner_contextual": {"relative_attention", "global_attention"},
+    "deptree_ner_gpu": {"relative_attention", "global_attention"},
     "me_crf_conll2003": {"memory_attention"},
     "me_crf_conll2003_contextual": {"memory_attention"},
 }
