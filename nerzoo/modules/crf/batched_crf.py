@@ -87,7 +87,7 @@ def _scanned_viterbi(transitions, start, end, logits, mask):
 
 
 def _stepwise_viterbi(transitions, first, end, logits, mask, stay):
-    """The same, one step at a time (on the CPU, and for batches whose scans would not fit in memory)."""
+    """The same, one step at a time (on the CPU, and for chains too long for one row's scan)."""
     stay = stay.expand(logits.size(0), -1)
     step_mask = mask.t().unsqueeze(-1)  # (num_steps, batch_size, 1)
     step_logits = logits.transpose(0, 1)  # (num_steps, batch_size, num_tags)
@@ -147,7 +147,10 @@ def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.
     start, end = (None if scores is None else scores.to(logits.dtype) for scores in (start, end))
     rows = chain_scans.scan_rows(batch_size, length + 1, num_tags, logits.dtype, logits.device)
     if num_steps > 1 and rows:
-        scanned = functools.partial(_scanned_log_likelihood, transitions, start, end, length=length)
+
+        def scanned(logits, tags, mask):
+            return ScannedChainLogLikelihood.apply(transitions, start, end, logits, tags, mask, length)
+
         return chain_scans.in_pieces(rows, scanned, logits, tags, mask)
     # The recursion reads every step: padded emissions are zeroed first.
     logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
@@ -162,10 +165,6 @@ def _chain_log_likelihood(transitions, start, end, logits, tags, mask) -> torch.
     if end is not None:
         final = final + end.unsqueeze(0)
     return numerator - torch.logsumexp(final, dim=1)
-
-
-def _scanned_log_likelihood(transitions, start, end, logits, tags, mask, length):
-    return ScannedChainLogLikelihood.apply(transitions, start, end, logits, tags, mask, length)
 
 
 def _gold_scores(transitions, start, end, logits, tags, mask):
