@@ -210,7 +210,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--rows", default=",".join(MODELS), help=f"models, comma-separated: {', '.join(MODELS)}")
     parser.add_argument("--precisions", default=",".join(PRECISIONS), help="float32, use_amp or both")
     parser.add_argument("--predict-passes", type=int, default=2, help="at least 1; the fastest counts")
-    parser.add_argument("--predict-batch-sizes", default="64,512", help="comma-separated; the ratios use the first")
+    parser.add_argument(
+        "--predict-batch-sizes", default=[64, 512], type=lambda text: [int(size) for size in text.split(",")]
+    )
     parser.add_argument("--budget", type=float, default=450.0, help="seconds from the start; see the docstring")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--overrides", default="{}", help="allennlp overrides (JSON) for every row")
@@ -221,10 +223,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     unknown = sorted(set(models) - set(MODELS)) + sorted(set(precisions) - set(PRECISIONS))
     if unknown:
         parser.error(f"unknown rows or precisions: {', '.join(unknown)}")
-    try:
-        args.predict_batch_sizes = [int(size) for size in args.predict_batch_sizes.split(",") if size]
-    except ValueError:
-        parser.error(f"--predict-batch-sizes takes whole numbers, got {args.predict_batch_sizes!r}")
     if args.predict_passes < 1 or args.epochs < 1 or min(args.predict_batch_sizes, default=0) < 1:
         parser.error("--epochs, --predict-passes and each of --predict-batch-sizes must be at least 1")
 
