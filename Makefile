@@ -78,7 +78,7 @@ test-slow: install
 # The GPU suite (tests/gpu: CPU/GPU parity of the hand-written modules, a training step of every
 # config in float32 and under autocast, the CLI with --cuda-device 0); skipped without CUDA.
 test-gpu: install
-	NERZOO_TEST_GPU=1 PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -rs tests/gpu
+	NERZOO_TEST_GPU=1 PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -rs -n auto --maxprocesses 8 --dist loadgroup tests/gpu
 
 clean:
 	rm -rf runs .pytest_cache

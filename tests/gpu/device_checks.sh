@@ -25,7 +25,7 @@ case " $STAGES " in *" benchmark "*)
   echo "GPU benchmark: rc=$?"; grep -A30 '^row ' "$OUT/gpu_training.log" || tail -30 "$OUT/gpu_training.log";;
 esac
 case " $STAGES " in *" suite "*)
-  timeout 265 python3 -m pytest -v -n 8 -p no:benchmark --timeout 150 --durations=10 -rfEs tests/gpu > "$OUT/gpu_suite.log" 2>&1
+  timeout 265 python3 -m pytest -v -n 8 --dist loadgroup -p no:benchmark --timeout 150 --durations=10 -rfEs tests/gpu > "$OUT/gpu_suite.log" 2>&1
   echo "GPU suite: rc=$?"; tail -25 "$OUT/gpu_suite.log";;
 esac
 case " $STAGES " in *" profile "*)

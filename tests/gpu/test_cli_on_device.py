@@ -34,6 +34,9 @@ from tests.gpu.device_under_test import CUDA_DEVICE, DEVICE, skip_unless_the_dev
 from tests.test_end_to_end import offline
 
 skip_unless_the_device_is_available()
+# One worker runs the whole module: each worker that took one of its tests would run every command
+# again (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("cli_on_device")
 
 # The config and its number of epochs: few enough that the model is still short of F1 1.0 on the
 # fixtures, so that equal F1s say something.

@@ -8,7 +8,7 @@ recursions with `MAX_SCAN_ELEMENTS = 0`), and a batch too large for one scan in 
 import pytest
 import torch
 
-from nerzoo.modules.crf import chain_scans
+from nerzoo.modules.crf import chain_scans, crf_marginals
 from nerzoo.modules.crf.batched_crf import crf_log_likelihood, sequence_log_likelihood, viterbi_decode
 from nerzoo.modules.crf.crf_marginals import forward_backward
 from tests.modules.test_batched_crf import NUM_TAGS, _crf, _random_batch
@@ -25,7 +25,11 @@ def _loop_products(matrices, product, suffix=False):
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7, 8, 13])
-@pytest.mark.parametrize("product", [chain_scans.log_product, chain_scans.max_product], ids=["log", "max"])
+@pytest.mark.parametrize(
+    "product",
+    [chain_scans.log_product, chain_scans.max_product, chain_scans.rescaled_log_product],
+    ids=["log", "max", "rescaled-log"],
+)
 def test_prefix_suffix_and_chain_products_equal_loops(count, product):
     matrices = torch.randn(3, count, 4, 4, generator=torch.Generator().manual_seed(count), dtype=torch.float64)
     prefix = chain_scans.prefix_products(matrices, product)
@@ -35,6 +39,8 @@ def test_prefix_suffix_and_chain_products_equal_loops(count, product):
     if product is chain_scans.log_product and count % 2 == 0:  # the likelihood's rounds: consecutive pairs
         pairs = chain_scans.pair_sums(matrices, 1, spacing=2).logsumexp(dim=3)
         torch.testing.assert_close(pairs, product(matrices[:, 0::2], matrices[:, 1::2]))
+    if product is chain_scans.rescaled_log_product:
+        torch.testing.assert_close(prefix, chain_scans.prefix_products(matrices, chain_scans.log_product))
 
 
 @pytest.mark.parametrize("count", [1, 2, 5, 16])
@@ -130,10 +136,16 @@ def test_a_batch_too_large_for_one_scan_is_scanned_in_pieces(monkeypatch, dtype)
     in_pieces = chain_scans.in_pieces
     monkeypatch.setattr(chain_scans, "in_pieces", lambda rows, *args: pieces.append(rows) or in_pieces(rows, *args))
     # Room for 45 rows of steps: 2 rows of the likelihood's 17 (9 padded to a power of two, plus
-    # one), 5 of Viterbi's and forward-backward's 9.
+    # one), 5 of Viterbi's and forward-backward's 9; in float64 forward-backward's rounds are matrix
+    # products, K times smaller, so the whole batch fits.
     monkeypatch.setattr(chain_scans, "MAX_SCAN_ELEMENTS", 45 * NUM_TAGS**3 * (2 if dtype == torch.float64 else 1))
     paths, likelihood, gradients, marginals = run()
-    assert pieces == [2, 5, 5]
+    assert pieces == ([2, 5, 5] if dtype == torch.float32 else [2, 5, 8])
+    if dtype == torch.float64:
+        pieces.clear()
+        monkeypatch.setattr(chain_scans, "MAX_SCAN_ELEMENTS", 45 * NUM_TAGS**2 * 2)
+        marginals = forward_backward(crf, logits, mask)
+        assert pieces == [5]
     assert paths.tags.tolist() == whole_paths.tags.tolist()
     tolerance = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-12, "rtol": 1e-12}
     torch.testing.assert_close(paths.scores, whole_paths.scores, **tolerance)
@@ -196,9 +208,31 @@ def test_forward_backward_in_one_scan_equals_two(monkeypatch):
     monkeypatch.setattr(chain_scans, "suffix_products", lambda *args: suffix_scans.append(args) or suffix(*args))
     both = forward_backward(crf, logits, mask)
     assert not suffix_scans
-    # Room for one batch of this shape but not for two: the prefix and suffix scans run apart.
-    monkeypatch.setattr(chain_scans, "MAX_SCAN_ELEMENTS", logits.size(0) * 6 * NUM_TAGS**3 * 2)
+    # Room for one batch of this shape but not for two (float64 rounds of matrix products): the
+    # prefix and suffix scans run apart.
+    monkeypatch.setattr(chain_scans, "MAX_SCAN_ELEMENTS", logits.size(0) * 6 * NUM_TAGS**2 * 2)
     apart = forward_backward(crf, logits, mask)
     assert len(suffix_scans) == 1
     for got, wanted in zip(both[:3], apart[:3]):
         torch.testing.assert_close(got, wanted, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [30.0, 1000.0])
+def test_forward_backward_where_the_rescaled_products_clamp(monkeypatch, scale):
+    """
+    Emissions `scale` nats apart: at 30 the float64 scans' rescaled products are exact; at 1000 some
+    entries clamp where they matter, the consistency check sees it and the exact recursions run.
+    Either way the marginals are the step-by-step recursions'.
+    """
+    crf = _crf(True, True, seed=11).double()
+    logits, mask, _, _ = _random_batch(11, torch.float64, batch_size=4, num_steps=40)
+    logits = logits / logits.std() * scale
+    checks = []
+    consistent = crf_marginals._consistent
+    monkeypatch.setattr(crf_marginals, "_consistent", lambda result: checks.append(consistent(result)) or checks[-1])
+    scanned, stepwise = _both_ways(monkeypatch, lambda: forward_backward(crf, logits, mask))
+    assert checks == [scale < 100]
+    torch.testing.assert_close(
+        crf_marginals.tag_marginals(scanned, mask), crf_marginals.tag_marginals(stepwise, mask), atol=1e-9, rtol=0
+    )
+    torch.testing.assert_close(scanned.log_partition, stepwise.log_partition, atol=1e-9, rtol=1e-12)

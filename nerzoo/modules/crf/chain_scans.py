@@ -53,19 +53,32 @@ SCANS_VARIABLE = "NERZOO_CRF_SCANS"
 _POLICIES = ("accelerators", "always", "never")
 
 
-def rows_per_scan(num_steps: int, num_tags: int, dtype: torch.dtype = torch.float32) -> int:
+def rows_per_scan(
+    num_steps: int, num_tags: int, dtype: torch.dtype = torch.float32, matrix_products: bool = False
+) -> int:
     """How many rows of a chain of this length one scan takes within `MAX_SCAN_ELEMENTS` (of float32;
-    half as many of float64): 0 where not one fits."""
+    half as many of float64): 0 where not one fits.  A round holds `(rows, T, K, K, K)` sums, or
+    `(rows, T, K, K)` matrices with `matrix_products` (`rescaled_log_product`)."""
     scale = 2 if dtype == torch.float64 else 1
-    return MAX_SCAN_ELEMENTS // (max(num_steps - 1, 1) * num_tags**3 * scale)
+    elements = num_tags**2 if matrix_products else num_tags**3
+    return MAX_SCAN_ELEMENTS // (max(num_steps - 1, 1) * elements * scale)
 
 
-def fits(batch_size: int, num_steps: int, num_tags: int, dtype: torch.dtype = torch.float32) -> bool:
+def fits(
+    batch_size: int, num_steps: int, num_tags: int, dtype: torch.dtype = torch.float32, matrix_products: bool = False
+) -> bool:
     """Whether the scans of a batch of this shape stay within `MAX_SCAN_ELEMENTS` in one piece."""
-    return batch_size <= rows_per_scan(num_steps, num_tags, dtype)
+    return batch_size <= rows_per_scan(num_steps, num_tags, dtype, matrix_products)
 
 
-def scan_rows(batch_size: int, num_steps: int, num_tags: int, dtype: torch.dtype, device: torch.device) -> int:
+def scan_rows(
+    batch_size: int,
+    num_steps: int,
+    num_tags: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    matrix_products: bool = False,
+) -> int:
     """
     How many rows of a batch of this shape on `device` each scan takes: the batch's size where it
     fits, else as many rows as fit (`in_pieces` runs the pieces); 0 where it runs step by step (see
@@ -76,7 +89,7 @@ def scan_rows(batch_size: int, num_steps: int, num_tags: int, dtype: torch.dtype
         raise ValueError(f"{SCANS_VARIABLE}={policy!r}: expected one of {', '.join(_POLICIES)}")
     if policy == "never" or (policy == "accelerators" and device.type == "cpu"):
         return 0
-    return min(batch_size, rows_per_scan(num_steps, num_tags, dtype))
+    return min(batch_size, rows_per_scan(num_steps, num_tags, dtype, matrix_products))
 
 
 def in_pieces(rows: int, function: Callable[..., Any], *batched: torch.Tensor) -> Any:
@@ -132,7 +145,25 @@ def max_product(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     return (left.unsqueeze(-1) + right.unsqueeze(-3)).amax(dim=-2)
 
 
-# The sum over the middle index that makes each product, by semiring (what the scans take as `product`).
+def rescaled_log_product(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """
+    The log-semiring product of `(..., K, K)` matrices as a matrix product of probabilities: with
+    `a_i` the largest entry of row `i` of `left` and `b_k` of column `k` of `right`,
+
+        a_i + b_k + log sum_j exp(left[i, j] - a_i) exp(right[j, k] - b_k)
+
+    a `(..., K, K)` product where `log_product` reduces a `(..., K, K, K)` sum: `K` times less memory
+    and traffic.  Exact but for an entry whose every term falls below the dtype's range (in float64
+    over 708 nats under `a_i + b_k`, 87 in float32), which is clamped there.
+    """
+    row_top = left.amax(dim=-1, keepdim=True)
+    column_top = right.amax(dim=-2, keepdim=True)
+    product = torch.matmul((left - row_top).exp(), (right - column_top).exp())
+    return product.clamp_min(torch.finfo(product.dtype).tiny).log() + row_top + column_top
+
+
+# The sum over the middle index that makes each product, by semiring (what the scans take as
+# `product`); a product without one is called on the two matrices of each pair.
 _REDUCTIONS = {log_product: torch.logsumexp, max_product: torch.amax}
 
 
@@ -157,24 +188,28 @@ def pair_sums(matrices: torch.Tensor, shift: int, spacing: int = 1) -> torch.Ten
 
 def prefix_products(matrices: torch.Tensor, product: Product) -> torch.Tensor:
     """`(batch_size, n, K, K)`: `M_1 (x) ... (x) M_t` for every `t` (Hillis & Steele's scan)."""
-    reduce = _REDUCTIONS[product]
     shift, count = 1, matrices.size(1)
     while shift < count:
-        combined = reduce(pair_sums(matrices, shift), -2)
-        matrices = torch.cat([matrices[:, :shift], combined], dim=1)
+        matrices = torch.cat([matrices[:, :shift], _shifted_products(matrices, shift, product)], dim=1)
         shift *= 2
     return matrices
 
 
 def suffix_products(matrices: torch.Tensor, product: Product) -> torch.Tensor:
     """`(batch_size, n, K, K)`: `M_t (x) ... (x) M_n` for every `t`."""
-    reduce = _REDUCTIONS[product]
     shift, count = 1, matrices.size(1)
     while shift < count:
-        combined = reduce(pair_sums(matrices, shift), -2)
-        matrices = torch.cat([combined, matrices[:, count - shift :]], dim=1)
+        matrices = torch.cat([_shifted_products(matrices, shift, product), matrices[:, count - shift :]], dim=1)
         shift *= 2
     return matrices
+
+
+def _shifted_products(matrices: torch.Tensor, shift: int, product: Product) -> torch.Tensor:
+    """`(batch_size, n - shift, K, K)`: `matrices[:, s] (x) matrices[:, s + shift]` for every `s`."""
+    reduce = _REDUCTIONS.get(product)
+    if reduce is None:
+        return product(matrices[:, :-shift], matrices[:, shift:])
+    return reduce(pair_sums(matrices, shift), -2)
 
 
 def follow_backpointers(backpointers: torch.LongTensor) -> torch.LongTensor:

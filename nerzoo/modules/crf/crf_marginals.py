@@ -161,7 +161,9 @@ def forward_backward(
     """
     Runs both recursions, batched over sentences.  On accelerators
     (`nerzoo.modules.crf.chain_scans.scan_rows`), both are log-semiring scans over the transfer matrices
-    (`ceil(log2 T)` rounds each, exact logsumexp), a batch too large for one scan in pieces.  On the
+    (`ceil(log2 T)` rounds each), a batch too large for one scan in pieces: in float64 each round a
+    rescaled matrix product (`chain_scans.rescaled_log_product`), checked for consistency and run
+    again step by step with logsumexp where a clamped entry mattered; else an exact logsumexp.  On the
     CPU they run one step at a time, each
     step a rescaled matrix product in probability space (see `_log_matmul_exp`); if any valid step
     underflowed (scores hundreds of nats apart), both recursions are run again with logsumexp.  The
@@ -174,20 +176,27 @@ def forward_backward(
         # The CRF may live on another device than the logits (`calibrate` holds its batches on the CPU).
         transitions, start, end = constrained_scores(crf, transition_temperature, logits.dtype, logits.device)
         mask = mask.bool()
-        rows = chain_scans.scan_rows(*logits.shape, logits.dtype, logits.device)
+        rescaled = logits.dtype == torch.float64
+        rows = chain_scans.scan_rows(*logits.shape, logits.dtype, logits.device, matrix_products=rescaled)
         if logits.size(1) > 1 and rows:
-            scanned = functools.partial(_scanned_recursions, transitions, start, end)
-            log_alpha, log_beta, log_partition = chain_scans.in_pieces(rows, scanned, logits, mask)
-            return ForwardBackward(log_alpha, log_beta, log_partition, transitions)
+            product = chain_scans.rescaled_log_product if rescaled else chain_scans.log_product
+            scanned = functools.partial(_scanned_recursions, transitions, start, end, product)
+            result = ForwardBackward(*chain_scans.in_pieces(rows, scanned, logits, mask), transitions)
+            if not rescaled or _consistent(result):
+                return result
+            return _recursions(transitions, start, end, logits, mask, _log_matmul_exp_exact)[0]
         result, underflow = _recursions(transitions, start, end, logits, mask, _log_matmul_exp)
         if underflow is not None and bool(underflow):
             result, _ = _recursions(transitions, start, end, logits, mask, _log_matmul_exp_exact)
     return result
 
 
-def _scanned_recursions(transitions, start, end, logits, mask) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _scanned_recursions(
+    transitions, start, end, product, logits, mask
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """
-    `ForwardBackward`'s `log_alpha`, `log_beta` and `log_partition` by scans.  alpha_t is row 0 of the prefix products of `[F, M_1, ..., M_{T-1}]`, where every row of `F` is
+    `ForwardBackward`'s `log_alpha`, `log_beta` and `log_partition` by scans of log-semiring
+    `product`s.  alpha_t is row 0 of the prefix products of `[F, M_1, ..., M_{T-1}]`, where every row of `F` is
     the first step's scores; beta_t is column 0 of the suffix products of `[M_{t+1}, ..., M_{T-1}, E]`,
     where every column of `E` is the end scores.  A padded step's identity carries both over.  Where
     twice the batch fits, one scan gives both.
@@ -196,16 +205,28 @@ def _scanned_recursions(transitions, start, end, logits, mask) -> Tuple[torch.Te
     matrices = chain_scans.chain_matrices(transitions, start, logits, mask, num_steps)  # [F, M_1, ..., M_{T-1}]
     last = end.view(1, 1, num_tags, 1).expand(batch_size, 1, num_tags, num_tags)
     following = torch.cat([matrices[:, 1:], last], dim=1)  # [M_1, ..., M_{T-1}, E]
-    if chain_scans.fits(2 * batch_size, num_steps, num_tags, logits.dtype):
+    matrix_products = product is chain_scans.rescaled_log_product
+    if chain_scans.fits(2 * batch_size, num_steps, num_tags, logits.dtype, matrix_products):
         # Both in one scan: the suffix products are the transposes of the prefix products of the
         # transposed matrices in reverse order, `(A (x) B)^T = B^T (x) A^T`.
         both = torch.cat([matrices, following.flip(1).transpose(2, 3)])
-        products = chain_scans.prefix_products(both, chain_scans.log_product)[:, :, 0]
+        products = chain_scans.prefix_products(both, product)[:, :, 0]
         log_alpha, log_beta = products[:batch_size], products[batch_size:].flip(1)
     else:
-        log_alpha = chain_scans.prefix_products(matrices, chain_scans.log_product)[:, :, 0]
-        log_beta = chain_scans.suffix_products(following, chain_scans.log_product)[..., 0]
+        log_alpha = chain_scans.prefix_products(matrices, product)[:, :, 0]
+        log_beta = chain_scans.suffix_products(following, product)[..., 0]
     return log_alpha, log_beta, torch.logsumexp(log_alpha[:, -1] + end, dim=1)
+
+
+def _consistent(result: ForwardBackward, tolerance: float = 1e-6) -> bool:
+    """
+    Whether every step's `logsumexp(alpha_t + beta_t)` is the partition function, as it is for exact
+    recursions (padding included: there both carry over).  An entry that `rescaled_log_product`
+    clamped breaks it only where it mattered.  One read back to the host.
+    """
+    with torch.no_grad():
+        totals = torch.logsumexp(result.log_alpha + result.log_beta, dim=2)
+        return bool(((totals - result.log_partition.unsqueeze(1)).abs() <= tolerance).all())
 
 
 def _recursions(transitions, start, end, logits, mask, log_matmul_exp):
