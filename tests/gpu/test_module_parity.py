@@ -73,8 +73,8 @@ class Alpha(torch.nn.Module):
         self.alpha = torch.nn.Parameter(torch.tensor(value))
 
 
-def _crf_inputs(scale: float = 1.0):
-    logits, mask, tags, _ = crf_tests._random_batch(0, torch.float32)
+def _crf_inputs(scale: float = 1.0, dtype: torch.dtype = torch.float32, **shape: int):
+    logits, mask, tags, _ = crf_tests._random_batch(0, dtype, **shape)
     return logits * scale, mask, tags
 
 
@@ -102,6 +102,16 @@ def _crf_cases() -> List[Case]:
                 f"{name}, scores far apart (logsumexp fallback)",
                 lambda: crf_tests._crf(True, True, seed=0),
                 lambda: _crf_inputs(scale=30.0),
+                runs[name],
+            )
+        )
+    # A float64 batch as large as prediction's (confidences): rescaled matrix products on the device.
+    for name in ("forward_backward", "tag_marginals"):
+        cases.append(
+            Case(
+                f"{name}, float64, 64 sentences of 40 steps (rescaled products)",
+                lambda: crf_tests._crf(True, True, seed=0).double(),
+                lambda: _crf_inputs(dtype=torch.float64, batch_size=64, num_steps=40),
                 runs[name],
             )
         )

@@ -96,13 +96,17 @@ def test_scans_equal_the_stepwise_recursions(monkeypatch, constrained, dtype, nu
     for got, wanted in zip(scanned_grads, stepwise_grads):
         torch.testing.assert_close(got, wanted, **tolerance)
 
-    scanned, stepwise = _both_ways(monkeypatch, lambda: forward_backward(crf, logits, mask))
-    torch.testing.assert_close(scanned.log_partition, stepwise.log_partition, **tolerance)
-    valid = mask.unsqueeze(-1).expand(-1, -1, NUM_TAGS)
-    # Forbidden tags score about -10000 either way: compared where the model allows them.
-    allowed = valid & (stepwise.log_alpha > -5000) & (stepwise.log_beta > -5000)
-    torch.testing.assert_close(scanned.log_alpha[allowed], stepwise.log_alpha[allowed], **tolerance)
-    torch.testing.assert_close(scanned.log_beta[allowed], stepwise.log_beta[allowed], **tolerance)
+    # In float64 with logsumexp rounds and with rescaled matrix products (a batch this small takes
+    # logsumexp unless told otherwise).
+    for rescaled_from in [chain_scans.RESCALED_FROM_ELEMENTS] + ([0] if dtype == torch.float64 else []):
+        monkeypatch.setattr(chain_scans, "RESCALED_FROM_ELEMENTS", rescaled_from)
+        scanned, stepwise = _both_ways(monkeypatch, lambda: forward_backward(crf, logits, mask))
+        torch.testing.assert_close(scanned.log_partition, stepwise.log_partition, **tolerance)
+        valid = mask.unsqueeze(-1).expand(-1, -1, NUM_TAGS)
+        # Forbidden tags score about -10000 either way: compared where the model allows them.
+        allowed = valid & (stepwise.log_alpha > -5000) & (stepwise.log_beta > -5000)
+        torch.testing.assert_close(scanned.log_alpha[allowed], stepwise.log_alpha[allowed], **tolerance)
+        torch.testing.assert_close(scanned.log_beta[allowed], stepwise.log_beta[allowed], **tolerance)
 
 
 def test_a_chain_too_long_for_one_row_runs_step_by_step(monkeypatch):
@@ -131,6 +135,7 @@ def test_a_batch_too_large_for_one_scan_is_scanned_in_pieces(monkeypatch, dtype)
         return viterbi_decode(crf, logits, mask), likelihood, gradients, forward_backward(crf, logits, mask)
 
     monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "always")
+    monkeypatch.setattr(chain_scans, "RESCALED_FROM_ELEMENTS", 0)  # float64 forward-backward: matrix products
     whole_paths, whole_likelihood, whole_gradients, whole_marginals = run()
     pieces = []
     in_pieces = chain_scans.in_pieces
@@ -201,6 +206,7 @@ def test_the_scanned_likelihoods_written_out_gradient_passes_gradcheck(monkeypat
 def test_forward_backward_in_one_scan_equals_two(monkeypatch):
     """Where twice the batch fits, alpha and beta come from one scan; else from a prefix and a suffix scan."""
     monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "always")
+    monkeypatch.setattr(chain_scans, "RESCALED_FROM_ELEMENTS", 0)
     crf = _crf(True, True, seed=5).double()
     logits, mask, _, _ = _random_batch(5, torch.float64, num_steps=7)
     suffix_scans = []
@@ -227,6 +233,7 @@ def test_forward_backward_where_the_rescaled_products_clamp(monkeypatch, scale):
     crf = _crf(True, True, seed=11).double()
     logits, mask, _, _ = _random_batch(11, torch.float64, batch_size=4, num_steps=40)
     logits = logits / logits.std() * scale
+    monkeypatch.setattr(chain_scans, "RESCALED_FROM_ELEMENTS", 0)
     checks = []
     consistent = crf_marginals._consistent
     monkeypatch.setattr(crf_marginals, "_consistent", lambda result: checks.append(consistent(result)) or checks[-1])
@@ -236,3 +243,15 @@ def test_forward_backward_where_the_rescaled_products_clamp(monkeypatch, scale):
         crf_marginals.tag_marginals(scanned, mask), crf_marginals.tag_marginals(stepwise, mask), atol=1e-9, rtol=0
     )
     torch.testing.assert_close(scanned.log_partition, stepwise.log_partition, atol=1e-9, rtol=1e-12)
+
+
+@pytest.mark.parametrize("batch_size,num_steps,rescaled", [(10, 16, False), (64, 40, True)])
+def test_large_float64_batches_take_rescaled_products(monkeypatch, batch_size, num_steps, rescaled):
+    """Rounds of more than `RESCALED_FROM_ELEMENTS` sums are matrix products; a small batch's, logsumexps."""
+    monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "always")
+    crf = _crf(True, True, seed=3).double()
+    logits, mask, _, _ = _random_batch(3, torch.float64, batch_size=batch_size, num_steps=num_steps)
+    products = []
+    monkeypatch.setattr(chain_scans, "prefix_products", lambda matrices, product: products.append(product) or matrices)
+    forward_backward(crf, logits, mask)
+    assert products == [chain_scans.rescaled_log_product if rescaled else chain_scans.log_product]

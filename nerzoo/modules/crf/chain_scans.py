@@ -43,6 +43,10 @@ PADDING_SCORE = -1e30
 # The largest `(batch_size, T, K, K, K)` round the scans take: 512 MiB of float32 (a round's
 # reduction holds about two at its peak). A larger batch is scanned in pieces.
 MAX_SCAN_ELEMENTS = 2**27
+# From how many elements of a `(batch_size, T, K, K, K)` float64 round (16 MiB) the log-semiring scans
+# take `rescaled_log_product`: a pass over a larger round costs a GPU more than the product's few
+# extra operator calls cost the host; below it the calls are what counts.
+RESCALED_FROM_ELEMENTS = 2**21
 
 Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 _IDENTITIES: Dict[Tuple[int, torch.dtype, torch.device], torch.Tensor] = {}

@@ -161,9 +161,10 @@ def forward_backward(
     """
     Runs both recursions, batched over sentences.  On accelerators
     (`nerzoo.modules.crf.chain_scans.scan_rows`), both are log-semiring scans over the transfer matrices
-    (`ceil(log2 T)` rounds each), a batch too large for one scan in pieces: in float64 each round a
-    rescaled matrix product (`chain_scans.rescaled_log_product`), checked for consistency and run
-    again step by step with logsumexp where a clamped entry mattered; else an exact logsumexp.  On the
+    (`ceil(log2 T)` rounds each), a batch too large for one scan in pieces: for a large batch in
+    float64 (`chain_scans.RESCALED_FROM_ELEMENTS`) each round a rescaled matrix product
+    (`chain_scans.rescaled_log_product`), checked for consistency and run again step by step with
+    logsumexp where a clamped entry mattered; else an exact logsumexp.  On the
     CPU they run one step at a time, each
     step a rescaled matrix product in probability space (see `_log_matmul_exp`); if any valid step
     underflowed (scores hundreds of nats apart), both recursions are run again with logsumexp.  The
@@ -176,7 +177,11 @@ def forward_backward(
         # The CRF may live on another device than the logits (`calibrate` holds its batches on the CPU).
         transitions, start, end = constrained_scores(crf, transition_temperature, logits.dtype, logits.device)
         mask = mask.bool()
-        rescaled = logits.dtype == torch.float64
+        batch_size, num_steps, num_tags = logits.shape
+        rescaled = (
+            logits.dtype == torch.float64
+            and 2 * batch_size * num_steps * num_tags**3 > chain_scans.RESCALED_FROM_ELEMENTS
+        )
         rows = chain_scans.scan_rows(*logits.shape, logits.dtype, logits.device, matrix_products=rescaled)
         if logits.size(1) > 1 and rows:
             product = chain_scans.rescaled_log_product if rescaled else chain_scans.log_product
