@@ -5,7 +5,7 @@
 #   bash ../shared/gpu/bundle.sh                                  # here: packs .gpu/
 #   bash .gpu/run.sh bash tests/gpu/device_checks.sh [benchmark] [suite] [profile] [levers]   # there, .gpu carried
 # On an H200: benchmark ~200 s before it timed the GPU recipe of deptree_ner and batches of 512 (now
-# at most 290 s), suite ~165 s, profile ~150 s, levers ~60 s; a call runs at most 600 s, so run
+# at most 290 s), suite ~165 s, profile ~150 s, levers ~200 s; a call runs at most 600 s, so run
 # `benchmark suite` first and `profile levers` as a second call if device time is left.
 set -u
 OUT=${OUT:-runs/device_checks}
@@ -35,5 +35,11 @@ esac
 case " $STAGES " in *" levers "*)
   timeout 80 $BENCH --rows deptree_ner --precisions float32 --budget 60 \
     --overrides '{"trainer.optimizer.parameter_groups": [[["."], {"fused": true}]]}' > "$OUT/fused_adam.log" 2>&1
-  echo "fused Adam: rc=$?"; grep -A3 '^row ' "$OUT/fused_adam.log";;
+  echo "fused Adam: rc=$?"; grep -A3 '^row ' "$OUT/fused_adam.log"
+  # fast_lstm's directions in two cuDNN calls against one (the default on a GPU), in one process each
+  for merge in false true; do
+    timeout 80 $BENCH --rows bilstm_crf --precisions float32 --budget 60 \
+      --overrides "{\"model.encoder.merge_directions\": $merge}" > "$OUT/merge_$merge.log" 2>&1
+    echo "merge_directions $merge: rc=$?"; grep -A2 '^row ' "$OUT/merge_$merge.log"
+  done;;
 esac

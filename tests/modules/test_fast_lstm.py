@@ -1,5 +1,8 @@
 """`fast_lstm` against allennlp's `lstm` (packed sequences), which it must equal on real tokens."""
 
+import functools
+from unittest import mock
+
 import pytest
 import torch
 from allennlp.common import Params
@@ -113,3 +116,48 @@ def test_stacked_layers_share_one_masks_indices_and_a_changed_mask_gets_new_ones
     second = FastLstm(input_size=8, hidden_size=4, bidirectional=True)
     alone = second(unpacked(inputs, mask), mask.clone())
     assert torch.equal(second(unpacked(inputs, mask), mask), alone)
+
+
+def _recorded_lstm(calls, lstm, *args):
+    calls.append(args[2])  # the weights
+    return lstm(*args)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("shape", ["one layer, bidirectional", "two layers, bidirectional", "no bias"])
+def test_both_directions_in_one_call_equal_two_calls(shape, dtype):
+    """`merge_directions` (what accelerators run): the same outputs and gradients, one LSTM call a layer."""
+    settings = {"no bias": {"num_layers": 2, "bidirectional": True, "bias": False}}.get(shape, SHAPES.get(shape))
+    torch.manual_seed(0)
+    apart = FastLstm(5, 4, merge_directions=False, **settings).to(dtype)
+    merged = FastLstm(5, 4, merge_directions=True, **settings).to(dtype)
+    merged.load_state_dict(apart.state_dict())
+    inputs, mask = _batch(dtype)
+    results = []
+    for encoder in (apart, merged):
+        leaf = inputs.clone().requires_grad_()
+        calls = []
+        with mock.patch.object(torch, "lstm", functools.partial(_recorded_lstm, calls, torch.lstm)):
+            output = encoder(leaf, mask)
+        (output * torch.linspace(-1, 1, output.numel(), dtype=dtype).view(output.shape)).sum().backward()
+        results.append((output, leaf.grad, [parameter.grad for parameter in encoder.parameters()], calls))
+    (output, grad, grads, calls), (merged_output, merged_grad, merged_grads, merged_calls) = results
+    layers = settings["num_layers"]
+    assert len(calls) == 2 * layers and len(merged_calls) == layers
+    assert all(weights[1].shape == (32, 8) for weights in merged_calls)  # (4 gates x 2 x 4 units, 2 x 4 states)
+    tolerance = {"atol": 1e-6, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-12, "rtol": 1e-12}
+    torch.testing.assert_close(merged_output, output, **tolerance)
+    assert not merged_output[~mask].any()
+    torch.testing.assert_close(merged_grad, grad, **tolerance)
+    for got, wanted in zip(merged_grads, grads):
+        torch.testing.assert_close(got, wanted, **tolerance)
+
+
+def test_directions_merge_on_accelerators_only():
+    encoder = FastLstm(5, 4, bidirectional=True)
+    inputs, mask = _batch(torch.float32)
+    calls = []
+    with mock.patch.object(torch, "lstm", functools.partial(_recorded_lstm, calls, torch.lstm)):
+        encoder(inputs, mask)
+    assert [weights[1].shape for weights in calls] == [(16, 4), (16, 4)]
+    assert encoder.merge_directions is None
