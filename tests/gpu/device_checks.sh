@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Every GPU check in one run, for a lent GPU machine (../shared/gpu/README.md): the GPU benchmark on
-# CoNLL-2003 (the GPU recipes included), the GPU suite, where a step's time goes, and fused Adam in
-# deptree_ner's recipe. Logs go under $OUT (default runs/device_checks).
+# CoNLL-2003 (the GPU recipes included), the GPU suite, where a step's and a prediction's time goes
+# (`profile`), and fused Adam and fast_lstm's merged directions (`levers`). Logs go under $OUT
+# (default runs/device_checks).
 #   bash ../shared/gpu/bundle.sh                                  # here: packs .gpu/
 #   bash .gpu/run.sh bash tests/gpu/device_checks.sh [benchmark] [suite] [profile] [levers]   # there, .gpu carried
 # On an H200: benchmark ~200 s before it timed the GPU recipe of deptree_ner and batches of 512 (now
-# at most 290 s), suite ~165 s, profile ~150 s, levers ~200 s; a call runs at most 600 s, so run
+# at most 290 s), suite ~165 s, profile ~250 s, levers ~200 s; a call runs at most 600 s, so run
 # `benchmark suite` first and `profile levers` as a second call if device time is left.
 set -u
 OUT=${OUT:-runs/device_checks}
@@ -30,7 +31,9 @@ case " $STAGES " in *" suite "*)
 esac
 case " $STAGES " in *" profile "*)
   timeout 200 python3 tests/gpu/step_profile.py bilstm_crf bilstm_crf_gpu deptree_ner > "$OUT/step_profile.log" 2>&1
-  echo "step profile: rc=$?"; grep -E "^(one call|bilstm|deptree)" "$OUT/step_profile.log";;
+  echo "step profile: rc=$?"; grep -E "^(one call|bilstm|deptree)" "$OUT/step_profile.log"
+  timeout 120 python3 tests/gpu/predict_profile.py bilstm_crf --sizes 64,512 > "$OUT/predict_profile.log" 2>&1
+  echo "predict profile: rc=$?"; grep -E "sentences/s" "$OUT/predict_profile.log";;
 esac
 case " $STAGES " in *" levers "*)
   timeout 80 $BENCH --rows deptree_ner --precisions float32 --budget 60 \
