@@ -48,6 +48,7 @@ from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeat
 from nerzoo.modules.token_embedders.word_dropout import WordDropout
 from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
+from nerzoo.training.callbacks.compile_modules import CompileModules
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
 from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
@@ -63,6 +64,7 @@ __all__ = [
     "Calibrate",
     "CharGatedEmbedder",
     "ChildSumTreeLstm",
+    "CompileModules",
     "ConceptErrorRate",
     "ConllColumnsReader",
     "ConllSpanF1",

@@ -183,7 +183,8 @@ def _batch_indices(
     layer the same mask) make them once.
     """
     global _last_batch
-    last = _last_batch
+    compiling = torch.compiler.is_compiling()  # a traced graph holds no cache of the host's
+    last = None if compiling else _last_batch
     if (
         last is not None
         and last.mask is mask
@@ -202,5 +203,7 @@ def _batch_indices(
         # padding, which follows them, stays padding.
         reverse = (lengths - positions) % sequence_length
     zeros = mask.new_zeros(state_shape, dtype=dtype)
-    _last_batch = _BatchIndices(mask, mask._version, mask.unsqueeze(-1), reverse, zeros)
-    return _last_batch
+    batch = _BatchIndices(mask, 0 if compiling else mask._version, mask.unsqueeze(-1), reverse, zeros)
+    if not compiling:
+        _last_batch = batch
+    return batch

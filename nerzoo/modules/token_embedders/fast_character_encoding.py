@@ -42,8 +42,10 @@ class FastCharacterEncoder(TokenCharactersEncoder):
     def forward(self, token_characters: torch.Tensor) -> torch.Tensor:
         """`(batch_size, num_tokens, num_characters)` ids -> `(batch_size, num_tokens, output_dim)`."""
         # Gathering the real tokens needs their number on the host: on an accelerator that would
-        # stall the device every batch, so there every slot is encoded and the padding zeroed.
-        return self.encode(token_characters, pack=token_characters.device.type == "cpu")
+        # stall the device every batch, so there every slot is encoded and the padding zeroed; so
+        # too under `torch.compile`, whose graphs need shapes that do not depend on the data.
+        pack = token_characters.device.type == "cpu" and not torch.compiler.is_compiling()
+        return self.encode(token_characters, pack=pack)
 
     def encode(self, token_characters: torch.Tensor, pack: bool) -> torch.Tensor:
         """`forward` with the real tokens gathered into one batch (`pack`) or every slot encoded."""
