@@ -1,8 +1,9 @@
 """
 `compile_modules`: the embedder and encoder of the shipped configs traced by `torch.compile`
 (dynamo's `eager` backend: the traced graphs run as captured, so results can be compared exactly),
-the training step's losses and gradients the same as uncompiled, the state dict untouched, and a
-whole `allennlp` training with the callback scoring what the same run without it scores.
+the training step's losses and gradients the same as uncompiled, the state dict untouched; in
+`make test-slow` inductor's code, and a whole `allennlp` training with the callback scoring what
+the same run without it scores.
 """
 
 import copy
@@ -80,6 +81,7 @@ def test_an_unknown_submodule_or_none_is_a_clear_error():
         CompileModules("unused", modules=[])
 
 
+@pytest.mark.slow
 def test_training_with_the_callback_scores_what_training_without_it_scores(tmp_path):
     def trained(name, callbacks):
         params = Params.from_file(
