@@ -4,9 +4,7 @@ Aten operator calls per training step and per prediction batch of shipped config
 as allennlp's trainer and `allennlp predict` run them: on a GPU a small batch costs about one kernel
 launch per call, so these counts predict GPU speed at the recipe's batch size.  The CRF runs the
 parallel scans an accelerator runs (`NERZOO_CRF_SCANS=always`; `--cpu-path`: the CPU's step-by-step
-recursions, what `../shared/tools/op_count.py` counts), and `fast_lstm` runs both directions of a layer in
-one call, as on accelerators (`merge_directions`; not with `--cpu-path`).  An LSTM call is one call
-here but about three kernel launches per time step in cuDNN.
+recursions, what `../shared/tools/op_count.py` counts).
 
 A training step: forward plus the regularisation penalty, backward, `grad_norm` clipping, the config's
 optimiser with `foreach` on (as on CUDA) or `fused` where it asks, the metrics read; the mean over
@@ -47,9 +45,7 @@ class OperatorCalls(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def count(
-    config_name: str, steps: int, batch_size: int = 0, whole_validation: int = 0, cpu_path: bool = False
-) -> Dict[str, Any]:
+def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: int = 0) -> Dict[str, Any]:
     from allennlp.common.params import Params
     from allennlp.common.util import import_module_and_submodules
     from allennlp.data import Batch, DatasetReader, Vocabulary
@@ -63,11 +59,6 @@ def count(
     vocab = Vocabulary.from_instances(instances)
     torch.manual_seed(0)
     model = Model.from_params(vocab=vocab, params=Params(config["model"]))
-    from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
-
-    for module in model.modules():
-        if isinstance(module, FastLstm) and module.merge_directions is None:
-            module.merge_directions = not cpu_path
     loader = config["data_loader"].get("batch_sampler", config["data_loader"])
     size = batch_size or loader.get("batch_size", 32)
     typical = [instance for instance in instances if 12 <= len(instance["tokens"]) <= 16]
@@ -150,7 +141,7 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["NERZOO_CRF_SCANS"] = "accelerators" if args.cpu_path else "always"
     torch.set_num_threads(1)
-    rows = [count(name, args.steps, args.batch_size, args.whole_validation, args.cpu_path) for name in args.configs]
+    rows = [count(name, args.steps, args.batch_size, args.whole_validation) for name in args.configs]
     print(f"{'config':<24} {'batch':>5} {'training step':>14} {'prediction batch':>17}   (without views, host reads)")
     for row in rows:
         print(

@@ -39,7 +39,7 @@ case " $STAGES " in *" levers "*)
   timeout 80 $BENCH --rows deptree_ner --precisions float32 --budget 60 \
     --overrides '{"trainer.optimizer.parameter_groups": [[["."], {"fused": true}]]}' > "$OUT/fused_adam.log" 2>&1
   echo "fused Adam: rc=$?"; grep -A3 '^row ' "$OUT/fused_adam.log"
-  # fast_lstm's directions in two cuDNN calls against one (the default on a GPU), in one process each
+  # fast_lstm's directions in two cuDNN calls (the default) against one, in one process each
   for merge in false true; do
     timeout 80 $BENCH --rows bilstm_crf --precisions float32 --budget 60 \
       --overrides "{\"model.encoder.merge_directions\": $merge}" > "$OUT/merge_$merge.log" 2>&1

@@ -284,6 +284,11 @@ def _attention_cases() -> List[Case]:
     ]
 
 
+def _merged(encoder: FastLstm) -> FastLstm:
+    encoder.merge_directions = True
+    return encoder
+
+
 def _recurrent_cases() -> List[Case]:
     run = lambda module, inputs, mask: module(inputs, mask)  # noqa: E731
     cases = [
@@ -294,6 +299,18 @@ def _recurrent_cases() -> List[Case]:
             run,
         )
         for shape in sorted(lstm_tests.SHAPES)
+    ]
+    # Both directions in one cuDNN call of block-diagonal weights, against the CPU's two calls.
+    cases += [
+        Case(
+            f"fast_lstm, {shape}, merged directions",
+            lambda s=shape: lstm_tests._pair(s, torch.float32)[1],
+            lambda: lstm_tests._batch(torch.float32),
+            run,
+            lambda module, inputs, mask: _merged(module)(inputs, mask),
+        )
+        for shape in sorted(lstm_tests.SHAPES)
+        if lstm_tests.SHAPES[shape]["bidirectional"]
     ]
     cases.append(
         Case("summed_gru", lambda: SummedGruEncoder(5, 3, output_dim=4), lambda: lstm_tests._batch(torch.float32), run)

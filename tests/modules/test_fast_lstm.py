@@ -126,7 +126,7 @@ def _recorded_lstm(calls, lstm, *args):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("shape", ["one layer, bidirectional", "two layers, bidirectional", "no bias"])
 def test_both_directions_in_one_call_equal_two_calls(shape, dtype):
-    """`merge_directions` (what accelerators run): the same outputs and gradients, one LSTM call a layer."""
+    """`merge_directions`: the same outputs and gradients, one LSTM call a layer."""
     settings = {"no bias": {"num_layers": 2, "bidirectional": True, "bias": False}}.get(shape, SHAPES.get(shape))
     torch.manual_seed(0)
     apart = FastLstm(5, 4, merge_directions=False, **settings).to(dtype)
@@ -153,11 +153,11 @@ def test_both_directions_in_one_call_equal_two_calls(shape, dtype):
         torch.testing.assert_close(got, wanted, **tolerance)
 
 
-def test_directions_merge_on_accelerators_only():
+def test_directions_merge_only_when_asked():
     encoder = FastLstm(5, 4, bidirectional=True)
     inputs, mask = _batch(torch.float32)
     calls = []
     with mock.patch.object(torch, "lstm", functools.partial(_recorded_lstm, calls, torch.lstm)):
         encoder(inputs, mask)
     assert [weights[1].shape for weights in calls] == [(16, 4), (16, 4)]
-    assert encoder.merge_directions is None
+    assert encoder.merge_directions is False

@@ -25,13 +25,12 @@ class FastLstm(LstmSeq2SeqEncoder):
     parameters are `lstm`'s, under the same names, so the two are interchangeable in a config and
     an archive.
 
-    On accelerators the two directions of a layer run as one LSTM call of `2 * hidden_size` units:
-    its input is `[x_t ; x_rev_t]`, and each gate's weights are block-diagonal, the forward weights
-    on the first `hidden_size` units and the reverse weights on the others, so no unit reads the
-    other direction's input or state.  The output is the same, but cuDNN launches its few kernels
-    per time step once instead of twice, and builds one call's descriptors instead of two.  The
-    recurrent product does twice the arithmetic, half of it with zero blocks, so the CPU, which
-    is bound by arithmetic, keeps two calls.
+    With `merge_directions` the two directions of a layer run as one LSTM call of `2 * hidden_size`
+    units: its input is `[x_t ; x_rev_t]`, and each gate's weights are block-diagonal, the forward
+    weights on the first `hidden_size` units and the reverse weights on the others, so no unit reads
+    the other direction's input or state.  The output is the same, and cuDNN launches its few
+    kernels per time step once instead of twice (docs/gpu.md).  The recurrent product does twice
+    the arithmetic, half of it with zero blocks, which makes it slower on the CPU.
 
     Registered as a `Seq2SeqEncoder` with name "fast_lstm".
 
@@ -45,9 +44,8 @@ class FastLstm(LstmSeq2SeqEncoder):
     dropout : `float`, optional (default = `0.0`)
         Dropout on the output of every layer but the last, while training.
     bidirectional : `bool`, optional (default = `False`)
-    merge_directions : `bool`, optional (default = `None`)
-        Whether a bidirectional layer runs as one call of block-diagonal weights: `None` on every
-        device but the CPU.
+    merge_directions : `bool`, optional (default = `False`)
+        Whether a bidirectional layer runs as one call of block-diagonal weights.
     """
 
     def __init__(
@@ -58,7 +56,7 @@ class FastLstm(LstmSeq2SeqEncoder):
         bias: bool = True,
         dropout: float = 0.0,
         bidirectional: bool = False,
-        merge_directions: Optional[bool] = None,
+        merge_directions: bool = False,
     ) -> None:
         super().__init__(input_size, hidden_size, num_layers, bias, dropout, bidirectional, stateful=False)
         self.merge_directions = merge_directions
@@ -89,9 +87,7 @@ class FastLstm(LstmSeq2SeqEncoder):
         lstm = self._module
         batch = _batch_indices(mask, lstm.bidirectional, (1, batch_size, lstm.hidden_size), inputs.dtype)
         reverse, zeros = batch.reverse, batch.zeros
-        merge = reverse is not None and (
-            inputs.device.type != "cpu" if self.merge_directions is None else self.merge_directions
-        )
+        merge = reverse is not None and self.merge_directions
         merged_zeros = zeros.new_zeros(1, batch_size, 2 * lstm.hidden_size) if merge else None
         output = inputs
         for layer in range(lstm.num_layers):
