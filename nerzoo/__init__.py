@@ -50,6 +50,7 @@ from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
 from nerzoo.training.callbacks.compile_modules import CompileModules
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
+from nerzoo.training.callbacks.cuda_graphs import CudaGraphs
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
 from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
@@ -72,6 +73,7 @@ __all__ = [
     "ContextualWordPiecesIndexer",
     "ContextualWordVectors",
     "CrfTransitionCurriculum",
+    "CudaGraphs",
     "CrossValidateThreadDiscourse",
     "DeptreeNer",
     "DrawAttention",

@@ -10,6 +10,8 @@ attribute names.  A model (or module) supports a feature by having the Protocol'
 - `MemoryAttentionModel`: it reads a document memory whose attention `allennlp draw-memory` draws.
 - `CalibrationSource`: a model or module whose confidences `allennlp calibrate` can fit (defined
   beside the calibration it serves, `nerzoo.modules.crf.calibration`).
+- `GraphedLossModel`: its training loss can run as CUDA graphs (defined beside the graphs,
+  `nerzoo.training.step_graphs`).
 - `AuxiliaryLossSource`: a module that adds terms to its model's loss (defined beside its
   collector, `nerzoo.modules.auxiliary_loss`).
 """
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, List, Protocol, Tuple, runtime_checkable
 
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossSource
 from nerzoo.modules.crf.calibration import CalibrationSource
+from nerzoo.training.step_graphs import GraphedLossModel
 
 if TYPE_CHECKING:
     from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
@@ -27,6 +30,7 @@ __all__ = [
     "AttentionModel",
     "AuxiliaryLossSource",
     "CalibrationSource",
+    "GraphedLossModel",
     "LabelledModel",
     "MemoryAttentionModel",
     "TagProbabilityModel",

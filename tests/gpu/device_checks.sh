@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Every GPU check in one run, for a lent GPU machine (../shared/gpu/README.md): the GPU benchmark on
 # CoNLL-2003 (the GPU recipes included), the GPU suite, where a step's and a prediction's time goes
-# (`profile`), and fused Adam, fast_lstm's merged directions and compile_modules (`levers`). Logs go under $OUT
+# (`profile`), and fused Adam, fast_lstm's merged directions and cuda_graphs at the recipe's batches (`levers`). Logs go under $OUT
 # (default runs/device_checks).
 #   bash ../shared/gpu/bundle.sh                                  # here: packs .gpu/
 #   bash .gpu/run.sh bash tests/gpu/device_checks.sh [benchmark] [suite] [profile] [levers]   # there, .gpu carried
 # On an H200: benchmark ~200 s before it timed the GPU recipe of deptree_ner and batches of 512 (now
-# at most 290 s), suite ~165 s, profile ~250 s, levers ~450 s; a call runs at most 600 s, so run
+# at most 290 s), suite ~165 s, profile ~250 s, levers ~330 s; a call runs at most 600 s, so run
 # `benchmark suite` first and `profile levers` as a second call if device time is left.
 set -u
 OUT=${OUT:-runs/device_checks}
@@ -45,10 +45,9 @@ case " $STAGES " in *" levers "*)
       --overrides "{\"model.encoder.merge_directions\": $merge}" > "$OUT/merge_$merge.log" 2>&1
     echo "merge_directions $merge: rc=$?"; grep -A2 '^row ' "$OUT/merge_$merge.log"
   done
-  # The embedder and encoder as CUDA graphs (compile_modules): 3 epochs of 2,000 sentences, the
-  # first compiles (on 2 CPU cores that took 160 s; then each epoch ran at the eager speed)
-  timeout 240 $BENCH --max-sentences 2000 --rows bilstm_crf --precisions float32 --epochs 3 --budget 220 \
-    --overrides '{"trainer.callbacks": [{"type": "compile_modules", "mode": "reduce-overhead"}]}' \
-    > "$OUT/compile_modules.log" 2>&1
-  echo "compile_modules reduce-overhead: rc=$?"; grep -E "^bilstm_crf float32:" "$OUT/compile_modules.log";;
+  # The recipe's training loss as CUDA graphs (cuda_graphs; the GPU recipe has them), 4 epochs: the
+  # first captures the graphs (compile_modules recompiled at almost every batch on an H200)
+  timeout 100 $BENCH --rows bilstm_crf --precisions float32 --epochs 4 --predict-batch-sizes 64 --budget 85 \
+    --overrides '{"trainer.callbacks": [{"type": "cuda_graphs"}]}' > "$OUT/cuda_graphs.log" 2>&1
+  echo "cuda_graphs: rc=$?"; grep -A2 '^row ' "$OUT/cuda_graphs.log";;
 esac

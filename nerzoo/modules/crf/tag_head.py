@@ -199,11 +199,47 @@ class TagHead(torch.nn.Module, FromParams):
         num_tags)`, `tag_confidences` (marginal, or softmax probability, of each predicted tag) and
         `spans` (per instance: `label`, `start`, `end` exclusive, `confidence`).
         """
+        return self.finish(self.logits(encoded), mask, tags, metadata, auxiliary_losses)
+
+    def logits(self, encoded: torch.Tensor) -> torch.Tensor:
+        """Tag scores, `(batch_size, num_tokens, input_dim)` -> `(batch_size, num_tokens, num_tags)`."""
         hidden = self.dropout(encoded)
         if self.hidden is not None:
             hidden = self.hidden(hidden)
-        logits = self.tag_projection(hidden)
-        sentence_spans = self._sentence_spans(metadata, mask)
+        return self.tag_projection(hidden)
+
+    def graph_loss(
+        self, encoded: torch.Tensor, mask: torch.BoolTensor, tags: torch.LongTensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """
+        `forward`'s training loss and logits (detached) as tensors only, for a CUDA graph of the
+        training step (`nerzoo.training.step_graphs`): one CRF chain per row and no auxiliary
+        losses (`graphable`).  `finish` with them gives `forward`'s output and metrics.
+        """
+        logits = self.logits(encoded)
+        loss = self.scorer.loss(logits, tags, mask)
+        if self.loss_reduction == "mean":
+            loss = loss / max(mask.size(0), 1)
+        return loss, logits.detach()
+
+    def graphable(self, sentence_spans: List[List[Tuple[int, int]]]) -> bool:
+        """Whether `graph_loss` is this batch's loss: a CRF (the softmax loss gathers the real
+        tokens, a shape of the data's) and one chain per row."""
+        return self.crf is not None and not (self.crf_per_sentence and any(len(spans) > 1 for spans in sentence_spans))
+
+    def finish(
+        self,
+        logits: torch.Tensor,
+        mask: torch.BoolTensor,
+        tags: Optional[torch.LongTensor] = None,
+        metadata: Optional[List[Dict[str, Any]]] = None,
+        auxiliary_losses: Optional[Dict[str, torch.Tensor]] = None,
+        loss: Optional[torch.Tensor] = None,
+        sentence_spans: Optional[List[List[Tuple[int, int]]]] = None,
+    ) -> Dict[str, Any]:
+        """`forward` from the logits on; `loss`, when given, is `graph_loss`'s for these tags."""
+        if sentence_spans is None:
+            sentence_spans = self.sentence_spans(metadata, mask)
         rows = self._sentence_rows(sentence_spans, mask)
         output: Dict[str, Any] = {"logits": logits, "mask": mask, "sentence_spans": sentence_spans}
         deferred = self.training and tags is not None and self.training_decode_interval > 1
@@ -219,12 +255,13 @@ class TagHead(torch.nn.Module, FromParams):
             # Lists are read on the host; a training step never needs them.
             output["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
         if tags is not None:
-            if rows is None:
-                loss = self.scorer.loss(logits, tags, mask)
-            else:
-                loss = self.scorer.loss(rows.gather(logits), rows.gather(tags), rows.mask)
-            if self.loss_reduction == "mean":
-                loss = loss / max(mask.size(0), 1)
+            if loss is None:
+                if rows is None:
+                    loss = self.scorer.loss(logits, tags, mask)
+                else:
+                    loss = self.scorer.loss(rows.gather(logits), rows.gather(tags), rows.mask)
+                if self.loss_reduction == "mean":
+                    loss = loss / max(mask.size(0), 1)
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
             if deferred:
                 self._defer(logits, tags, mask, sentence_spans, rows)
@@ -325,9 +362,7 @@ class TagHead(torch.nn.Module, FromParams):
         return self.decoder.calibration_batch(logits, tags, mask, paths, sentence_starts)
 
     @staticmethod
-    def _sentence_spans(
-        metadata: Optional[List[Dict[str, Any]]], mask: torch.BoolTensor
-    ) -> List[List[Tuple[int, int]]]:
+    def sentence_spans(metadata: Optional[List[Dict[str, Any]]], mask: torch.BoolTensor) -> List[List[Tuple[int, int]]]:
         """Each instance's sentences: the reader's `sentence_spans`, else one sentence (read from the mask)."""
         given = [(metadata[row] if metadata else {}).get("sentence_spans") for row in range(mask.size(0))]
         if all(given):

@@ -179,7 +179,9 @@ def _batch_indices(
     layer the same mask) make them once.
     """
     global _last_batch
-    compiling = torch.compiler.is_compiling()  # a traced graph holds no cache of the host's
+    # A traced or captured graph holds no cache of the host's: a captured one would replay the
+    # cached tensors of its capture.
+    compiling = torch.compiler.is_compiling() or (mask.is_cuda and torch.cuda.is_current_stream_capturing())
     last = None if compiling else _last_batch
     if (
         last is not None

@@ -25,11 +25,12 @@ class CompileModules(TrainerCallback):
     `fast_character_encoding` encodes every slot rather than gathering the real tokens (a shape
     that depends on the data), `fast_lstm` keeps no cache of the host's, and torch's RNN modules are
     let into graphs (`torch._dynamo.config.allow_rnn`).  A submodule that breaks a graph still runs,
-    in several graphs.  The CRF head stays eager.  Each new input shape may compile again
-    (length-bucketed batches keep the shapes few).
+    in several graphs.  The CRF head stays eager.  Each new input shape may compile again: on an
+    H200 with `reduce-overhead` it compiled at almost every batch (docs/gpu.md), so on a GPU the
+    `cuda_graphs` callback is the lever.
 
     Registered as a `TrainerCallback` with name "compile_modules":
-    `-o '{"trainer.callbacks+": [{"type": "compile_modules", "mode": "reduce-overhead"}]}'`.
+    `-o '{"trainer.callbacks": [{"type": "compile_modules", "mode": "reduce-overhead"}]}'`.
 
     # Parameters
 

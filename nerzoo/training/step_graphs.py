@@ -1,0 +1,157 @@
+"""
+A model's training loss as CUDA graphs, one per padded input shape.
+"""
+
+import logging
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, runtime_checkable
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.data import TextFieldTensors
+from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
+
+logger = logging.getLogger(__name__)
+
+# (the padded inputs' shapes and dtypes, the autocast dtype or None)
+_Key = Tuple[Tuple[Tuple[torch.Size, torch.dtype], ...], Optional[torch.dtype]]
+
+
+@runtime_checkable
+class GraphedLossModel(Protocol):
+    """
+    A model whose training loss can run as CUDA graphs (`StepGraphs`, from the `cuda_graphs`
+    trainer callback): `graph_loss` is its training forward with tensors in and out, and
+    `use_step_graphs` has `forward` run it through the graphs where the batch allows.
+    """
+
+    def graph_loss(self, tokens: TextFieldTensors, tags: torch.LongTensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The loss and the logits (detached), from inputs padded with zeros, reading nothing on the host."""
+        ...
+
+    def use_step_graphs(self, graphs: Optional["StepGraphs"]) -> None:
+        """Runs the training loss with `graphs` from now on (`None`: eagerly); raises if it cannot."""
+        ...
+
+
+class StepGraphs:
+    """
+    Runs a model's `graph_loss` (`nerzoo.contracts.GraphedLossModel`: its training forward as
+    tensors in, tensors out) as CUDA graphs (`torch.cuda.make_graphed_callables`): the forward pass
+    is one graph replay and so is its backward, where eager code launches a kernel per operator and
+    cuDNN's LSTM a few per time step.  On a GPU a small batch's step is bound by those launches
+    (docs/gpu.md).
+
+    A graph replays fixed shapes, so the inputs are padded with zeros: dimension 1 (tokens) to a
+    multiple of `length_multiple`, an integer input's further dimensions (characters per token) to
+    a multiple of `character_multiple`.  Zero is the padding id, the models read their masks from
+    the ids, and real tokens are scored as in the unpadded batch: the same loss and gradients.  One
+    graph per padded shape and autocast state, captured the first time the shape comes (with
+    `torch.cuda.make_graphed_callables`' warm-up passes); length-bucketed batches keep them few.
+    Past `max_graphs` a new shape runs eagerly, padded.
+
+    Elsewhere than on CUDA, or with `capture = False`, `graph_loss` runs eagerly on the padded
+    inputs: the CPU's check of the padding and of what the model does around the graph.
+
+    Not for gradient accumulation: a replay's parameter gradients are the graph's own buffers,
+    which the next replay overwrites (`CudaGraphs` refuses it).
+
+    # Parameters
+
+    length_multiple : `int`, optional (default = `8`)
+    character_multiple : `int`, optional (default = `8`)
+    max_graphs : `int`, optional (default = `64`)
+    capture : `bool`, optional (default = `True`)
+    """
+
+    def __init__(
+        self, length_multiple: int = 8, character_multiple: int = 8, max_graphs: int = 64, capture: bool = True
+    ) -> None:
+        if length_multiple < 1 or character_multiple < 1 or max_graphs < 0:
+            raise ConfigurationError(
+                "StepGraphs: length_multiple and character_multiple must be >= 1 and max_graphs >= 0, got "
+                f"{length_multiple}, {character_multiple}, {max_graphs}"
+            )
+        self.length_multiple = length_multiple
+        self.character_multiple = character_multiple
+        self.max_graphs = max_graphs
+        self.capture = capture
+        self._graphs: Dict[_Key, Callable[..., Any]] = {}
+        self.replays = 0
+        self.eager_runs = 0
+
+    @property
+    def num_graphs(self) -> int:
+        return len(self._graphs)
+
+    def clear(self) -> None:
+        """Drops the graphs (and so their memory)."""
+        self._graphs.clear()
+
+    def __call__(self, model: torch.nn.Module, *inputs: Any) -> Tuple[torch.Tensor, ...]:
+        """
+        `model.graph_loss(*inputs)` on the padded `inputs` (tensors, in dicts and tuples at any
+        depth), as a graph replay where it can.  Its outputs keep the padded shapes; on CUDA they
+        are the graph's buffers, which the next replay overwrites.
+        """
+        leaves, spec = tree_flatten(inputs)
+        padded = [self.pad(leaf) for leaf in leaves]
+        if not (self.capture and padded and padded[0].is_cuda):
+            self.eager_runs += 1
+            return model.graph_loss(*tree_unflatten(padded, spec))
+        dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
+        key: _Key = (tuple((leaf.shape, leaf.dtype) for leaf in padded), dtype)
+        graphed = self._graphs.get(key)
+        if graphed is None:
+            if len(self._graphs) >= self.max_graphs:
+                self.eager_runs += 1
+                return model.graph_loss(*tree_unflatten(padded, spec))
+            graphed = self._capture(model, spec, padded, dtype)
+            self._graphs[key] = graphed
+        self.replays += 1
+        return graphed(*padded)
+
+    def pad(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` with zeros after its dimension 1 (and, for integers, the later ones) to the multiples."""
+        if tensor.dim() < 2:
+            return tensor
+        multiples = [self.length_multiple] + [
+            self.character_multiple if not tensor.is_floating_point() else 1 for _ in range(tensor.dim() - 2)
+        ]
+        padding: List[int] = []
+        for size, multiple in zip(reversed(tensor.shape[1:]), reversed(multiples)):
+            padding += [0, -size % multiple]
+        if not any(padding):
+            return tensor
+        return torch.nn.functional.pad(tensor, padding)
+
+    def _capture(
+        self, model: torch.nn.Module, spec: TreeSpec, padded: List[torch.Tensor], dtype: Optional[torch.dtype]
+    ) -> Callable[..., Any]:
+        body = _GraphBody(model, spec)
+        logger.info(
+            "StepGraphs: capturing %s's training loss for inputs %s (graph %d)",
+            type(model).__name__,
+            [tuple(leaf.shape) for leaf in padded],
+            len(self._graphs) + 1,
+        )
+        # make_graphed_callables refuses autocast's cast cache (allennlp's `use_amp` enables it).
+        try:
+            with torch.autocast("cuda", dtype=dtype or torch.float16, enabled=dtype is not None, cache_enabled=False):
+                return torch.cuda.make_graphed_callables(body, tuple(padded), allow_unused_input=True)
+        except RuntimeError as error:  # e.g. an operation that reads the device from the host
+            raise ConfigurationError(
+                f"StepGraphs: {type(model).__name__}'s training loss could not be captured as a CUDA graph "
+                f"for inputs {[tuple(leaf.shape) for leaf in padded]}: {error}. Train without `cuda_graphs`."
+            ) from error
+
+
+class _GraphBody(torch.nn.Module):
+    """The callable a graph captures: flat tensors in, `model.graph_loss`'s tensors out."""
+
+    def __init__(self, model: torch.nn.Module, spec: TreeSpec) -> None:
+        super().__init__()
+        self.model = model
+        self.spec = spec
+
+    def forward(self, *leaves: torch.Tensor) -> Tuple[torch.Tensor, ...]:  # type: ignore
+        return self.model.graph_loss(*tree_unflatten(list(leaves), self.spec))

@@ -1,0 +1,82 @@
+"""
+`StepGraphs` on DEVICE: `bilstm_crf`'s training loss captured as CUDA graphs and replayed over
+batches of several lengths (some padded to one shape, so a graph is replayed for new data) gives the
+loss, logits and gradients of the eager step, in float32 and under float16 autocast; with dropout on
+(random numbers drawn inside the graph) training steps stay finite and differ from one another.
+On the CPU (`NERZOO_TEST_DEVICE=cpu`) the padded loss runs eagerly: the same comparisons.
+"""
+
+import copy
+
+import pytest
+import torch
+from allennlp.data.batch import Batch
+from allennlp.nn.util import move_to_device
+
+from nerzoo.training.step_graphs import StepGraphs
+from tests import PROJECT_ROOT
+from tests.gpu.device_under_test import DEVICE, skip_unless_the_device_is_available
+from tests.test_training_configs import build_on_fixtures
+
+skip_unless_the_device_is_available()
+
+
+def _batches(instances, vocab, size):
+    instances = sorted(instances, key=lambda instance: len(instance["tokens"]))
+    batches = []
+    for start in range(0, len(instances), size):
+        batch = Batch(instances[start : start + size])
+        batch.index_instances(vocab)
+        batches.append(move_to_device(batch.as_tensor_dict(), DEVICE))
+    return batches
+
+
+def _step(model, tensors, autocast):
+    model.zero_grad(set_to_none=True)
+    with torch.autocast(DEVICE.type, dtype=torch.float16, enabled=autocast):
+        output = model(**tensors)
+    output["loss"].backward()
+    gradients = {name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()}
+    return output["loss"].detach().clone(), output["logits"].detach().clone(), gradients
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "autocast"])
+def test_graphed_training_steps_equal_the_eager_ones(autocast, ieee_float32):
+    torch.manual_seed(0)
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "bilstm_crf.jsonnet")
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    eager = model.to(DEVICE).train()
+    graphed = copy.deepcopy(eager)
+    graphs = StepGraphs(length_multiple=16, character_multiple=16)
+    graphed.use_step_graphs(graphs)
+    batches = _batches(instances, vocab, 2)
+    # Every batch twice: the second pass replays the graphs with the same data, the first already
+    # replays one for data other than its capture's (two batches padded to one shape).
+    for tensors in batches + batches:
+        loss, logits, gradients = _step(eager, tensors, autocast)
+        graphed_loss, graphed_logits, graphed_gradients = _step(graphed, tensors, autocast)
+        tolerance = {"atol": 1e-3, "rtol": 1e-3} if autocast else {"atol": 1e-5, "rtol": 1e-5}
+        torch.testing.assert_close(graphed_loss, loss, **tolerance)
+        torch.testing.assert_close(graphed_logits, logits, **tolerance)
+        for name, gradient in gradients.items():
+            if gradient is None:
+                assert graphed_gradients[name] is None, name
+            else:
+                torch.testing.assert_close(graphed_gradients[name], gradient, msg=name, **tolerance)
+    if DEVICE.type == "cuda":
+        assert 1 <= graphs.num_graphs < len(batches) and graphs.replays == 2 * len(batches)
+    else:
+        assert graphs.eager_runs == 2 * len(batches)
+
+
+def test_dropout_inside_the_graph_draws_new_masks():
+    torch.manual_seed(0)
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "bilstm_crf.jsonnet")
+    model.to(DEVICE).train()
+    model.use_step_graphs(StepGraphs())
+    tensors = _batches(instances, vocab, 8)[0]
+    losses = [_step(model, tensors, autocast=False)[0].item() for _ in range(3)]
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert len(set(losses)) == 3, losses

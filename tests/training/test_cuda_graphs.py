@@ -1,0 +1,108 @@
+"""
+`StepGraphs` and the `cuda_graphs` callback on the CPU, where `graph_loss` runs eagerly on the
+padded inputs: a training step through it gives the loss, gradients, outputs and metrics of the
+plain step, the padding reaches what a graph would replay, and it reads nothing back from the
+device (the `meta` device).  The graphs themselves run in tests/gpu.
+"""
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.data.batch import Batch
+from allennlp.nn import util
+
+from nerzoo.contracts import GraphedLossModel
+from nerzoo.training.callbacks.cuda_graphs import CudaGraphs
+from nerzoo.training.step_graphs import StepGraphs
+from tests import PROJECT_ROOT
+from tests.test_training_configs import build_on_fixtures
+
+
+def _without_dropout(model):
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return model.train()
+
+
+def _batches(instances, vocab, size):
+    instances = sorted(instances, key=lambda instance: len(instance["tokens"]))
+    for start in range(0, len(instances), size):
+        batch = Batch(instances[start : start + size])
+        batch.index_instances(vocab)
+        yield batch.as_tensor_dict()
+
+
+def test_pad_rounds_tokens_and_characters_up_with_zeros():
+    graphs = StepGraphs(length_multiple=8, character_multiple=4)
+    ids = torch.arange(1, 31).reshape(3, 10)
+    assert graphs.pad(ids).shape == (3, 16)
+    assert torch.equal(graphs.pad(ids)[:, :10], ids) and not graphs.pad(ids)[:, 10:].any()
+    assert graphs.pad(torch.ones(3, 10, 5, dtype=torch.long)).shape == (3, 16, 8)
+    assert graphs.pad(torch.ones(3, 10, 5)).shape == (3, 16, 5)  # features are not padded
+    assert graphs.pad(torch.ones(3, 16, 8, dtype=torch.long)).shape == (3, 16, 8)
+    assert graphs.pad(torch.ones(3)).shape == (3,)
+    with pytest.raises(ConfigurationError, match="length_multiple"):
+        StepGraphs(length_multiple=0)
+
+
+@pytest.mark.parametrize("config", ["bilstm_crf.jsonnet", "bilstm_crf_gpu.jsonnet"])
+def test_a_step_through_the_padded_loss_is_the_plain_step(config):
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config)
+    assert isinstance(model, GraphedLossModel)
+    plain = _without_dropout(model)
+    graphed = copy.deepcopy(plain)
+    graphs = StepGraphs(length_multiple=8, character_multiple=8, capture=False)
+    graphed.use_step_graphs(graphs)
+    lengths = []
+    for tensors in _batches(instances, vocab, 3):
+        lengths.append(tensors["tokens"]["tokens"]["tokens"].size(1))
+        outputs = []
+        for model in (plain, graphed):
+            model.zero_grad(set_to_none=True)
+            output = model(**tensors)
+            output["loss"].backward()
+            outputs.append((output, {name: parameter.grad for name, parameter in model.named_parameters()}))
+        (output, gradients), (graphed_output, graphed_gradients) = outputs
+        torch.testing.assert_close(graphed_output["loss"], output["loss"])
+        torch.testing.assert_close(graphed_output["logits"], output["logits"])
+        assert graphed_output.keys() == output.keys()
+        assert graphed_gradients.keys() == gradients.keys()
+        for name, gradient in gradients.items():
+            if gradient is None:
+                assert graphed_gradients[name] is None, name
+            else:
+                torch.testing.assert_close(graphed_gradients[name], gradient, msg=name)
+    assert any(length % 8 for length in lengths), "no batch was padded"
+    assert graphs.eager_runs == len(lengths) and graphs.replays == 0
+    assert graphed.get_metrics(reset=True) == pytest.approx(plain.get_metrics(reset=True))
+    # Evaluation runs as before.
+    graphed.eval()
+    graphed(**next(_batches(instances, vocab, 3)))
+    assert graphs.eager_runs == len(lengths)
+
+
+def test_the_padded_loss_reads_nothing_back_from_the_device():
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "bilstm_crf.jsonnet")
+    meta = torch.device("meta")
+    model.to(meta).train()
+    model.use_step_graphs(StepGraphs(capture=False))
+    tensors = next(_batches(instances, vocab, 8))
+    output = model(**util.move_to_device(tensors, meta))
+    output["loss"].backward()
+    assert output["loss"].device.type == "meta" and output["logits"].size(1) == tensors["tags"].size(1)
+
+
+def test_the_callback_leaves_a_cpu_model_eager_and_refuses_what_it_cannot_graph():
+    model, _, _ = build_on_fixtures(PROJECT_ROOT / "training_config" / "bilstm_crf.jsonnet")
+    callback = CudaGraphs("unused")
+    callback.on_start(SimpleNamespace(model=model, _num_gradient_accumulation_steps=1, _distributed=False))
+    assert model._step_graphs is None
+    with pytest.raises(ConfigurationError, match="gradient accumulation"):
+        callback.on_start(SimpleNamespace(model=model, _num_gradient_accumulation_steps=2, _distributed=False))
+    deptree, _, _ = build_on_fixtures(PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet")
+    with pytest.raises(ConfigurationError, match="no graph_loss"):
+        callback.on_start(SimpleNamespace(model=deptree, _num_gradient_accumulation_steps=1, _distributed=False))
