@@ -2,7 +2,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from allennlp.common import Lazy
-from allennlp.common.checks import ConfigurationError, check_dimensions_match
+from allennlp.common.checks import check_dimensions_match
 from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models.model import Model
 from allennlp.modules import Seq2SeqEncoder, TextFieldEmbedder
@@ -10,10 +10,8 @@ from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
 from nerzoo.models.head_tagger import HeadTagger
-from nerzoo.modules.auxiliary_loss import auxiliary_loss_sources
 from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.variational_dropout import VariationalDropout
-from nerzoo.training.step_graphs import StepGraphs
 
 
 @Model.register("bilstm_crf")
@@ -65,7 +63,6 @@ class BiLstmCrf(HeadTagger):
         self.encoder = encoder
         self.dropout = VariationalDropout(dropout)
         self.head = head.construct(vocab=vocab, input_dim=encoder.get_output_dim())
-        self._step_graphs: Optional[StepGraphs] = None
         initializer(self)
 
     def forward(  # type: ignore
@@ -88,16 +85,9 @@ class BiLstmCrf(HeadTagger):
         What `TagHead.forward` returns, plus `words` when metadata is given.
         """
         mask = get_text_field_mask(tokens)
-        if self._step_graphs is not None and self.training and tags is not None:
-            sentence_spans = self.head.sentence_spans(metadata, mask)
-            if self.head.graphable(sentence_spans):
-                loss, logits = self._step_graphs(self, tokens, tags)
-                # The graph's buffers are overwritten by its next replay: the metrics keep a copy.
-                logits = logits[:, : mask.size(1)].clone()
-                output = self.head.finish(logits, mask, tags, metadata, loss=loss, sentence_spans=sentence_spans)
-                if metadata is not None:
-                    output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
-                return output
+        graphed = self.graphed_tag({"tokens": tokens, "tags": tags}, mask, tags, metadata)
+        if graphed is not None:
+            return graphed
         return self.tag(self._encode(tokens, mask), mask, tags, metadata)
 
     def _encode(self, tokens: TextFieldTensors, mask: torch.BoolTensor) -> torch.Tensor:
@@ -109,19 +99,12 @@ class BiLstmCrf(HeadTagger):
             encoded = self.dropout(encoded)
         return encoded
 
-    def graph_loss(self, tokens: TextFieldTensors, tags: torch.LongTensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def graph_loss(self, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, torch.Tensor]:
         """
-        The training loss and logits (detached, `(batch_size, num_tokens, num_tags)`) as tensors
-        only: what `StepGraphs` captures.  `forward` gives the same loss for a batch of one CRF
-        chain per row (`TagHead.graphable`).
+        The training loss and logits (detached, `(batch_size, num_tokens, num_tags)`) of `inputs`
+        (`tokens`, `tags`) as tensors only: what `StepGraphs` captures.  `forward` gives the same
+        loss for a batch of one CRF chain per row (`TagHead.graphable`).
         """
+        tokens = inputs["tokens"]
         mask = get_text_field_mask(tokens)
-        return self.head.graph_loss(self._encode(tokens, mask), mask, tags)
-
-    def use_step_graphs(self, graphs: Optional[StepGraphs]) -> None:
-        """Runs the training loss of `forward` with `graphs` from now on (`None`: eagerly)."""
-        if graphs is not None and auxiliary_loss_sources(self):
-            raise ConfigurationError(
-                f"{type(self).__name__}: its modules add auxiliary losses, which a CUDA graph of the loss would not see"
-            )
-        self._step_graphs = graphs
+        return self.head.graph_loss(self._encode(tokens, mask), mask, inputs["tags"])

@@ -168,6 +168,66 @@ class DeptreeNer(HeadTagger):
         num_tokens)` and `global_attention` `(batch_size, num_tokens)` when those layers exist.
         """
         mask = get_text_field_mask(tokens)
+        num_levels = self._graph_levels(metadata)
+        if num_levels is not None:
+            inputs = {
+                "tokens": tokens,
+                "pos_tags": pos_tags,
+                "dependency_labels": dependency_labels,
+                "head_indices": head_indices,
+                "tags": tags,
+            }
+            graphed = self.graphed_tag(
+                {name: value for name, value in inputs.items() if value is not None}, mask, tags, metadata, num_levels
+            )
+            if graphed is not None:
+                return graphed
+        hidden, output = self._encode(tokens, mask, pos_tags, dependency_labels, head_indices)
+        output.update(self.tag(hidden, mask, tags, metadata))
+        return output
+
+    def graph_loss(self, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """
+        The training loss and logits (detached) of `inputs` (the batch's tensor fields) as tensors
+        only, with the Tree-LSTM's `encode_dense` over `static[0]` levels: what `StepGraphs`
+        captures.  `forward` gives the same loss for a batch of one CRF chain per row.
+        """
+        tokens = inputs["tokens"]
+        mask = get_text_field_mask(tokens)
+        hidden, _ = self._encode(
+            tokens,
+            mask,
+            inputs.get("pos_tags"),
+            inputs.get("dependency_labels"),
+            inputs.get("head_indices"),
+            num_levels=static[0],
+        )
+        return self.head.graph_loss(hidden, mask, inputs["tags"])
+
+    def _graph_levels(self, metadata: Optional[List[Dict[str, Any]]]) -> Optional[int]:
+        """For the step graphs: the Tree-LSTM's levels for the batch's deepest tree (from the
+        readers' `tree_depth`), rounded up to a multiple of 4 so that batches share graphs; `None`
+        without graphs or depths."""
+        if self._step_graphs is None or not self.training or not metadata:
+            return None
+        depths = [instance.get("tree_depth") for instance in metadata]
+        if any(depth is None for depth in depths):
+            return None
+        return -(-(max(depths) + 1) // 4) * 4
+
+    def _encode(
+        self,
+        tokens: TextFieldTensors,
+        mask: torch.BoolTensor,
+        pos_tags: Optional[torch.LongTensor],
+        dependency_labels: Optional[torch.LongTensor],
+        head_indices: Optional[torch.LongTensor],
+        num_levels: Optional[int] = None,
+    ) -> Tuple[torch.Tensor, Dict[str, Any]]:
+        """
+        The encoding `(batch_size, num_tokens, encoded_dim)` the head reads, and the attention
+        outputs; the Tree-LSTM by `encode`, or by `encode_dense` over `num_levels` levels.
+        """
         parts = [self.text_field_embedder(tokens)]
         for embedding, labels, name in (
             (self.pos_tag_embedding, pos_tags, "pos_tags"),
@@ -188,7 +248,10 @@ class DeptreeNer(HeadTagger):
         if self.syntactic_encoder is not None:
             if head_indices is None:
                 raise ConfigurationError("the Tree-LSTM needs head_indices: read the data with a dependency reader")
-            syntactic = self.syntactic_encoder.encode(embedded, mask, head_indices)
+            if num_levels is None:
+                syntactic = self.syntactic_encoder.encode(embedded, mask, head_indices)
+            else:
+                syntactic = self.syntactic_encoder.encode_dense(embedded, mask, head_indices, num_levels)
             encoded.append(syntactic.states)
             queries.insert(0, syntactic.root)
         hidden = self._drop(torch.cat(encoded, dim=-1))
@@ -200,9 +263,7 @@ class DeptreeNer(HeadTagger):
         if self.global_attention is not None:
             hidden, output["global_attention"] = self.global_attention.attend(hidden, mask, torch.cat(queries, dim=-1))
             hidden = self._drop(hidden)
-
-        output.update(self.tag(hidden, mask, tags, metadata))
-        return output
+        return hidden, output
 
     def attention_keys(self) -> Tuple[str, ...]:
         layers = (("relative_attention", self.relative_attention), ("global_attention", self.global_attention))

@@ -1,11 +1,13 @@
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
+from allennlp.common.checks import ConfigurationError
 from allennlp.data import Vocabulary
 
 from nerzoo.models.nerzoo_model import NerzooModel
-from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector
+from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, auxiliary_loss_sources
 from nerzoo.modules.crf.tag_head import TagHead
+from nerzoo.training.step_graphs import StepGraphs
 
 
 class HeadTagger(NerzooModel):
@@ -31,6 +33,7 @@ class HeadTagger(NerzooModel):
     def __init__(self, vocab: Vocabulary, **kwargs) -> None:
         super().__init__(vocab, **kwargs)
         self._auxiliary_losses = AuxiliaryLossCollector()
+        self._step_graphs: Optional[StepGraphs] = None
 
     def tag(
         self,
@@ -57,6 +60,41 @@ class HeadTagger(NerzooModel):
         if metadata is not None:
             output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
         return output
+
+    def graphed_tag(
+        self,
+        inputs: Dict[str, Any],
+        mask: torch.BoolTensor,
+        tags: Optional[torch.LongTensor],
+        metadata: Optional[List[Dict[str, Any]]],
+        *static: int,
+    ) -> Optional[Dict[str, Any]]:
+        """
+        `tag`'s output for a training batch whose loss runs through the step graphs
+        (`use_step_graphs`), from `graph_loss(inputs, *static)` of a subclass that has one
+        (`GraphedLossModel`); `None` where they do not apply (no graphs, evaluation, no tags, or
+        a batch the head scores in several chains).
+        """
+        if self._step_graphs is None or not self.training or tags is None:
+            return None
+        sentence_spans = self.head.sentence_spans(metadata, mask)
+        if not self.head.graphable(sentence_spans):
+            return None
+        loss, logits = self._step_graphs(self, inputs, *static)
+        # The graph's buffers are overwritten by its next replay: the metrics keep a copy.
+        logits = logits[:, : mask.size(1)].clone()
+        output = self.head.finish(logits, mask, tags, metadata, loss=loss, sentence_spans=sentence_spans)
+        if metadata is not None:
+            output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
+        return output
+
+    def use_step_graphs(self, graphs: Optional[StepGraphs]) -> None:
+        """Runs the training loss of `forward` with `graphs` from now on (`None`: eagerly)."""
+        if graphs is not None and auxiliary_loss_sources(self):
+            raise ConfigurationError(
+                f"{type(self).__name__}: its modules add auxiliary losses, which a CUDA graph of the loss would not see"
+            )
+        self._step_graphs = graphs
 
     @property
     def label_namespace(self) -> str:

@@ -7,13 +7,12 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, runtime
 
 import torch
 from allennlp.common.checks import ConfigurationError
-from allennlp.data import TextFieldTensors
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
 logger = logging.getLogger(__name__)
 
-# (the padded inputs' shapes and dtypes, the autocast dtype or None)
-_Key = Tuple[Tuple[Tuple[torch.Size, torch.dtype], ...], Optional[torch.dtype]]
+# (the padded inputs' shapes and dtypes, the autocast dtype or None, the host's numbers)
+_Key = Tuple[Tuple[Tuple[torch.Size, torch.dtype], ...], Optional[torch.dtype], Tuple[int, ...]]
 
 
 @runtime_checkable
@@ -24,8 +23,12 @@ class GraphedLossModel(Protocol):
     `use_step_graphs` has `forward` run it through the graphs where the batch allows.
     """
 
-    def graph_loss(self, tokens: TextFieldTensors, tags: torch.LongTensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The loss and the logits (detached), from inputs padded with zeros, reading nothing on the host."""
+    def graph_loss(self, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """
+        The loss and the logits (detached) of `inputs` (the batch's tensor fields, padded with
+        zeros), reading nothing on the host; `static` are numbers of the host's that shape the
+        computation (a graph is captured for each).
+        """
         ...
 
     def use_step_graphs(self, graphs: Optional["StepGraphs"]) -> None:
@@ -45,7 +48,8 @@ class StepGraphs:
     multiple of `length_multiple`, an integer input's further dimensions (characters per token) to
     a multiple of `character_multiple`.  Zero is the padding id, the models read their masks from
     the ids, and real tokens are scored as in the unpadded batch: the same loss and gradients.  One
-    graph per padded shape and autocast state, captured the first time the shape comes (with
+    graph per padded shape, autocast state and the host's numbers that `graph_loss` takes (e.g. a
+    tree depth), captured the first time they come (with
     `torch.cuda.make_graphed_callables`' warm-up passes); length-bucketed batches keep them few.
     Past `max_graphs` a new shape runs eagerly, padded.
 
@@ -87,9 +91,9 @@ class StepGraphs:
         """Drops the graphs (and so their memory)."""
         self._graphs.clear()
 
-    def __call__(self, model: torch.nn.Module, *inputs: Any) -> Tuple[torch.Tensor, ...]:
+    def __call__(self, model: torch.nn.Module, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, ...]:
         """
-        `model.graph_loss(*inputs)` on the padded `inputs` (tensors, in dicts and tuples at any
+        `model.graph_loss(inputs, *static)` on the padded `inputs` (tensors, in dicts at any
         depth), as a graph replay where it can.  Its outputs keep the padded shapes; on CUDA they
         are the graph's buffers, which the next replay overwrites.
         """
@@ -97,15 +101,15 @@ class StepGraphs:
         padded = [self.pad(leaf) for leaf in leaves]
         if not (self.capture and padded and padded[0].is_cuda):
             self.eager_runs += 1
-            return model.graph_loss(*tree_unflatten(padded, spec))
+            return model.graph_loss(tree_unflatten(padded, spec), *static)
         dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
-        key: _Key = (tuple((leaf.shape, leaf.dtype) for leaf in padded), dtype)
+        key: _Key = (tuple((leaf.shape, leaf.dtype) for leaf in padded), dtype, static)
         graphed = self._graphs.get(key)
         if graphed is None:
             if len(self._graphs) >= self.max_graphs:
                 self.eager_runs += 1
-                return model.graph_loss(*tree_unflatten(padded, spec))
-            graphed = self._capture(model, spec, padded, dtype)
+                return model.graph_loss(tree_unflatten(padded, spec), *static)
+            graphed = self._capture(model, spec, static, padded, dtype)
             self._graphs[key] = graphed
         self.replays += 1
         return graphed(*padded)
@@ -125,9 +129,14 @@ class StepGraphs:
         return torch.nn.functional.pad(tensor, padding)
 
     def _capture(
-        self, model: torch.nn.Module, spec: TreeSpec, padded: List[torch.Tensor], dtype: Optional[torch.dtype]
+        self,
+        model: torch.nn.Module,
+        spec: TreeSpec,
+        static: Tuple[int, ...],
+        padded: List[torch.Tensor],
+        dtype: Optional[torch.dtype],
     ) -> Callable[..., Any]:
-        body = _GraphBody(model, spec)
+        body = _GraphBody(model, spec, static)
         logger.info(
             "StepGraphs: capturing %s's training loss for inputs %s (graph %d)",
             type(model).__name__,
@@ -148,10 +157,11 @@ class StepGraphs:
 class _GraphBody(torch.nn.Module):
     """The callable a graph captures: flat tensors in, `model.graph_loss`'s tensors out."""
 
-    def __init__(self, model: torch.nn.Module, spec: TreeSpec) -> None:
+    def __init__(self, model: torch.nn.Module, spec: TreeSpec, static: Tuple[int, ...]) -> None:
         super().__init__()
         self.model = model
         self.spec = spec
+        self.static = static
 
     def forward(self, *leaves: torch.Tensor) -> Tuple[torch.Tensor, ...]:  # type: ignore
-        return self.model.graph_loss(*tree_unflatten(list(leaves), self.spec))
+        return self.model.graph_loss(tree_unflatten(list(leaves), self.spec), *self.static)

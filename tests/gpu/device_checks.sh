@@ -6,7 +6,7 @@
 #   bash ../shared/gpu/bundle.sh                                  # here: packs .gpu/
 #   bash .gpu/run.sh bash tests/gpu/device_checks.sh [benchmark] [suite] [profile] [levers]   # there, .gpu carried
 # On an H200: benchmark ~200 s before it timed the GPU recipe of deptree_ner and batches of 512 (now
-# at most 290 s), suite ~165 s, profile ~250 s, levers ~330 s; a call runs at most 600 s, so run
+# at most 290 s), suite ~165 s, profile ~250 s, levers ~530 s; a call runs at most 600 s, so run
 # `benchmark suite` first and `profile levers` as a second call if device time is left.
 set -u
 OUT=${OUT:-runs/device_checks}
@@ -49,5 +49,11 @@ case " $STAGES " in *" levers "*)
   # first captures the graphs (compile_modules recompiled at almost every batch on an H200)
   timeout 100 $BENCH --rows bilstm_crf --precisions float32 --epochs 4 --predict-batch-sizes 64 --budget 85 \
     --overrides '{"trainer.callbacks": [{"type": "cuda_graphs"}]}' > "$OUT/cuda_graphs.log" 2>&1
-  echo "cuda_graphs: rc=$?"; grep -A2 '^row ' "$OUT/cuda_graphs.log";;
+  echo "cuda_graphs: rc=$?"; grep -A2 '^row ' "$OUT/cuda_graphs.log"
+  # deptree_ner with the Tree-LSTM's dense levels in graphs, against itself without them
+  for callbacks in '[]' '[{"type": "cuda_graphs"}]'; do
+    timeout 100 $BENCH --rows deptree_ner,deptree_ner_gpu --precisions float32 --predict-batch-sizes 64 --budget 85 \
+      --overrides "{\"trainer.callbacks\": $callbacks}" > "$OUT/deptree_graphs_${#callbacks}.log" 2>&1
+    echo "deptree_ner callbacks $callbacks: rc=$?"; grep -A3 '^row ' "$OUT/deptree_graphs_${#callbacks}.log"
+  done;;
 esac

@@ -1,7 +1,7 @@
 """
-`StepGraphs` on DEVICE: `bilstm_crf`'s training loss captured as CUDA graphs and replayed over
+`StepGraphs` on DEVICE: `bilstm_crf`'s and `deptree_ner`'s training loss captured as CUDA graphs and replayed over
 batches of several lengths (some padded to one shape, so a graph is replayed for new data) gives the
-loss, logits and gradients of the eager step, in float32 and under float16 autocast; with dropout on
+loss, logits and gradients of the same padded loss run eagerly, in float32 and under float16 autocast; with dropout on
 (random numbers drawn inside the graph) training steps stay finite and differ from one another.
 On the CPU (`NERZOO_TEST_DEVICE=cpu`) the padded loss runs eagerly: the same comparisons.
 """
@@ -40,15 +40,19 @@ def _step(model, tensors, autocast):
     return output["loss"].detach().clone(), output["logits"].detach().clone(), gradients
 
 
+@pytest.mark.parametrize("config", ["bilstm_crf.jsonnet", "deptree_ner.jsonnet"])
 @pytest.mark.parametrize("autocast", [False, True], ids=["float32", "autocast"])
-def test_graphed_training_steps_equal_the_eager_ones(autocast, ieee_float32):
+def test_graphed_training_steps_equal_the_eager_ones(config, autocast, ieee_float32):
     torch.manual_seed(0)
-    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "bilstm_crf.jsonnet")
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config)
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
+    # The reference runs the same padded loss eagerly (`deptree_ner`'s dense Tree-LSTM levels too,
+    # checked against its scheduled levels in tests/modules and tests/training).
     eager = model.to(DEVICE).train()
-    graphed = copy.deepcopy(eager)
+    eager.use_step_graphs(StepGraphs(length_multiple=16, character_multiple=16, capture=False))
+    graphed = copy.deepcopy(model)
     graphs = StepGraphs(length_multiple=16, character_multiple=16)
     graphed.use_step_graphs(graphs)
     batches = _batches(instances, vocab, 2)

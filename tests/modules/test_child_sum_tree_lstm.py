@@ -362,3 +362,40 @@ def test_without_gradients_the_layers_share_buffers_and_give_the_same_outputs(
     with torch.no_grad():
         shared_states, shared_root = module.encode(inputs, mask, head_indices)
     assert torch.equal(shared_states, states) and torch.equal(shared_root, root)
+
+
+@pytest.mark.parametrize("residual,num_layers,input_dim", [(False, 1, 5), (True, 2, 5), (True, 2, 6)])
+def test_the_dense_levels_equal_the_scheduled_ones(residual, num_layers, input_dim):
+    torch.manual_seed(3)
+    mask, head_indices = random_batch(4)
+    batch_size, num_tokens = mask.shape
+    encoder = ChildSumTreeLstm(input_dim, 6, num_layers=num_layers, residual=residual).double()
+    inputs = torch.randn(batch_size, num_tokens, input_dim, dtype=torch.float64, requires_grad=True)
+    scheduled = encoder.encode(inputs, mask, head_indices)
+    # Depth 39 for the chain of 40: 40 levels are needed; more only repeat them.
+    dense = encoder.encode_dense(inputs, mask, head_indices, num_levels=num_tokens + 3)
+    torch.testing.assert_close(dense.states, scheduled.states)
+    torch.testing.assert_close(dense.root, scheduled.root)
+    weights = torch.randn_like(scheduled.states), torch.randn_like(scheduled.root)
+    gradients = []
+    for output in (scheduled, dense):
+        encoder.zero_grad()
+        inputs.grad = None
+        ((output.states * weights[0]).sum() + (output.root * weights[1]).sum()).backward(retain_graph=True)
+        gradients.append([inputs.grad.clone()] + [parameter.grad.clone() for parameter in encoder.parameters()])
+    for expected, actual in zip(*gradients):
+        torch.testing.assert_close(actual, expected)
+    # Too few levels leave the deep chain's upper nodes unset: the contract is num_levels > every depth.
+    short = encoder.encode_dense(inputs, mask, head_indices, num_levels=10)
+    assert not torch.allclose(short.states, scheduled.states)
+
+
+def test_the_dense_levels_read_nothing_back_from_the_device():
+    mask, head_indices = random_batch(5)
+    encoder = ChildSumTreeLstm(5, 6, num_layers=2, residual=True, dropout=0.3).train()
+    meta = torch.device("meta")
+    encoder.to(meta)
+    inputs = torch.empty(*mask.shape, 5, device=meta, requires_grad=True)
+    output = encoder.encode_dense(inputs, mask.to(meta), head_indices.to(meta), num_levels=8)
+    (output.states.sum() + output.root.sum()).backward()
+    assert output.states.shape == (*mask.shape, 6) and output.root.shape == (mask.size(0), 6)

@@ -228,24 +228,10 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
             if index > 0 and self.training and self.dropout.p > 0:  # in evaluation an identity
                 # `InputVariationalDropout`'s mask, one per sentence (the same draws on the CPU),
                 # picked for each node.
-                keep = 1.0 - self.dropout.p
-                dropout_mask = layer_input.new_empty(batch_size, layer_input.size(-1))
-                dropout_mask = dropout_mask.bernoulli_(keep).div_(keep) if keep > 0 else dropout_mask.zero_()
-                layer_input = layer_input * dropout_mask[schedule.node_rows]
+                layer_input = layer_input * self._dropout_mask(layer_input, batch_size)[schedule.node_rows]
             if shared and layer_input is shared[0].states and layer.layer_norm is not None:
                 layer_input = layer_input.clone()  # the shortcut, which this layer's run would overwrite
-            output = self._run_layer(layer, layer_input, schedule, shared)
-            if layer.layer_norm is not None:
-                # Functional call of the layer's own LayerNorm: allennlp's trainer-time
-                # NormalizationBiasVerification pairs each biased module with the next module
-                # *called*, and would take input_linearity (whose output goes through the gates
-                # and the recurrence, not into this norm) for a bias feeding it, and stop training.
-                norm = layer.layer_norm
-                shortcut = layer_input if layer.residual_projection is None else layer.residual_projection(layer_input)
-                output = torch.nn.functional.layer_norm(
-                    shortcut + output, norm.normalized_shape, norm.weight, norm.bias, norm.eps
-                )
-            layer_input = output
+            layer_input = _residual(layer, layer_input, self._run_layer(layer, layer_input, schedule, shared))
         node_states = layer_input  # (nodes, hidden_dim)
         hidden = self._hidden_dim
         states = node_states.new_zeros(batch_size * num_tokens, hidden).index_copy(
@@ -258,6 +244,49 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         # Divided by the integer counts, which the division converts to the states' dtype.
         root = root_sum / schedule.root_counts.view(batch_size, 1)
         return TreeLstmOutput(states.view(batch_size, num_tokens, hidden), root)
+
+    def encode_dense(
+        self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor, num_levels: int
+    ) -> TreeLstmOutput:
+        """
+        `encode` for `(batch_size, num_tokens)` shapes that do not depend on the trees: every level
+        updates the states of the whole batch where the depth is that level's, so no schedule is
+        read on the host and a CUDA graph can hold it (`nerzoo.training.step_graphs`).  `num_levels`
+        must exceed every tree's depth (a root's depth is 0); the work grows with it and with
+        `num_tokens ** 2` (children are summed with a `(batch_size, num_tokens, num_tokens)`
+        product), so `encode` is the faster choice wherever the host may be read.  The heads are
+        not checked.
+        """
+        batch_size, num_tokens, _ = inputs.shape
+        mask = mask.bool()
+        positions = torch.arange(num_tokens, device=mask.device)
+        has_head = mask & (head_indices > 0)
+        # Each token's head (0-based), a root's or padding's own position.
+        parents = torch.where(has_head, head_indices - 1, positions).clamp(0, num_tokens - 1)
+        # children[b, j, k] = 1 where k's head is j.
+        children = (parents.unsqueeze(1) == positions.view(1, -1, 1)) & has_head.unsqueeze(1)
+        # Depth by pointer jumping: after r rounds each token has counted min(depth, 2^r) hops.
+        depth, ancestor = has_head.long(), parents
+        for _ in range(max(num_tokens - 1, 1).bit_length()):
+            depth = depth + depth.gather(1, ancestor)
+            ancestor = ancestor.gather(1, ancestor)
+        roots = mask & ~has_head
+        layer_input = inputs.masked_fill(~mask.unsqueeze(-1), 0.0)
+        for index, layer in enumerate(self.layers):
+            if index > 0 and self.training and self.dropout.p > 0:  # as `encode`: one mask per sentence
+                layer_input = layer_input * self._dropout_mask(layer_input, batch_size).unsqueeze(1)
+            output = _dense_levels(layer, layer_input, children, parents, depth, mask, num_levels)
+            layer_input = _residual(layer, layer_input, output)
+        states = layer_input.masked_fill(~mask.unsqueeze(-1), 0.0)
+        root_counts = roots.sum(dim=1, keepdim=True).clamp(min=1)
+        root = (states * roots.unsqueeze(-1)).sum(dim=1) / root_counts
+        return TreeLstmOutput(states, root)
+
+    def _dropout_mask(self, layer_input: torch.Tensor, batch_size: int) -> torch.Tensor:
+        """`InputVariationalDropout`'s mask, one per sentence, `(batch_size, dim)` (the same draws on the CPU)."""
+        keep = 1.0 - self.dropout.p
+        dropout_mask = layer_input.new_empty(batch_size, layer_input.size(-1))
+        return dropout_mask.bernoulli_(keep).div_(keep) if keep > 0 else dropout_mask.zero_()
 
     def _run_layer(
         self,
@@ -451,6 +480,60 @@ def _run_levels(
                 torch.mul(forget, cell, out=pushed_memory)
                 children.index_add_(0, targets, push)
     return buffers
+
+
+def _residual(layer: ChildSumTreeLstmLayer, layer_input: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """
+    A layer's output: `LayerNorm(shortcut + output)` with a residual connection, else `output`.
+    The layer's own LayerNorm is called as a function: allennlp's trainer-time
+    NormalizationBiasVerification pairs each biased module with the next module *called*, and would
+    take input_linearity (whose output goes through the gates and the recurrence, not into this
+    norm) for a bias feeding it, and stop training.
+    """
+    if layer.layer_norm is None:
+        return output
+    norm = layer.layer_norm
+    shortcut = layer_input if layer.residual_projection is None else layer.residual_projection(layer_input)
+    return torch.nn.functional.layer_norm(shortcut + output, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+
+def _dense_levels(
+    layer: ChildSumTreeLstmLayer,
+    inputs: torch.Tensor,
+    children: torch.BoolTensor,
+    parents: torch.LongTensor,
+    depth: torch.LongTensor,
+    mask: torch.BoolTensor,
+    num_levels: int,
+) -> torch.Tensor:
+    """
+    One layer of `encode_dense`: `(batch_size, num_tokens, in)` -> `(batch_size, num_tokens, hidden)`,
+    the deepest level first.  `U h~_j` is the sum of the children's `U h_k` and the forget gate of
+    child `k` reads its head's `W_f x_j + b_f`, so a level is one product with `[U; U_f]` and one
+    sum over children for `[U h~, sum f * c]`.
+    """
+    projected = layer.input_linearity(inputs)  # (batch, tokens, 4 * hidden): W x + b for i, o, u, f
+    with without_autocast(projected):
+        hidden = layer.hidden_dim
+        dtype = projected.dtype
+        weight = torch.cat([layer.state_linearity.weight, layer.forget_state_linearity.weight]).to(dtype)
+        head_forget = projected[..., 3 * hidden :].gather(1, parents.unsqueeze(-1).expand(-1, -1, hidden))
+        gates_pre = projected[..., : 3 * hidden]
+        children = children.to(dtype)
+        states = projected.new_zeros(*projected.shape[:2], hidden)
+        cells = torch.zeros_like(states)
+        for level in reversed(range(num_levels)):
+            pushed = torch.matmul(states, weight.t())  # (batch, tokens, 4 * hidden): [U h_k, U_f h_k]
+            forget = torch.sigmoid(head_forget + pushed[..., 3 * hidden :])
+            summed = torch.bmm(children, torch.cat([pushed[..., : 3 * hidden], forget * cells], dim=-1))
+            gates = gates_pre + summed[..., : 3 * hidden]
+            input_gate, output_gate = torch.sigmoid(gates[..., : 2 * hidden]).chunk(2, dim=-1)
+            cell = input_gate * torch.tanh(gates[..., 2 * hidden :]) + summed[..., 3 * hidden :]
+            state = output_gate * torch.tanh(cell)
+            active = ((depth == level) & mask).unsqueeze(-1)
+            cells = torch.where(active, cell, cells)
+            states = torch.where(active, state, states)
+    return states
 
 
 def _copy_to_host(tensor: torch.Tensor) -> torch.Tensor:

@@ -19,8 +19,8 @@ class CudaGraphs(TrainerCallback):
     Runs the model's training loss, forward and backward, as CUDA graphs (`StepGraphs`) while the
     trainer trains on a GPU: a step launches a few replays and the optimizer's kernels instead of a
     kernel per operator and several per LSTM time step.  The model must be a `GraphedLossModel`
-    (`bilstm_crf`); its batches are padded to multiples of `length_multiple` tokens, so each
-    bucket of lengths is captured once.  Validation, evaluation and prediction run as before.  On
+    (`bilstm_crf`, `deptree_ner` with its Tree-LSTM's dense levels); its batches are padded to
+    multiples of `length_multiple` tokens, so each bucket of lengths is captured once.  Validation, evaluation and prediction run as before.  On
     the CPU, and in distributed training, it logs that and does nothing.
 
     Registered as a `TrainerCallback` with name "cuda_graphs":
