@@ -72,15 +72,18 @@ class HeadTagger(NerzooModel):
         """
         `tag`'s output for a training batch whose loss runs through the step graphs
         (`use_step_graphs`), from `graph_loss(inputs, *static)` of a subclass that has one
-        (`GraphedLossModel`); `None` where they do not apply (no graphs, evaluation, no tags, or
-        a batch the head scores in several chains).
+        (`GraphedLossModel`); `None` where they do not apply (no graphs, evaluation, no tags, a
+        batch the head scores in several chains, or a new shape past the graphs' `max_graphs`).
         """
         if self._step_graphs is None or not self.training or tags is None:
             return None
         sentence_spans = self.head.sentence_spans(metadata, mask)
         if not self.head.graphable(sentence_spans):
             return None
-        loss, logits = self._step_graphs(self, inputs, *static)
+        graphed = self._step_graphs(self, inputs, *static)
+        if graphed is None:
+            return None
+        loss, logits = graphed
         # The graph's buffers are overwritten by its next replay: the metrics keep a copy.
         logits = logits[:, : mask.size(1)].clone()
         output = self.head.finish(logits, mask, tags, metadata, loss=loss, sentence_spans=sentence_spans)

@@ -51,7 +51,7 @@ class StepGraphs:
     graph per padded shape, autocast state and the host's numbers that `graph_loss` takes (e.g. a
     tree depth), captured the first time they come (with
     `torch.cuda.make_graphed_callables`' warm-up passes); length-bucketed batches keep them few.
-    Past `max_graphs` a new shape runs eagerly, padded.
+    Past `max_graphs` a new shape takes the model's plain step.
 
     Elsewhere than on CUDA, or with `capture = False`, `graph_loss` runs eagerly on the padded
     inputs: the CPU's check of the padding and of what the model does around the graph.
@@ -81,7 +81,8 @@ class StepGraphs:
         self.capture = capture
         self._graphs: Dict[_Key, Callable[..., Any]] = {}
         self.replays = 0
-        self.eager_runs = 0
+        self.eager_runs = 0  # padded, off CUDA or without capture
+        self.plain_steps = 0  # new shapes past max_graphs
 
     @property
     def num_graphs(self) -> int:
@@ -91,11 +92,14 @@ class StepGraphs:
         """Drops the graphs (and so their memory)."""
         self._graphs.clear()
 
-    def __call__(self, model: torch.nn.Module, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, ...]:
+    def __call__(
+        self, model: torch.nn.Module, inputs: Dict[str, Any], *static: int
+    ) -> Optional[Tuple[torch.Tensor, ...]]:
         """
         `model.graph_loss(inputs, *static)` on the padded `inputs` (tensors, in dicts at any
-        depth), as a graph replay where it can.  Its outputs keep the padded shapes; on CUDA they
-        are the graph's buffers, which the next replay overwrites.
+        depth), as a graph replay; `None` for a new shape past `max_graphs` (the model's plain
+        step is then the faster).  Its outputs keep the padded shapes; on CUDA they are the
+        graph's buffers, which the next replay overwrites.
         """
         leaves, spec = tree_flatten(inputs)
         padded = [self.pad(leaf) for leaf in leaves]
@@ -107,8 +111,8 @@ class StepGraphs:
         graphed = self._graphs.get(key)
         if graphed is None:
             if len(self._graphs) >= self.max_graphs:
-                self.eager_runs += 1
-                return model.graph_loss(tree_unflatten(padded, spec), *static)
+                self.plain_steps += 1
+                return None
             graphed = self._capture(model, spec, static, padded, dtype)
             self._graphs[key] = graphed
         self.replays += 1

@@ -84,3 +84,19 @@ def test_dropout_inside_the_graph_draws_new_masks():
     losses = [_step(model, tensors, autocast=False)[0].item() for _ in range(3)]
     assert all(torch.isfinite(torch.tensor(losses)))
     assert len(set(losses)) == 3, losses
+
+
+def test_shapes_past_max_graphs_take_the_plain_step():
+    torch.manual_seed(0)
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "bilstm_crf.jsonnet")
+    model.to(DEVICE).train()
+    graphs = StepGraphs(length_multiple=8, character_multiple=8, max_graphs=1)
+    model.use_step_graphs(graphs)
+    batches = _batches(instances, vocab, 2)  # 7 to 13 tokens: padded to 8 and to 16
+    losses = [_step(model, tensors, autocast=False)[0] for tensors in batches]
+    assert all(torch.isfinite(loss) for loss in losses)
+    if DEVICE.type == "cuda":
+        assert graphs.num_graphs == 1 and graphs.replays >= 1 and graphs.plain_steps >= 1
+        assert graphs.replays + graphs.plain_steps == len(batches)
+    else:
+        assert graphs.eager_runs == len(batches)

@@ -61,10 +61,10 @@ class CudaGraphs(TrainerCallback):
         if isinstance(model, GraphedLossModel):
             model.use_step_graphs(None)
         logger.info(
-            "cuda_graphs: %d graphs, %d replays, %d padded batches run eagerly",
+            "cuda_graphs: %d graphs, %d replays, %d plain steps (new shapes past max_graphs)",
             self.graphs.num_graphs,
             self.graphs.replays,
-            self.graphs.eager_runs,
+            self.graphs.plain_steps,
         )
         self.graphs.clear()
         if torch.cuda.is_available():
