@@ -3,8 +3,9 @@
 Training and prediction speed on one GPU, in one process: `bilstm_crf` with the recipe's batches
 and with the GPU recipe (`bilstm_crf_gpu`), allennlp-models' `crf_tagger` built like it (needs `make
 install-bench`, skipped without it) and `deptree_ner` with the recipe's batches and the GPU recipe
-(`deptree_ner_gpu`), each in float32 and with `trainer.use_amp` (skipped on the CPU), every ratio
-against a row measured in the same run.
+(`deptree_ner_gpu`), and the recipes of both with the `cuda_graphs` callback (`bilstm_crf+cuda_graphs`,
+`deptree_ner+cuda_graphs`; `bilstm_crf_gpu` has it), each in float32 and with `trainer.use_amp`
+(skipped on the CPU), every ratio against a row measured in the same run.
 
     .venv/bin/python benchmarks/speed/gpu_training.py --data conll2003 --json runs/gpu_training.json
     bash .gpu/run.sh python3 benchmarks/speed/gpu_training.py --data conll2003   # ../shared/gpu/README.md
@@ -42,13 +43,27 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]  # crf_tagger_reference, harness
 
 import harness  # noqa: E402
 
-MODELS = ("crf_tagger", "bilstm_crf", "bilstm_crf_gpu", "deptree_ner", "deptree_ner_gpu")
+GRAPHED = "+cuda_graphs"
+MODELS = (
+    "crf_tagger",
+    "bilstm_crf",
+    "bilstm_crf_gpu",
+    "deptree_ner",
+    "deptree_ner_gpu",
+    "bilstm_crf" + GRAPHED,
+    "deptree_ner" + GRAPHED,
+)
 PRECISIONS = ("float32", "use_amp")
 CONFIGS = {
     "bilstm_crf": "training_config/bilstm_crf.jsonnet",
     "bilstm_crf_gpu": "training_config/bilstm_crf_gpu.jsonnet",
     "deptree_ner": "training_config/deptree_ner.jsonnet",
     "deptree_ner_gpu": "training_config/deptree_ner_gpu.jsonnet",
+}
+CONFIGS.update({model + GRAPHED: CONFIGS[model] for model in ("bilstm_crf", "deptree_ner")})
+# A row's own overrides: the recipe with the `cuda_graphs` callback (the GPU recipe of bilstm_crf has it).
+ROW_OVERRIDES = {
+    model + GRAPHED: {"trainer.callbacks": [{"type": "cuda_graphs"}]} for model in ("bilstm_crf", "deptree_ner")
 }
 GPU_RECIPES = {"bilstm_crf_gpu": "bilstm_crf", "deptree_ner_gpu": "deptree_ner"}
 REFERENCE = "crf_tagger float32"
@@ -99,7 +114,8 @@ def run_row(model: str, precision: str, overrides: Dict[str, Any], args, ext_var
     from allennlp.data import Instance
 
     cuda, sync = args.cuda_index >= 0, synchronize(args.cuda_index >= 0)
-    overrides = {**overrides, "trainer.cuda_device": args.cuda_index, "trainer.use_amp": precision == "use_amp"}
+    overrides = {**overrides, **ROW_OVERRIDES.get(model, {})}
+    overrides.update({"trainer.cuda_device": args.cuda_index, "trainer.use_amp": precision == "use_amp"})
     params, described = row_params(model, overrides, ext_vars)
     row = {"row": row_name(model, precision), "model": model, "precision": precision, "config": described}
     prepare_environment(params)
@@ -152,6 +168,11 @@ def ratios(rows: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
     pairs += [
         (row_name(recipe, precision), row_name(model, precision), "GPU recipe / recipe batches")
         for recipe, model in GPU_RECIPES.items()
+        for precision in PRECISIONS
+    ]
+    pairs += [
+        (row_name(model, precision), row_name(model[: -len(GRAPHED)], precision), "cuda_graphs / eager")
+        for model in ROW_OVERRIDES
         for precision in PRECISIONS
     ]
     speed = {name: row for name, row in rows.items() if row.get("status") == "ok"}

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Every GPU check in one run, for a lent GPU machine (../shared/gpu/README.md): the GPU benchmark on
 # CoNLL-2003 (the GPU recipes included), the GPU suite, where a step's and a prediction's time goes
-# (`profile`), and fused Adam, fast_lstm's merged directions and cuda_graphs at the recipe's batches (`levers`). Logs go under $OUT
+# (`profile`), and fused Adam, fast_lstm's merged directions and cuda_graphs over 4 epochs (`levers`). Logs go under $OUT
 # (default runs/device_checks).
 #   bash ../shared/gpu/bundle.sh                                  # here: packs .gpu/
 #   bash .gpu/run.sh bash tests/gpu/device_checks.sh [benchmark] [suite] [profile] [levers]   # there, .gpu carried
-# On an H200: benchmark ~200 s before it timed the GPU recipe of deptree_ner and batches of 512 (now
-# at most 290 s), suite ~165 s, profile ~250 s, levers ~530 s; a call runs at most 600 s, so run
-# `benchmark suite` first and `profile levers` as a second call if device time is left.
+# On an H200: benchmark ~200 s before it timed the GPU recipe of deptree_ner, batches of 512 and the
+# cuda_graphs rows (now at most 420 s), suite ~120 s, profile ~250 s, levers ~330 s; a call runs at
+# most 600 s, so run `benchmark` and `suite` as two calls, then `profile` or `levers`.
 set -u
 OUT=${OUT:-runs/device_checks}
 STAGES=${*:-benchmark suite profile levers}
@@ -21,7 +21,7 @@ python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cud
 BENCH="python3 benchmarks/speed/gpu_training.py --data conll2003 --max-sentences 4000"
 export NERZOO_DATA=conll2003
 case " $STAGES " in *" benchmark "*)
-  timeout 290 $BENCH --rows bilstm_crf,bilstm_crf_gpu,deptree_ner,deptree_ner_gpu,crf_tagger --budget 260 \
+  timeout 420 $BENCH --rows bilstm_crf,bilstm_crf_gpu,deptree_ner,deptree_ner_gpu,crf_tagger,bilstm_crf+cuda_graphs,deptree_ner+cuda_graphs --budget 390 \
     --json "$OUT/gpu_training.json" > "$OUT/gpu_training.log" 2>&1
   echo "GPU benchmark: rc=$?"; grep -A30 '^row ' "$OUT/gpu_training.log" || tail -30 "$OUT/gpu_training.log";;
 esac
@@ -45,15 +45,8 @@ case " $STAGES " in *" levers "*)
       --overrides "{\"model.encoder.merge_directions\": $merge}" > "$OUT/merge_$merge.log" 2>&1
     echo "merge_directions $merge: rc=$?"; grep -A2 '^row ' "$OUT/merge_$merge.log"
   done
-  # The recipe's training loss as CUDA graphs (cuda_graphs; the GPU recipe has them), 4 epochs: the
-  # first captures the graphs (compile_modules recompiled at almost every batch on an H200)
-  timeout 100 $BENCH --rows bilstm_crf --precisions float32 --epochs 4 --predict-batch-sizes 64 --budget 85 \
-    --overrides '{"trainer.callbacks": [{"type": "cuda_graphs"}]}' > "$OUT/cuda_graphs.log" 2>&1
-  echo "cuda_graphs: rc=$?"; grep -A2 '^row ' "$OUT/cuda_graphs.log"
-  # deptree_ner with the Tree-LSTM's dense levels in graphs, against itself without them
-  for callbacks in '[]' '[{"type": "cuda_graphs"}]'; do
-    timeout 100 $BENCH --rows deptree_ner,deptree_ner_gpu --precisions float32 --predict-batch-sizes 64 --budget 85 \
-      --overrides "{\"trainer.callbacks\": $callbacks}" > "$OUT/deptree_graphs_${#callbacks}.log" 2>&1
-    echo "deptree_ner callbacks $callbacks: rc=$?"; grep -A3 '^row ' "$OUT/deptree_graphs_${#callbacks}.log"
-  done;;
+  # bilstm_crf's recipe with cuda_graphs over 4 epochs: the first captures the graphs
+  timeout 100 $BENCH --rows bilstm_crf+cuda_graphs --precisions float32 --epochs 4 --predict-batch-sizes 64 --budget 85 \
+    > "$OUT/cuda_graphs.log" 2>&1
+  echo "cuda_graphs, 4 epochs: rc=$?"; grep -A2 '^row ' "$OUT/cuda_graphs.log";;
 esac
