@@ -522,17 +522,18 @@ def _dense_levels(
         children = children.to(dtype)
         states = projected.new_zeros(*projected.shape[:2], hidden)
         cells = torch.zeros_like(states)
+        # (levels, batch, tokens, 1): the tokens each level updates.
+        active = ((depth == torch.arange(num_levels, device=depth.device).view(-1, 1, 1)) & mask).unsqueeze(-1)
         for level in reversed(range(num_levels)):
             pushed = torch.matmul(states, weight.t())  # (batch, tokens, 4 * hidden): [U h_k, U_f h_k]
             forget = torch.sigmoid(head_forget + pushed[..., 3 * hidden :])
             summed = torch.bmm(children, torch.cat([pushed[..., : 3 * hidden], forget * cells], dim=-1))
             gates = gates_pre + summed[..., : 3 * hidden]
             input_gate, output_gate = torch.sigmoid(gates[..., : 2 * hidden]).chunk(2, dim=-1)
-            cell = input_gate * torch.tanh(gates[..., 2 * hidden :]) + summed[..., 3 * hidden :]
+            cell = torch.addcmul(summed[..., 3 * hidden :], input_gate, torch.tanh(gates[..., 2 * hidden :]))
             state = output_gate * torch.tanh(cell)
-            active = ((depth == level) & mask).unsqueeze(-1)
-            cells = torch.where(active, cell, cells)
-            states = torch.where(active, state, states)
+            cells = torch.where(active[level], cell, cells)
+            states = torch.where(active[level], state, states)
     return states
 
 
