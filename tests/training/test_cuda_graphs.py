@@ -111,3 +111,22 @@ def test_the_callback_leaves_a_cpu_model_eager_and_refuses_what_it_cannot_graph(
     fofe, _, _ = build_on_fixtures(PROJECT_ROOT / "training_config" / "fofe_ner.jsonnet")
     with pytest.raises(ConfigurationError, match="no graph_loss"):
         callback.on_start(SimpleNamespace(model=fofe, _num_gradient_accumulation_steps=1, _distributed=False))
+
+
+def test_the_module_a_graph_captures_runs_graph_loss_on_flat_tensors():
+    from torch.utils._pytree import tree_flatten
+
+    from nerzoo.training.step_graphs import _GraphBody
+
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet")
+    _without_dropout(model)
+    tensors = next(_batches(instances, vocab, 4))
+    inputs = {name: value for name, value in tensors.items() if name != "metadata"}
+    leaves, spec = tree_flatten(inputs)
+    body = _GraphBody(model, spec, (8,))
+    assert all(isinstance(leaf, torch.Tensor) for leaf in leaves)
+    assert dict(body.named_parameters()).keys() == {f"model.{name}" for name, _ in model.named_parameters()}
+    loss, logits = body(*leaves)
+    expected_loss, expected_logits = model.graph_loss(inputs, 8)
+    torch.testing.assert_close(loss, expected_loss)
+    torch.testing.assert_close(logits, expected_logits)
