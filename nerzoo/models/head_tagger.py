@@ -56,10 +56,7 @@ class HeadTagger(NerzooModel):
         What `TagHead.forward` returns (its `loss` including the auxiliary losses), plus `words`
         when metadata is given.
         """
-        output = self.head(encoded, mask, tags, metadata, self._auxiliary_losses.pop(self))
-        if metadata is not None:
-            output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
-        return output
+        return _with_words(self.head(encoded, mask, tags, metadata, self._auxiliary_losses.pop(self)), metadata)
 
     def graphed_tag(
         self,
@@ -86,10 +83,9 @@ class HeadTagger(NerzooModel):
         loss, logits = graphed
         # The graph's buffers are overwritten by its next replay: the metrics keep a copy.
         logits = logits[:, : mask.size(1)].clone()
-        output = self.head.finish(logits, mask, tags, metadata, loss=loss, sentence_spans=sentence_spans)
-        if metadata is not None:
-            output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
-        return output
+        return _with_words(
+            self.head.finish(logits, mask, tags, metadata, loss=loss, sentence_spans=sentence_spans), metadata
+        )
 
     def use_step_graphs(self, graphs: Optional[StepGraphs]) -> None:
         """Runs the training loss of `forward` with `graphs` from now on (`None`: eagerly)."""
@@ -115,3 +111,10 @@ class HeadTagger(NerzooModel):
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         return self.head.get_metrics(reset)
+
+
+def _with_words(output: Dict[str, Any], metadata: Optional[List[Dict[str, Any]]]) -> Dict[str, Any]:
+    """`output` with each instance's `words` from `metadata`, when given."""
+    if metadata is not None:
+        output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
+    return output

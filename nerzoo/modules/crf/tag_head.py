@@ -217,15 +217,12 @@ class TagHead(torch.nn.Module, FromParams):
         losses (`graphable`).  `finish` with them gives `forward`'s output and metrics.
         """
         logits = self.logits(encoded)
-        loss = self.scorer.loss(logits, tags, mask)
-        if self.loss_reduction == "mean":
-            loss = loss / max(mask.size(0), 1)
-        return loss, logits.detach()
+        return self._loss(logits, tags, mask, None), logits.detach()
 
     def graphable(self, sentence_spans: List[List[Tuple[int, int]]]) -> bool:
         """Whether `graph_loss` is this batch's loss: a CRF (the softmax loss gathers the real
         tokens, a shape of the data's) and one chain per row."""
-        return self.crf is not None and not (self.crf_per_sentence and any(len(spans) > 1 for spans in sentence_spans))
+        return self.crf is not None and not self._chains_per_sentence(sentence_spans)
 
     def finish(
         self,
@@ -256,12 +253,7 @@ class TagHead(torch.nn.Module, FromParams):
             output["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
         if tags is not None:
             if loss is None:
-                if rows is None:
-                    loss = self.scorer.loss(logits, tags, mask)
-                else:
-                    loss = self.scorer.loss(rows.gather(logits), rows.gather(tags), rows.mask)
-                if self.loss_reduction == "mean":
-                    loss = loss / max(mask.size(0), 1)
+                loss = self._loss(logits, tags, mask, rows)
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
             if deferred:
                 self._defer(logits, tags, mask, sentence_spans, rows)
@@ -273,6 +265,16 @@ class TagHead(torch.nn.Module, FromParams):
             self.decoder.update_metrics(paths, tags, mask, sentence_starts, posteriors)
             self._counted = True
         return output
+
+    def _loss(
+        self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor, rows: Optional[SentenceRows]
+    ) -> torch.Tensor:
+        """The scorer's loss of the batch (of its sentences' `rows` when given), reduced as configured."""
+        if rows is None:
+            loss = self.scorer.loss(logits, tags, mask)
+        else:
+            loss = self.scorer.loss(rows.gather(logits), rows.gather(tags), rows.mask)
+        return loss / max(mask.size(0), 1) if self.loss_reduction == "mean" else loss
 
     def _defer(self, logits, tags, mask, sentence_spans, rows: Optional[SentenceRows]) -> None:
         """Keeps a training batch for `_decode_pending`, one row per CRF chain."""
@@ -374,9 +376,13 @@ class TagHead(torch.nn.Module, FromParams):
         self, sentence_spans: List[List[Tuple[int, int]]], mask: torch.BoolTensor
     ) -> Optional[SentenceRows]:
         """The sentences as rows when each gets its own chain and some instance has more than one."""
-        if not self.crf_per_sentence or self.crf is None or all(len(spans) <= 1 for spans in sentence_spans):
+        if self.crf is None or not self._chains_per_sentence(sentence_spans):
             return None
         return SentenceRows(sentence_spans, mask.size(1), mask.device)
+
+    def _chains_per_sentence(self, sentence_spans: List[List[Tuple[int, int]]]) -> bool:
+        """Whether the sentences of some instance get a CRF chain each (`crf_per_sentence`)."""
+        return self.crf_per_sentence and any(len(spans) > 1 for spans in sentence_spans)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         """

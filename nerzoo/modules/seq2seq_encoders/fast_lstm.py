@@ -181,8 +181,8 @@ def _batch_indices(
     global _last_batch
     # A traced or captured graph holds no cache of the host's: a captured one would replay the
     # cached tensors of its capture.
-    compiling = torch.compiler.is_compiling() or (mask.is_cuda and torch.cuda.is_current_stream_capturing())
-    last = None if compiling else _last_batch
+    in_graph = torch.compiler.is_compiling() or (mask.is_cuda and torch.cuda.is_current_stream_capturing())
+    last = None if in_graph else _last_batch
     if (
         last is not None
         and last.mask is mask
@@ -201,7 +201,7 @@ def _batch_indices(
         # padding, which follows them, stays padding.
         reverse = (lengths - positions) % sequence_length
     zeros = mask.new_zeros(state_shape, dtype=dtype)
-    batch = _BatchIndices(mask, 0 if compiling else mask._version, mask.unsqueeze(-1), reverse, zeros)
-    if not compiling:
+    batch = _BatchIndices(mask, 0 if in_graph else mask._version, mask.unsqueeze(-1), reverse, zeros)
+    if not in_graph:
         _last_batch = batch
     return batch
