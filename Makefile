@@ -71,9 +71,13 @@ test: install
 	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup -m "not slow" tests
 
 # The tests that need minutes by nature (marked `slow`): every shipped config trained in two gloo
-# processes against one, the 10,000-token memory bound. CI runs them after `make test`.
+# processes against one, the 10,000-token memory bound; then the README's commands again, each in a
+# new `allennlp` process (`make test` runs them in children of a warm one: tests/warm_allennlp.py).
+# CI runs them after `make test`.
 test-slow: install
 	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup -m slow tests
+	NERZOO_TEST_COLD_CLI=1 PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup \
+		tests/test_readme.py -k test_its_commands_run_on_the_fixtures
 
 # The GPU suite (tests/gpu: CPU/GPU parity of the hand-written modules, a training step of every
 # config in float32 and under autocast, the CLI with --cuda-device 0); skipped without CUDA.

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from tests import FIXTURES_ROOT, PROJECT_ROOT
+from tests import FIXTURES_ROOT, PROJECT_ROOT, warm_allennlp
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 # The configs train on a GPU when they see one; this suite checks the CPU, so it hides GPUs from
@@ -19,6 +19,12 @@ os.chdir(PROJECT_ROOT)
 # spaCy parses are cached per test session (subprocesses inherit it), never in the user's cache.
 os.environ["NERZOO_CACHE"] = tempfile.mkdtemp(prefix="nerzoo-test-cache-")
 atexit.register(shutil.rmtree, os.environ["NERZOO_CACHE"], ignore_errors=True)
+# The `allennlp` commands of this process run in children of warm servers (tests/warm_allennlp.py),
+# which put their sockets here and end with this process.
+# Not in the GPU suite (NERZOO_TEST_GPU=1): there the commands run in new processes, as users run them.
+if os.environ.get("NERZOO_TEST_GPU") != "1":
+    os.environ[warm_allennlp.DIRECTORY_VARIABLE] = tempfile.mkdtemp(prefix="nz-warm-")
+    atexit.register(shutil.rmtree, os.environ[warm_allennlp.DIRECTORY_VARIABLE], ignore_errors=True)
 # The contextual configs read TRANSFORMER_MODEL: a tiny random BERT in that cache (no download).
 from tests.tiny_transformer import write_tiny_bert  # noqa: E402
 

@@ -52,7 +52,7 @@ def assert_quiet(result, directory):
 @pytest.fixture(scope="module")
 def bilstm_crf_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("bilstm_crf") / "run"
-    result = allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo", env=offline(run.parent))
+    result = allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo", env=offline(run.parent), fresh=True)
     assert_quiet(result, run.parent)
     return run
 
@@ -68,7 +68,7 @@ def test_commands_are_quiet_and_offline(bilstm_crf_run, tmp_path):
         ("tag-text", archive, "Lena Holm visited Oslo ."),
     ]
     for command in commands:
-        result = allennlp(*command, "--include-package", "nerzoo", env=offline(tmp_path))
+        result = allennlp(*command, "--include-package", "nerzoo", env=offline(tmp_path), fresh=True)
         assert_quiet(result, tmp_path)
     assert "Lena Holm" in result.stdout
 

@@ -17,7 +17,7 @@ import pytest
 from allennlp.common import Registrable
 
 import nerzoo  # noqa: F401
-from tests import PROJECT_ROOT
+from tests import PROJECT_ROOT, warm_allennlp
 
 PAGES = ["README.md"] + [
     f"docs/{name}.md"
@@ -126,8 +126,9 @@ class Chains:
         directory = self.root / step.chain
         if not directory.exists():
             directory.mkdir()
-            for name in ("training_config", "fixtures", ".venv", ".allennlp_plugins"):
+            for name in ("training_config", "fixtures", ".allennlp_plugins"):
                 (directory / name).symlink_to(PROJECT_ROOT / name)
+            warm_allennlp.venv_with_shim(directory / ".venv", PROJECT_ROOT / ".venv")
         for earlier in STEPS[: STEPS.index(step) + 1]:
             if earlier.chain != step.chain:
                 continue
@@ -142,6 +143,7 @@ class Chains:
         guard = PROJECT_ROOT / "tests" / "network_guard"
         network_log = directory / "network.log"
         env = {**os.environ, "PYTHONPATH": str(guard), "NERZOO_NETWORK_LOG": str(network_log)}
+        warm_allennlp.start(env)  # for the shim `.venv/bin/allennlp`
         script = "set -euo pipefail\n" + step.script + "\n"
         result = subprocess.run(
             ["bash", "-c", script], cwd=directory, env=env, capture_output=True, text=True, timeout=900

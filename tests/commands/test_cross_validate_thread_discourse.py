@@ -1,8 +1,6 @@
 import argparse
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 from allennlp.commands.subcommand import Subcommand
@@ -14,7 +12,7 @@ from nerzoo.commands.cross_validate_thread_discourse import (
     read_thread_lines,
     stratified_thread_folds,
 )
-from tests import FIXTURES_ROOT, PROJECT_ROOT
+from tests import FIXTURES_ROOT, allennlp
 
 CONFIG = "training_config/me_crf_thread_discourse.jsonnet"
 TRAIN = FIXTURES_ROOT / "thread_discourse" / "train.jsonl"
@@ -113,24 +111,19 @@ def test_subcommand_parses():
 @pytest.mark.end_to_end
 def test_cross_validate_end_to_end(tmp_path):
     output = tmp_path / "cv"
-    command = [
-        sys.executable,
-        "-m",
-        "allennlp",
+    result = allennlp(
         "cross-validate-thread-discourse",
         CONFIG,
-        str(TRAIN),
+        TRAIN,
         "--folds",
-        "2",
+        2,
         "-s",
-        str(output),
+        output,
         "-o",
         json.dumps({"trainer.num_epochs": 2}),
         "--include-package",
         "nerzoo",
-    ]
-    result = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-4000:]
+    )
     summary = json.loads((output / "cross_validation.json").read_text())
     assert summary["folds"] == 2 and len(summary["per_fold"]) == 2
     threads = [line for line in TRAIN.read_text().splitlines() if line.strip()]

@@ -7,12 +7,11 @@ whether or not they would have succeeded.
 import os
 import socket
 
-_LOG = os.environ.get("NERZOO_NETWORK_LOG")
-
 
 def _refuse(what, target):
-    if _LOG:
-        with open(_LOG, "a") as log:
+    path = os.environ.get("NERZOO_NETWORK_LOG")  # read at each attempt: tests/warm_allennlp.py sets it after start-up
+    if path:
+        with open(path, "a") as log:
             log.write(f"{what} {target!r}\n")
     raise OSError(f"network access refused by the test: {what} {target!r}")
 
