@@ -130,10 +130,13 @@ def run(
             if timeout is not None:
                 connection.settimeout(timeout)
             try:
-                return next(replies)["status"]
+                reply = next(replies, None)
             except socket.timeout:
                 os.kill(started["pid"], signal.SIGKILL)
                 raise TimeoutError(f"allennlp {' '.join(args)} ran past {timeout} s") from None
+            if reply is None:
+                raise RuntimeError(f"the warm allennlp server ({path}.log) ended before allennlp {' '.join(args)} did")
+            return reply["status"]
         finally:
             for number, handler in forward.items():
                 signal.signal(number, handler)
@@ -224,7 +227,12 @@ def serve(path: str, parent: int) -> None:
             ready, _, _ = select.select([listener], [], [], 0.02)
             if ready:
                 connection, _ = listener.accept()
-                pid = _fork(connection, listener, children)
+                try:
+                    pid = _fork(connection, listener, children)
+                except Exception as error:  # a bad request, or no fork: the client runs the real command
+                    print(f"request refused: {error!r}", file=sys.stderr, flush=True)
+                    connection.close()
+                    pid = None
                 if pid is not None:
                     children[pid] = connection
                 last = time.monotonic()
