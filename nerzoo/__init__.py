@@ -52,6 +52,7 @@ from nerzoo.training.callbacks.compile_modules import CompileModules
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
 from nerzoo.training.callbacks.cuda_graphs import CudaGraphs
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
+from nerzoo.training.callbacks.freeze_loaded_data import FreezeLoadedData
 from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
@@ -80,6 +81,7 @@ __all__ = [
     "DrawCalibration",
     "DrawMemory",
     "DropoutSchedule",
+    "FreezeLoadedData",
     "EntitySpansReader",
     "FastCharacterEncoder",
     "FastCharactersIndexer",

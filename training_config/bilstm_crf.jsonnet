@@ -68,6 +68,7 @@ local config = {
     num_epochs: 50,
     patience: 5,
     validation_metric: "+f1-measure-overall",
+    callbacks: [{ type: "freeze_loaded_data" }],  // Python's full garbage collections skip the loaded data sets (docs/gpu.md).
   },
 };
 

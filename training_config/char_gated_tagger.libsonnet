@@ -94,5 +94,6 @@ function(representation)
       num_epochs: 30,
       patience: 7,
       validation_metric: "+f1-measure-overall",
+      callbacks: [{ type: "freeze_loaded_data" }],  // Python's full garbage collections skip the loaded data sets (docs/gpu.md).
     },
   }

@@ -60,6 +60,7 @@ local config = {
     num_epochs: 100,
     patience: 10,
     validation_metric: "+f1-measure-overall",
+    callbacks: [{ type: "freeze_loaded_data" }],  // Python's full garbage collections skip the loaded data sets (docs/gpu.md).
   },
 };
 

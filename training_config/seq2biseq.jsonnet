@@ -74,6 +74,7 @@ local config = {
     num_epochs: 40,
     patience: 10,
     validation_metric: "+accuracy",
+    callbacks: [{ type: "freeze_loaded_data" }],  // Python's full garbage collections skip the loaded data sets (docs/gpu.md).
   },
 };
 

@@ -2,8 +2,11 @@
 """
 The host's time per sentence to turn indexed instances into a batch's tensors: allennlp's
 `Batch(instances).as_tensor_dict()` (the `default` collation) against nerzoo's `fast` collation,
-which gives the same tensors.  A GPU waits on this in prediction and small-batch training.  The
-config's validation data, batches of `--batch-sizes`, the fastest of `--passes` alternated passes.
+which gives the same tensors.  A GPU waits on this in prediction and small-batch training.  Also
+each with allennlp's `move_to_device` after it, as the trainer and `evaluate` run every batch
+(`moved`: it walks allennlp's list of metadata word by word, and passes `fast`'s `BatchMetadata`
+whole).  The config's validation data, batches of `--batch-sizes`, the fastest of `--passes`
+alternated passes.
 
     NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/collate_speed.py bilstm_crf deptree_ner
     .venv/bin/python benchmarks/speed/collate_speed.py bilstm_crf --passes 1   # fixtures: a smoke test
@@ -22,6 +25,7 @@ def measure(config_name: str, batch_sizes: List[int], passes: int) -> List[Dict[
     from allennlp.common.params import Params
     from allennlp.common.util import import_module_and_submodules
     from allennlp.data import Batch, DatasetReader, Vocabulary
+    from allennlp.nn.util import move_to_device
 
     import_module_and_submodules("nerzoo")
     from nerzoo.data.fast_collator import FastCollator
@@ -39,6 +43,8 @@ def measure(config_name: str, batch_sizes: List[int], passes: int) -> List[Dict[
         runs = {
             "default": lambda batches=batches: [Batch(batch).as_tensor_dict() for batch in batches],
             "fast": lambda batches=batches: [fast(batch) for batch in batches],
+            "default moved": lambda batches=batches: [move_to_device(Batch(b).as_tensor_dict(), -1) for b in batches],
+            "fast moved": lambda batches=batches: [move_to_device(fast(batch), -1) for batch in batches],
         }
         seconds, _ = harness.timed_passes(runs, passes, alternate=True)
         micro = {name: min(values) / len(instances) * 1e6 for name, values in seconds.items()}
@@ -53,13 +59,13 @@ def main() -> int:
     parser.add_argument("--passes", type=int, default=5)
     args = parser.parse_args()
     print(harness.machine_description())
-    print(f"{'config':<16} {'batch':>5} {'sentences':>9} {'default us/sent':>15} {'fast us/sent':>12} {'ratio':>6}")
+    print(f"{'config':<16} {'batch':>5} {'sentences':>9}  us a sentence: default, fast (ratio); both moved (ratio)")
     for name in args.configs:
         for row in measure(name, args.batch_sizes, args.passes):
-            ratio = row["default"] / row["fast"]
             print(
-                f"{row['config']:<16} {row['batch']:>5} {row['sentences']:>9} {row['default']:>15.1f}"
-                f" {row['fast']:>12.1f} {ratio:>5.1f}x"
+                f"{row['config']:<16} {row['batch']:>5} {row['sentences']:>9}  {row['default']:.1f}, {row['fast']:.1f}"
+                f" ({row['default'] / row['fast']:.1f}x); {row['default moved']:.1f}, {row['fast moved']:.1f}"
+                f" ({row['default moved'] / row['fast moved']:.1f}x)"
             )
     return 0
 

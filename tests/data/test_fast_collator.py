@@ -1,6 +1,7 @@
 """`fast` collation against allennlp's `Batch(instances).as_tensor_dict()`, which it must equal."""
 
 import itertools
+import pickle
 
 import pytest
 import torch
@@ -11,8 +12,9 @@ from allennlp.data.fields import MetadataField, SequenceLabelField, TensorField,
 from allennlp.data.token_indexers import SingleIdTokenIndexer
 from allennlp.models import Model
 from allennlp.models.archival import load_archive
+from allennlp.nn import util as nn_util
 
-from nerzoo.data.fast_collator import FastCollator, collate
+from nerzoo.data.fast_collator import BatchMetadata, FastCollator, collate
 from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
@@ -35,6 +37,9 @@ CONFIGS = {
 
 
 def _assert_same(expected, actual, where="batch"):
+    if isinstance(actual, BatchMetadata):  # `Batch`'s list of metadata, as a sequence move_to_device leaves whole
+        assert type(expected) is list and list(actual) == expected and actual == expected, where
+        return
     assert type(expected) is type(actual), where
     if isinstance(expected, dict):
         assert expected.keys() == actual.keys(), where
@@ -165,5 +170,24 @@ def test_a_batchs_tensors_move_and_its_metadata_is_left_alone():
     assert moved.keys() == batch.keys()
     assert len(list(_tensors(moved))) == len(list(_tensors(batch))) > 2
     assert all(tensor.device.type == "meta" for tensor in _tensors(moved))
-    lists = [name for name, value in batch.items() if isinstance(value, list)]
+    lists = [name for name, value in batch.items() if isinstance(value, BatchMetadata)]
     assert lists and all(moved[name] is batch[name] for name in lists)
+
+
+def test_allennlps_move_to_device_leaves_the_metadata_whole(monkeypatch):
+    archive = load_archive(FIXTURES_ROOT / "archives" / "bilstm_crf_tiny.tar.gz")
+    instances = list(archive.dataset_reader.read(FIXTURES_ROOT / "conll2003" / "dev.txt"))[:8]
+    for instance in instances:
+        instance.index_fields(archive.model.vocab)
+    batch = FastCollator()(instances)
+    metadata = batch["metadata"]
+    calls = []
+    walk = nn_util.move_to_device
+    monkeypatch.setattr(nn_util, "move_to_device", lambda obj, device: calls.append(obj) or walk(obj, device))
+    moved = nn_util.move_to_device(batch, torch.device("cpu"))
+    assert moved["metadata"] is metadata and len(metadata) == 8
+    # A call for each dict and tensor of the text field and one for the metadata: none per word.
+    assert sum(obj is metadata for obj in calls) == 1 and len(calls) < 12
+    assert not any(isinstance(obj, (str, list)) for obj in calls)
+    assert [instance["words"] for instance in metadata] == [instance["metadata"]["words"] for instance in instances]
+    assert pickle.loads(pickle.dumps(metadata)) == metadata  # for the data loader's worker processes
