@@ -41,8 +41,8 @@ class BatchMetadata(Sequence):
     A batch's `MetadataField` values, in instance order: a sequence equal to the list `Batch` gives.
     allennlp's `nn.util.move_to_device`, which the trainer and `evaluate` call on every batch, walks
     lists and dicts item by item: a call per word of the metadata, about 800 for 32 CoNLL-2003
-    sentences (17 us a sentence on a two-core EPYC, a third of the host's time per sentence in
-    training).  It passes this through whole.
+    sentences (9-10 us a sentence on a two-core EPYC, `benchmarks/speed/collate_speed.py`).  It
+    passes this through whole.
     """
 
     __slots__ = ("_values",)
