@@ -60,14 +60,14 @@ def allennlp(*args, check=True, env=None, fresh=False) -> subprocess.CompletedPr
     return result
 
 
-def _warm(command, env) -> Optional[subprocess.CompletedProcess]:
+def _warm(command, env, cwd=PROJECT_ROOT) -> Optional[subprocess.CompletedProcess]:
     """`command` run by the warm server for `env`, its output captured as `subprocess.run` would; `None` without one."""
     if not warm_allennlp.start(env):
         return None
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr, open(os.devnull) as stdin:
         streams = (stdin.fileno(), stdout.fileno(), stderr.fileno())
         try:
-            status = warm_allennlp.run(command[3:], PROJECT_ROOT, env, streams, timeout=900)
+            status = warm_allennlp.run(command[3:], cwd, env, streams, timeout=900)
         except TimeoutError as error:
             raise subprocess.TimeoutExpired(command, 900) from error
         if status is None:

@@ -6,10 +6,10 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
+import tests
 from tests import PROJECT_ROOT, warm_allennlp
 
 # Its own environment, in which the server forks (one thread: OMP_NUM_THREADS=1) whatever the run's.
@@ -18,15 +18,9 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 def _warm(args, cwd=PROJECT_ROOT, env=ENV):
     """(status, stdout, stderr) of `allennlp ARGS` in a child of the warm server."""
-    assert warm_allennlp.start(env), "the warm server did not start"
-    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr, open(os.devnull) as stdin:
-        status = warm_allennlp.run(args, cwd, env, (stdin.fileno(), stdout.fileno(), stderr.fileno()), timeout=300)
-        outputs = []
-        for stream in (stdout, stderr):
-            stream.seek(0)
-            outputs.append(stream.read().decode())
-    assert status is not None, "the warm server did not serve"
-    return (status, *outputs)
+    result = tests._warm([sys.executable, "-m", "allennlp", *args], env, cwd)
+    assert result is not None, "the warm server did not serve"
+    return result.returncode, result.stdout, result.stderr
 
 
 def _fresh(args, cwd=PROJECT_ROOT, env=ENV):
