@@ -60,7 +60,6 @@ class _LevelSchedule(NamedTuple):
     node_positions: torch.Tensor  # (num_nodes,): flat position b * num_tokens + t of each sorted node
     parent_or_self: torch.Tensor  # (num_nodes,): sorted index of the node's head, a root's own index
     level_sizes: List[int]  # nodes per depth, deepest first; the nodes of each depth are consecutive
-    head_counts: List[int]  # per level, how many of its nodes (the first ones) have children
     push_targets: List[torch.Tensor]  # per level (level_nodes,): sorted index of the head, num_nodes for a root
     node_rows: torch.Tensor  # (num_nodes,): the batch row (sentence) of each node
     root_rows: torch.Tensor  # (num_roots,): the batch row of each root, the last level's nodes
@@ -70,18 +69,19 @@ class _LevelSchedule(NamedTuple):
 class _LevelBuffers(NamedTuple):
     """A layer's per-node buffers, `(nodes, ...)` in node order, and their per-level views."""
 
-    pre: torch.Tensor  # (nodes, 4 * hidden): the pre-activations [i, o, u; f], then the gates in place
-    work: torch.Tensor  # (nodes, 6 * hidden): [h~, sum of f * c, h, f * c, c, tanh c]
-    children: torch.Tensor  # (nodes, 2 * hidden): work's [h~, sum of f * c], the accumulator
-    forgets: torch.Tensor  # (nodes, hidden): pre's f columns
-    child_sums: torch.Tensor  # (nodes, hidden): work's h~ columns
+    # (nodes, 4 * hidden): the pre-activations [i, o, u] (then the gates, in place) and the
+    # children's f * c summed [m]; each level's pushes add to their heads' rows.
+    gates: torch.Tensor
+    # (nodes, 4 * hidden): [U h, W_f x_head + b_f + U_f h], then [U h, f * c]: a node's push.
+    pushed: torch.Tensor
+    work: torch.Tensor  # (nodes, 4 * hidden): [c, tanh c, h, f]
     states: torch.Tensor  # (nodes, hidden): work's h columns, the layer's output
-    # Per column (gate, input_gate, output_gate, update, cell, tanh_cell, forget, children_memory,
-    # state, pushed_memory, push) its views per level.
+    memories: torch.Tensor  # (nodes, hidden): gates' m columns
+    pushed_forgets: torch.Tensor  # (nodes, hidden): pushed's last columns
+    # Per column (input and output gates, update, input gate, output gate, children's memory, cell,
+    # tanh cell, state, push, pushed forget, forget) its views per level.
     levels: List[Tuple[torch.Tensor, ...]]
-    head_rows: List[Tuple[torch.Tensor, ...]]  # per level the heads' rows of pre[:, :3 * hidden] and of h~
-    blocks: List[int]  # per level (heads, others)
-    weights: Tuple[torch.Tensor, torch.Tensor]  # U and U_f in the buffers' dtype
+    weight: Optional[torch.Tensor]  # [U; U_f], (4 * hidden, hidden), in the buffers' dtype
 
 
 @Seq2SeqEncoder.register("child_sum_tree_lstm")
@@ -116,10 +116,10 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     Computation: the nodes of the whole batch are sorted once by depth (root = 0, children one
     deeper than their head) and processed one depth at a time, deepest first, so the loop runs
     `1 + max tree depth` times per layer whatever the batch size.  `W x + b` is computed for all
-    nodes at once; each level's nodes push `h_k` and `f_jk * c_k` into their heads' rows of one
-    accumulator with `index_add`, and a level costs two matrix products (`U h~` for its nodes with
-    children, `U_f h_k` for all); the backward pass is written out level by level
-    (`_LevelRecurrence`), with one product over all nodes for each weight's gradient.  The schedule
+    nodes at once; since `U h~_j` is the sum of the children's `U h_k`, each level's nodes make
+    `[U h_k, U_f h_k]` in one product and push `[U h_k, f_jk * c_k]` into their heads' rows with one
+    `index_add`; the backward pass is written out level by level (`_LevelRecurrence`, seven
+    operator calls a level), with one product over all nodes for the weights' gradient.  The schedule
     (depths, node order, level sizes, push targets) is built with numpy on the host from one copy of
     the mask and heads and sent back as one index tensor, so on a GPU a forward pass waits for the
     device once, not once per tree level, and the layers' loops never wait for it.  Without
@@ -307,7 +307,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         weights = (layer.state_linearity.weight, layer.forget_state_linearity.weight)
         if shared is None:
             return _LevelRecurrence.apply(projected, *weights, schedule)
-        reused = shared[0] if shared and shared[0].pre.dtype == projected.dtype else None
+        reused = shared[0] if shared and shared[0].gates.dtype == projected.dtype else None
         shared[:] = [_run_levels(projected, *weights, schedule, reused)]
         return shared[0].states
 
@@ -318,109 +318,114 @@ class _LevelRecurrence(torch.autograd.Function):
     level: `(projected (nodes, 4 * hidden), state_weight (3 * hidden, hidden), forget_weight
     (hidden, hidden), schedule) -> (nodes, hidden)`, the states in node order.
 
-    Each level's nodes push `[h_k, f_jk * c_k]` into their heads' rows of one accumulator with
-    `index_add`; a level then adds `U h~` to the pre-activations of its nodes with children and
-    `U_f h_k` to its nodes' forget gates, two matrix products.  The gates are written into
-    buffers for all nodes, so that the backward pass computes each weight's gradient with one
-    product over all nodes instead of one per level.
+    `U h~_j` is the sum of the children's `U h_k`, so a level's nodes make their whole push in one
+    product with `[U; U_f]`: `[U h_k, f_jk * c_k]`, which one `index_add` adds to their heads'
+    pre-activations and memory.  The backward pass gathers each node's head's gradients the same
+    way (one `index_select`) and takes `d h_k` from them in one product; the derivatives of the
+    gates that depend only on a node's own values are computed for all nodes at once before the
+    levels, so a level costs seven operator calls.  Each weight's gradient is one product over
+    all nodes.
     """
 
     @staticmethod
     def forward(ctx, projected, state_weight, forget_weight, schedule):  # type: ignore[override]
         buffers = _run_levels(projected, state_weight, forget_weight, schedule, None)
         ctx.dtypes = (state_weight.dtype, forget_weight.dtype)
-        ctx.levels = buffers.levels[:7]  # gate, input_gate, output_gate, update, cell, tanh_cell, forget
-        ctx.schedule, ctx.blocks = schedule, buffers.blocks
-        ctx.child_sums, ctx.states = buffers.child_sums, buffers.states
-        ctx.save_for_backward(buffers.work, *buffers.weights)
+        ctx.schedule = schedule
+        ctx.save_for_backward(buffers.gates, buffers.work, buffers.weight)
         return buffers.states
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_states):  # type: ignore[override]
-        work, state_weight, forget_weight = ctx.saved_tensors
-        schedule, blocks, child_sums, states = ctx.schedule, ctx.blocks, ctx.child_sums, ctx.states
-        sizes, head_counts = schedule.level_sizes, schedule.head_counts
-        num_nodes, hidden = work.size(0), state_weight.size(1)
+        gates, work, weight = ctx.saved_tensors
+        schedule = ctx.schedule
+        sizes = schedule.level_sizes
+        num_nodes, hidden = work.size(0), weight.size(1)
+        pushing = num_nodes - sizes[-1]  # every node but the roots, which are the last level
         with without_autocast(grad_states):
             grad_states = grad_states.to(work.dtype)
-            # d [i_pre, o_pre; u_pre; the head's W_f x + b_f] per node: d projected.
-            grad_pre = grad_states.new_empty(num_nodes, 4 * hidden)
-            grad_children = grad_states.new_empty(num_nodes, 2 * hidden)  # d [h~, c] (d h~ of heads only)
-            # d [h~, c] of each node's head, then d [h~ of the head, forget_pre]: zero for the roots.
-            gathered = grad_states.new_zeros(num_nodes, 2 * hidden)
-            grad_forget_pre = gathered[:, hidden:]
-            # d h = d [h~ of the head, forget_pre] @ [1; U_f] in one product.
-            through_push = torch.cat(
-                [torch.eye(hidden, dtype=forget_weight.dtype, device=forget_weight.device), forget_weight]
-            )
-            columns = [*grad_pre[:, : 3 * hidden].split([2 * hidden, hidden], dim=1)]
-            columns += [*grad_pre[:, : 2 * hidden].split(hidden, dim=1), grad_children[:, hidden:], grad_states]
-            columns += [gathered, grad_forget_pre]
+            input_gate, output_gate, update, _ = gates.split(hidden, dim=1)
+            cell, tanh_cell, states, forget = work.split(hidden, dim=1)
+            # One buffer: per node `factors`, what depends on its own values ([d i_pre, d u_pre] per
+            # d c: [u i (1 - i), i (1 - u^2)]; d c per d h; d o_pre per d h; d f_pre per d (f * c));
+            # `grad_pre` [d i_pre, d o_pre, d u_pre, d of its W_f x + b_f (after the levels), d c],
+            # what its children gather; `from_head`, its head's [d i_pre, d o_pre, d u_pre], its own
+            # d f_pre, its head's d c (then d c through the push); and d h.
+            buffer = grad_states.new_empty(num_nodes, 16 * hidden)
+            factors, grad_pre, from_head, grad_h = buffer.split([5 * hidden, 5 * hidden, 5 * hidden, hidden], dim=1)
+            by_input, by_update, cell_by_state, output_by_state, forget_by_push = factors.split(hidden, dim=1)
+            torch.ops.aten.sigmoid_backward.grad_input(update, input_gate, grad_input=by_input)
+            torch.ops.aten.tanh_backward.grad_input(input_gate, update, grad_input=by_update)
+            torch.ops.aten.tanh_backward.grad_input(output_gate, tanh_cell, grad_input=cell_by_state)
+            torch.ops.aten.sigmoid_backward.grad_input(tanh_cell, output_gate, grad_input=output_by_state)
+            torch.ops.aten.sigmoid_backward.grad_input(cell, forget, grad_input=forget_by_push)
+            _, grad_output, _, grad_head_forget, grad_cell = grad_pre.split(hidden, dim=1)
+            gathered_gates, grad_forget_pre, grad_pushed_memory = from_head.split([3 * hidden, hidden, hidden], dim=1)
+            # (2, nodes, hidden): [d i_pre, d u_pre] and their factors per d c, for one product a level.
+            grad_input_and_update = grad_pre.view(num_nodes, 5, hidden)[:, 0:3:2].transpose(0, 1)
+            by_cell = factors[:, : 2 * hidden].view(num_nodes, 2, hidden).transpose(0, 1)
+            columns = [grad_states, grad_h, from_head, from_head[:, : 4 * hidden], grad_forget_pre]
+            columns += [grad_pushed_memory, grad_cell, grad_output]
+            columns += [cell_by_state, output_by_state, forget_by_push, forget]
             grad_levels = [column.split(sizes) for column in columns]
-            head_rows = [grad_pre[:, : 3 * hidden].split(blocks)[0::2], grad_children[:, :hidden].split(blocks)[0::2]]
+            grad_levels += [column.split(sizes, dim=1) for column in (grad_input_and_update, by_cell)]
+            last = len(sizes) - 1
             for level in reversed(range(len(sizes))):
-                gate, input_gate, output_gate, update, cell, tanh_cell, forget = (
-                    pieces[level] for pieces in ctx.levels
-                )
                 (
-                    grad_gate,
-                    grad_update,
-                    grad_input,
-                    grad_output,
-                    grad_cell,
                     grad_state,
-                    grad_heads,
-                    grad_head_memory,  # d c of the node's head, for d (f * c), then d forget_pre
+                    grad_own_state,
+                    gathered,
+                    grad_push,
+                    level_grad_forget_pre,
+                    level_grad_pushed_memory,
+                    level_grad_cell,
+                    level_grad_output,
+                    level_cell_by_state,
+                    level_output_by_state,
+                    level_forget_by_push,
+                    level_forget,
+                    level_grad_input_and_update,
+                    level_by_cell,
                 ) = (pieces[level] for pieces in grad_levels)
-                if level + 1 < len(sizes):
-                    torch.index_select(grad_children, 0, schedule.push_targets[level], out=grad_heads)
-                    grad_cell_pushed = grad_head_memory * forget
-                    grad_forget = grad_head_memory * cell
-                    torch.ops.aten.sigmoid_backward.grad_input(grad_forget, forget, grad_input=grad_head_memory)
-                    grad_state = torch.addmm(grad_state, grad_heads, through_push)
-                torch.mul(grad_state, tanh_cell, out=grad_output)
-                grad_tanh_cell = grad_state * output_gate
-                if level + 1 < len(sizes):
-                    grad_cell_own = torch.ops.aten.tanh_backward(grad_tanh_cell, tanh_cell)
-                    torch.add(grad_cell_own, grad_cell_pushed, out=grad_cell)
+                if level == last:
+                    torch.mul(grad_state, level_cell_by_state, out=level_grad_cell)
                 else:
-                    torch.ops.aten.tanh_backward.grad_input(grad_tanh_cell, tanh_cell, grad_input=grad_cell)
-                torch.mul(grad_cell, update, out=grad_input)
-                torch.ops.aten.sigmoid_backward.grad_input(grad_gate, gate, grad_input=grad_gate)
-                torch.mul(grad_cell, input_gate, out=grad_update)
-                torch.ops.aten.tanh_backward.grad_input(grad_update, update, grad_input=grad_update)
-                if head_counts[level] > 0:
-                    grad_head_pre, grad_child_sum = (pieces[level] for pieces in head_rows)
-                    torch.mm(grad_head_pre, state_weight, out=grad_child_sum)
+                    torch.index_select(grad_pre, 0, schedule.push_targets[level], out=gathered)
+                    torch.mul(level_grad_pushed_memory, level_forget_by_push, out=level_grad_forget_pre)
+                    level_grad_pushed_memory.mul_(level_forget)
+                    # d h = d h (outside) + d [U h, f_pre] @ [U; U_f]
+                    grad_state = torch.addmm(grad_state, grad_push, weight, out=grad_own_state)
+                    torch.addcmul(level_grad_pushed_memory, grad_state, level_cell_by_state, out=level_grad_cell)
+                torch.mul(level_grad_cell, level_by_cell, out=level_grad_input_and_update)
+                torch.mul(grad_state, level_output_by_state, out=level_grad_output)
             grad_projected = grad_state_weight = grad_forget_weight = None
             if ctx.needs_input_grad[0]:
-                grad_projected = grad_pre
-                grad_head_forget = grad_pre[:, 3 * hidden :]  # d W_f x_head + b_f: summed over the children
+                # d W_f x_head + b_f: summed over the head's children.
                 grad_head_forget.zero_()
-                grad_head_forget.index_add_(0, schedule.parent_or_self, grad_forget_pre)
-            if ctx.needs_input_grad[1]:  # over all nodes: h~ is zero for the nodes without children
-                grad_state_weight = grad_pre[:, : 3 * hidden].t().mm(child_sums).to(ctx.dtypes[0])
-            if ctx.needs_input_grad[2]:
-                grad_forget_weight = grad_forget_pre.t().mm(states).to(ctx.dtypes[1])
+                grad_head_forget.index_add_(0, schedule.parent_or_self[:pushing], grad_forget_pre[:pushing])
+                grad_projected = grad_pre[:, : 4 * hidden]
+            if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+                grad_weight = from_head[:pushing, : 4 * hidden].t().mm(states[:pushing])
+                grad_state_weight, grad_forget_weight = grad_weight.split([3 * hidden, hidden])
+                grad_state_weight = grad_state_weight.to(ctx.dtypes[0])
+                grad_forget_weight = grad_forget_weight.to(ctx.dtypes[1])
         return grad_projected, grad_state_weight, grad_forget_weight, None
 
 
 def _level_buffers(projected: torch.Tensor, schedule: _LevelSchedule, hidden: int) -> _LevelBuffers:
-    """New buffers for a layer: `projected` copied into `pre`, the accumulator zero, and their level views."""
-    sizes, head_counts = schedule.level_sizes, schedule.head_counts
-    # Within each level its heads (nodes with children), then the other nodes.
-    blocks = [size for heads, level_size in zip(head_counts, sizes) for size in (heads, level_size - heads)]
-    pre = projected.clone()
-    input_gates, output_gates, updates, forgets = pre.split(hidden, dim=1)
-    work = projected.new_zeros(projected.size(0), 6 * hidden)
-    child_sums, children_memories, states, pushed_memories, cells, tanh_cells = work.split(hidden, dim=1)
-    children, pushed = work[:, : 2 * hidden], work[:, 2 * hidden : 4 * hidden]  # [h~, sum f * c], [h, f * c]
-    columns = [pre[:, : 2 * hidden], input_gates, output_gates, updates, cells, tanh_cells, forgets]
-    columns += [children_memories, states, pushed_memories, pushed]
-    levels = [column.split(sizes) for column in columns]
-    head_rows = [pre[:, : 3 * hidden].split(blocks)[0::2], child_sums.split(blocks)[0::2]]
-    return _LevelBuffers(pre, work, children, forgets, child_sums, states, levels, head_rows, blocks, ())
+    """New buffers for a layer: `projected` copied into `gates`, the pushes zero, and their level views."""
+    num_nodes = projected.size(0)
+    gates = projected.clone()
+    pushed = projected.new_zeros(num_nodes, 4 * hidden)
+    work = projected.new_empty(num_nodes, 4 * hidden)
+    cells, tanh_cells, states, forgets = work.split(hidden, dim=1)
+    input_gates, output_gates, updates, memories = gates.split(hidden, dim=1)
+    pushed_forgets = pushed[:, 3 * hidden :]
+    columns = [gates[:, : 2 * hidden], updates, input_gates, output_gates, memories, cells, tanh_cells, states]
+    columns += [pushed, pushed_forgets, forgets]
+    levels = [column.split(schedule.level_sizes) for column in columns]
+    return _LevelBuffers(gates, pushed, work, states, memories, pushed_forgets, levels, None)
 
 
 def _run_levels(
@@ -437,48 +442,44 @@ def _run_levels(
     """
     with without_autocast(projected):
         hidden = state_weight.size(1)
-        sizes, head_counts = schedule.level_sizes, schedule.head_counts
-        state_weight = state_weight.to(projected.dtype)
-        forget_weight = forget_weight.to(projected.dtype)
-        # Per node the pre-activations [i, o, u; f]: `W x + b`, and for f the head's `W_f x + b_f`
-        # (a root's own, unused), to which the levels add `U h~` and `U_f h`; the gates then
-        # replace them in place: [sigmoid i, sigmoid o, tanh u; sigmoid f].
+        weight = torch.cat([state_weight, forget_weight]).to(projected.dtype)
         if buffers is None:
             buffers = _level_buffers(projected, schedule, hidden)
         else:
-            buffers.pre.copy_(projected)
-            buffers.children.zero_()
-        buffers = buffers._replace(weights=(state_weight, forget_weight))
-        torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=buffers.forgets)
-        children, levels, head_rows = buffers.children, buffers.levels, buffers.head_rows
-        state_weight_t, forget_weight_t = state_weight.t(), forget_weight.t()
+            buffers.gates.copy_(projected)
+            buffers.pushed.zero_()
+        buffers = buffers._replace(weight=weight)
+        gates, levels = buffers.gates, buffers.levels
+        # The children's memory starts at 0; a node's forget gate reads its head's W_f x + b_f
+        # (a root's own, unused).
+        buffers.memories.zero_()
+        torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=buffers.pushed_forgets)
+        weight_t = weight.t()
+        last = len(schedule.level_sizes) - 1
         for level, targets in enumerate(schedule.push_targets):
             (
-                gate,
+                input_and_output,
+                update,
                 input_gate,
                 output_gate,
-                update,
+                children_memory,
                 cell,
                 tanh_cell,
-                forget,
-                children_memory,
                 state,
-                pushed_memory,
                 push,
+                pushed_forget,
+                forget,
             ) = (pieces[level] for pieces in levels)
-            if head_counts[level] > 0:
-                head_pre, child_sum = (pieces[level] for pieces in head_rows)
-                head_pre.addmm_(child_sum, state_weight_t)
-            gate.sigmoid_()
+            input_and_output.sigmoid_()
             update.tanh_()
             torch.addcmul(children_memory, input_gate, update, out=cell)
             torch.tanh(cell, out=tanh_cell)
             torch.mul(output_gate, tanh_cell, out=state)
-            if level + 1 < len(sizes):  # the last level holds only roots
-                forget.addmm_(state, forget_weight_t)
-                forget.sigmoid_()
-                torch.mul(forget, cell, out=pushed_memory)
-                children.index_add_(0, targets, push)
+            if level < last:  # the last level holds only roots
+                push.addmm_(state, weight_t)
+                torch.sigmoid(pushed_forget, out=forget)
+                torch.mul(forget, cell, out=pushed_forget)
+                gates.index_add_(0, targets, push)
     return buffers
 
 
@@ -566,7 +567,7 @@ def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _
         host_mask, host_heads = mask.numpy(), head_indices.numpy()
     else:
         host_mask, host_heads = _copy_to_host(torch.stack([mask.long(), head_indices.long()])).numpy()
-    indices, level_sizes, head_counts = _host_schedule(host_mask.astype(bool), host_heads.astype(np.int64))
+    indices, level_sizes = _host_schedule(host_mask.astype(bool), host_heads.astype(np.int64))
     index_tensor = torch.from_numpy(indices)
     if device.type != "cpu":
         index_tensor = _copy_to_device(index_tensor, device)
@@ -575,15 +576,13 @@ def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _
     node_positions, parent_or_self, *push_targets, node_rows, root_rows, root_counts = index_tensor.split(
         [num_nodes, num_nodes, *level_sizes, num_nodes, num_roots, batch_size]
     )
-    return _LevelSchedule(
-        node_positions, parent_or_self, level_sizes, head_counts, push_targets, node_rows, root_rows, root_counts
-    )
+    return _LevelSchedule(node_positions, parent_or_self, level_sizes, push_targets, node_rows, root_rows, root_counts)
 
 
-def _host_schedule(mask: np.ndarray, head_indices: np.ndarray) -> Tuple[np.ndarray, List[int], List[int]]:
+def _host_schedule(mask: np.ndarray, head_indices: np.ndarray) -> Tuple[np.ndarray, List[int]]:
     """
     Depths of every real token, with numpy over the whole batch, and the node order sorted by
-    depth, deepest first: `(indices, level_sizes, head_counts)`, where `indices` holds, one after the
+    depth, deepest first: `(indices, level_sizes)`, where `indices` holds, one after the
     other, `node_positions`, `parent_or_self`, the push targets of every level, `node_rows`,
     `root_rows` and `root_counts` as in `_LevelSchedule`.  `mask` and `head_indices` are
     `(batch_size, num_tokens)` arrays.  Raises a `ValueError` for heads out of range, pointing at
@@ -614,21 +613,13 @@ def _host_schedule(mask: np.ndarray, head_indices: np.ndarray) -> Tuple[np.ndarr
         raise ValueError("head_indices contain a cycle.")
 
     # Level num_tokens - 1 - depth, so that every node comes a level after its children (and the
-    # roots last), within a level the heads of other nodes first; masked positions sort first and
-    # are dropped, as are the empty levels in front.
-    flat_mask = mask.reshape(-1)
-    is_head = np.zeros(num_positions + 1, dtype=np.int64)
-    is_head[flat_head] = 1
-    sort_key = np.where(flat_mask, 2 * ((num_tokens - 1) - depth[:num_positions]) + 1 - is_head[:num_positions], -1)
+    # roots last); masked positions sort first and are dropped, as are the empty levels in front.
+    sort_key = np.where(mask.reshape(-1), (num_tokens - 1) - depth[:num_positions], -1)
     order = np.argsort(sort_key, kind="stable")
     counts = np.bincount(sort_key + 1, minlength=1).tolist()
-    num_masked = counts[0]
-    counts = counts[1:] + [0] * (len(counts) % 2 == 0)  # (heads, others) per level
-    head_counts, other_counts = counts[0::2], counts[1::2]
-    level_sizes = [heads + others for heads, others in zip(head_counts, other_counts)]
+    num_masked, level_sizes = counts[0], counts[1:]
     while level_sizes and level_sizes[0] == 0:
         level_sizes.pop(0)
-        head_counts.pop(0)
     num_nodes = sum(level_sizes)
     num_roots = level_sizes[-1] if level_sizes else 0  # the last level holds every root
 
@@ -641,4 +632,4 @@ def _host_schedule(mask: np.ndarray, head_indices: np.ndarray) -> Tuple[np.ndarr
     root_rows = node_rows[num_nodes - num_roots :]
     root_counts = np.maximum(np.bincount(root_rows, minlength=batch_size), 1)
     pieces = (node_positions, parent_or_self, push_targets, node_rows, root_rows, root_counts)
-    return np.concatenate(pieces).astype(np.int64), level_sizes, head_counts
+    return np.concatenate(pieces).astype(np.int64), level_sizes
