@@ -153,8 +153,27 @@ def _cpu_float16_autocast() -> bool:
 
 
 def _gather_positions(tensor: torch.Tensor, positions: torch.LongTensor) -> torch.Tensor:
-    """`tensor[b, positions[b, t]]` for `(batch, length, dim)` tensors."""
-    return tensor.gather(1, positions.unsqueeze(-1).expand(-1, -1, tensor.size(-1)))
+    """`tensor[b, positions[b, t]]` for `(batch, length, dim)` tensors, where each row of `positions`
+    is its own inverse (the reversal of `_batch_indices`)."""
+    return _SelfInverseGather.apply(tensor, positions.unsqueeze(-1).expand(-1, -1, tensor.size(-1)))
+
+
+class _SelfInverseGather(torch.autograd.Function):
+    """
+    `tensor.gather(1, index)` for an `index` that permutes each row and is its own inverse: the
+    gradient is the same gather of the output's gradient, one call where autograd's scatter of a
+    gather makes a zero tensor and adds into it (with atomics on a GPU).
+    """
+
+    @staticmethod
+    def forward(ctx, tensor, index):  # type: ignore[override]
+        ctx.save_for_backward(index)
+        return tensor.gather(1, index)
+
+    @staticmethod
+    def backward(ctx, grad_output):  # type: ignore[override]
+        (index,) = ctx.saved_tensors
+        return grad_output.gather(1, index), None
 
 
 class _BatchIndices(NamedTuple):
