@@ -53,6 +53,7 @@ from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCur
 from nerzoo.training.callbacks.cuda_graphs import CudaGraphs
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
 from nerzoo.training.callbacks.freeze_loaded_data import FreezeLoadedData
+from nerzoo.training.callbacks.fused_optimizer import FusedOptimizer
 from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
@@ -89,6 +90,7 @@ __all__ = [
     "FofeEncoder",
     "FofeNer",
     "FreezeLoadedData",
+    "FusedOptimizer",
     "GeometricDecay",
     "GlobalAttention",
     "LexicalFeaturesEmbedder",

@@ -71,6 +71,7 @@ COMPONENTS = {
     (TrainerCallback, "compile_modules"): {"serialization_dir": "unused", "mode": "reduce-overhead"},
     (TrainerCallback, "cuda_graphs"): {"serialization_dir": "unused", "length_multiple": 16},
     (TrainerCallback, "freeze_loaded_data"): {"serialization_dir": "unused"},
+    (TrainerCallback, "fused_optimizer"): {"serialization_dir": "unused"},
     (LearningRateScheduler, "geometric_decay"): None,  # needs an optimiser: tests/training/test_geometric_decay.py
     (Model, "fofe_ner"): None,  # built and trained in tests/models/test_fofe_ner.py
     (TokenIndexer, "word_and_characters"): {"lowercase_tokens": True},

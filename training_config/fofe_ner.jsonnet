@@ -64,7 +64,7 @@ local config = {
   trainer: {
     optimizer: { type: "adam", lr: 0.001 },
     learning_rate_scheduler: { type: "geometric_decay", final_factor: 1 / 16 },
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "dropout_schedule", start: 0.4, end: 0.1 }],
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "dropout_schedule", start: 0.4, end: 0.1 }],
     grad_norm: 5.0,
     num_epochs: 30,
     patience: 10,

@@ -55,7 +55,7 @@ local config = {
     optimizer: { type: "adam", lr: 0.01 },
     num_epochs: 50,
     validation_metric: "+joint_f1",
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "crf_transition_curriculum", frozen_epochs: 20 }],
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "crf_transition_curriculum", frozen_epochs: 20 }],
   },
 };
 

@@ -63,7 +63,9 @@ CONFIGS = {
 CONFIGS.update({model + GRAPHED: CONFIGS[model] for model in ("bilstm_crf", "deptree_ner")})
 # A row's own overrides: the recipe with the `cuda_graphs` callback (the GPU recipe of bilstm_crf has it).
 ROW_OVERRIDES = {
-    model + GRAPHED: {"trainer.callbacks": [{"type": "freeze_loaded_data"}, {"type": "cuda_graphs"}]}
+    model + GRAPHED: {
+        "trainer.callbacks": [{"type": "freeze_loaded_data"}, {"type": "fused_optimizer"}, {"type": "cuda_graphs"}]
+    }
     for model in ("bilstm_crf", "deptree_ner")
 }
 GPU_RECIPES = {"bilstm_crf_gpu": "bilstm_crf", "deptree_ner_gpu": "deptree_ner"}

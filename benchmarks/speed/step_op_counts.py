@@ -7,12 +7,13 @@ parallel scans an accelerator runs (`NERZOO_CRF_SCANS=always`; `--cpu-path`: the
 recursions, what `../shared/tools/op_count.py` counts).
 
 A training step: forward plus the regularisation penalty, backward, `grad_norm` clipping, the config's
-optimiser with `foreach` on (as on CUDA) or `fused` where it asks, the metrics read; the mean over
-`--steps` batches.  A prediction batch: evaluation mode without gold tags plus
-`make_output_human_readable`, after one such batch.  Real sentences of 12-16 words at the config's
-batch size.  In brackets, the calls that are neither views (no kernel) nor reads of a scalar to the
-host.  `--whole-validation N` also counts prediction over the whole validation file in batches of N
-(64, 512: as `gpu_training.py` times it), in file order.
+optimiser step as the trainer takes it on CUDA (`steps_as_on_a_gpu`: fused where the config's
+`fused_optimizer` callback makes it so, as for the shipped configs' Adam and SGD, else `foreach`),
+the metrics read; the mean over `--steps` batches.  A prediction batch: evaluation mode without gold
+tags plus `make_output_human_readable`, after one such batch.  Real sentences of 12-16 words at the
+config's batch size.  In brackets, the calls that are neither views (no kernel) nor reads of a scalar
+to the host.  `--whole-validation N` also counts prediction over the whole validation file in batches
+of N (64, 512: as `gpu_training.py` times it), in file order.
 
     NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf bilstm_crf_gpu deptree_ner
     .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf --steps 3   # fixtures: a smoke test
@@ -45,6 +46,22 @@ class OperatorCalls(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def steps_as_on_a_gpu(optimizer, fused: bool) -> None:
+    """
+    The optimizer's step as the trainer takes it on CUDA: with `fused` (the config's callbacks have
+    `fused_optimizer`, as every shipped config's do) fused where `use_fused_steps` switches a group
+    (Adam, AdamW, SGD; on the CPU too), else PyTorch's default on CUDA, `foreach`.
+    """
+    from nerzoo.training.callbacks.fused_optimizer import use_fused_steps
+
+    if fused:
+        use_fused_steps(optimizer)
+    optimizers = getattr(optimizer, "optimizers", {"": optimizer}).values()  # a MultiOptimizer's own
+    for group in (group for each in optimizers for group in each.param_groups):
+        if group.get("foreach") is None and not group.get("fused") and not group.get("differentiable"):
+            group["foreach"] = True
+
+
 def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: int = 0) -> Dict[str, Any]:
     from allennlp.common.params import Params
     from allennlp.common.util import import_module_and_submodules
@@ -69,8 +86,8 @@ def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: i
     tensors = batch.as_tensor_dict()
     parameters = [[name, parameter] for name, parameter in model.named_parameters() if parameter.requires_grad]
     optimizer = Optimizer.from_params(model_parameters=parameters, params=Params(config["trainer"]["optimizer"]))
-    for group in optimizer.param_groups:
-        group["foreach"] = not group.get("fused")
+    callbacks = [callback["type"] for callback in config["trainer"].get("callbacks", [])]
+    steps_as_on_a_gpu(optimizer, fused="fused_optimizer" in callbacks)
     grad_norm = config["trainer"].get("grad_norm")
 
     def training_step() -> None:
