@@ -326,7 +326,7 @@ def test_a_tree_level_costs_few_operator_calls():
     """
     On a GPU each operator call of a small batch is about one kernel launch: a training step's forward
     and backward pass through one more tree level (a chain one token longer, in every row) costs a
-    layer 16 calls (9 forward, 7 backward; every level view is cut from a column in one call).
+    layer 14 calls (9 forward, 5 backward; every level view is cut from a column in one call).
     """
     module = ChildSumTreeLstm(4, 4).train()
 
@@ -340,7 +340,7 @@ def test_a_tree_level_costs_few_operator_calls():
         return counter.calls
 
     per_level = (calls(24) - calls(8)) / 16
-    assert 0 < per_level <= 16
+    assert 0 < per_level <= 14
 
 
 @pytest.mark.parametrize(

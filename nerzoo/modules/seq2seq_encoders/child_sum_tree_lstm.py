@@ -118,7 +118,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     `1 + max tree depth` times per layer whatever the batch size.  `W x + b` is computed for all
     nodes at once; since `U h~_j` is the sum of the children's `U h_k`, each level's nodes make
     `[U h_k, U_f h_k]` in one product and push `[U h_k, f_jk * c_k]` into their heads' rows with one
-    `index_add`; the backward pass is written out level by level (`_LevelRecurrence`, seven
+    `index_add`; the backward pass is written out level by level (`_LevelRecurrence`, five
     operator calls a level), with one product over all nodes for the weights' gradient.  The schedule
     (depths, node order, level sizes, push targets) is built with numpy on the host from one copy of
     the mask and heads and sent back as one index tensor, so on a GPU a forward pass waits for the
@@ -323,8 +323,11 @@ class _LevelRecurrence(torch.autograd.Function):
     pre-activations and memory.  The backward pass gathers each node's head's gradients the same
     way (one `index_select`) and takes `d h_k` from them in one product; the derivatives of the
     gates that depend only on a node's own values are computed for all nodes at once before the
-    levels, so a level costs seven operator calls.  Each weight's gradient is one product over
-    all nodes.
+    levels.  The per-node gradients and factors share one buffer whose columns are laid out so that
+    strided views pair each factor with its gradient: a child's `d f_pre` and `d c` through the push
+    are one product of the head's `d c` with `[d f_pre per d (f * c), f]`, and the three gates'
+    `d i_pre, d u_pre, d o_pre` one product of `[d c, d h]` with their factors.  So a level costs
+    five operator calls.  Each weight's gradient is one product over all nodes.
     """
 
     @staticmethod
@@ -344,69 +347,82 @@ class _LevelRecurrence(torch.autograd.Function):
         num_nodes, hidden = work.size(0), weight.size(1)
         pushing = num_nodes - sizes[-1]  # every node but the roots, which are the last level
         with without_autocast(grad_states):
-            grad_states = grad_states.to(work.dtype)
             input_gate, output_gate, update, _ = gates.split(hidden, dim=1)
             cell, tanh_cell, states, forget = work.split(hidden, dim=1)
-            # One buffer: per node `factors`, what depends on its own values ([d i_pre, d u_pre] per
-            # d c: [u i (1 - i), i (1 - u^2)]; d c per d h; d o_pre per d h; d f_pre per d (f * c));
-            # `grad_pre` [d i_pre, d o_pre, d u_pre, d of its W_f x + b_f (after the levels), d c],
-            # what its children gather; `from_head`, its head's [d i_pre, d o_pre, d u_pre], its own
-            # d f_pre, its head's d c (then d c through the push); and d h.
-            buffer = grad_states.new_empty(num_nodes, 16 * hidden)
-            factors, grad_pre, from_head, grad_h = buffer.split([5 * hidden, 5 * hidden, 5 * hidden, hidden], dim=1)
-            by_input, by_update, cell_by_state, output_by_state, forget_by_push = factors.split(hidden, dim=1)
+            # Per node, in one buffer of 18 columns:
+            # - `factors`, what depends on its own values: [d i_pre per d c, d o_pre per d h,
+            #   d u_pre per d c, d c per d h, d f_pre per d (f * c), f];
+            # - `grads`: [d c, d i_pre, d o_pre, d u_pre, d of its W_f x + b_f (after the levels), d h],
+            #   whose first four its children gather;
+            # - `from_head`: its head's [d c, d i_pre, d o_pre, d u_pre], then its own d f_pre and
+            #   d c through the push.
+            buffer = work.new_empty(num_nodes, 18 * hidden)
+            factors, grads, from_head = buffer.split(6 * hidden, dim=1)
+            by_input, by_output, by_update, cell_by_state, forget_by_push, forget_copy = factors.split(hidden, dim=1)
+            grad_cell, _, _, _, grad_head_forget, grad_h = grads.split(hidden, dim=1)
+            head_cell, _, _, _, grad_forget_pre, grad_pushed = from_head.split(hidden, dim=1)
             torch.ops.aten.sigmoid_backward.grad_input(update, input_gate, grad_input=by_input)
+            torch.ops.aten.sigmoid_backward.grad_input(tanh_cell, output_gate, grad_input=by_output)
             torch.ops.aten.tanh_backward.grad_input(input_gate, update, grad_input=by_update)
             torch.ops.aten.tanh_backward.grad_input(output_gate, tanh_cell, grad_input=cell_by_state)
-            torch.ops.aten.sigmoid_backward.grad_input(tanh_cell, output_gate, grad_input=output_by_state)
             torch.ops.aten.sigmoid_backward.grad_input(cell, forget, grad_input=forget_by_push)
-            _, grad_output, _, grad_head_forget, grad_cell = grad_pre.split(hidden, dim=1)
-            gathered_gates, grad_forget_pre, grad_pushed_memory = from_head.split([3 * hidden, hidden, hidden], dim=1)
-            # (2, nodes, hidden): [d i_pre, d u_pre] and their factors per d c, for one product a level.
-            grad_input_and_update = grad_pre.view(num_nodes, 5, hidden)[:, 0:3:2].transpose(0, 1)
-            by_cell = factors[:, : 2 * hidden].view(num_nodes, 2, hidden).transpose(0, 1)
-            columns = [grad_states, grad_h, from_head, from_head[:, : 4 * hidden], grad_forget_pre]
-            columns += [grad_pushed_memory, grad_cell, grad_output]
-            columns += [cell_by_state, output_by_state, forget_by_push, forget]
-            grad_levels = [column.split(sizes) for column in columns]
-            grad_levels += [column.split(sizes, dim=1) for column in (grad_input_and_update, by_cell)]
+            forget_copy.copy_(forget)
+            grad_h.copy_(grad_states)  # d h from outside; each level adds what its head sends
+            row, base = buffer.stride(0), buffer.storage_offset()
+
+            def columns(first: int, shape: Tuple[int, ...], strides: Tuple[int, ...]) -> torch.Tensor:
+                """`(nodes, *shape)` of the buffer from its column `first` (in units of `hidden`)."""
+                return buffer.as_strided((num_nodes, *shape), (row, *strides), base + first * hidden)
+
+            # [d c, d h] as (nodes, 2, 1, hidden), times the factors (nodes, 2, 2, hidden) [[d i_pre,
+            # d u_pre] per d c, [d o_pre, d c] per d h], into grads' [[d i_pre, d u_pre], [d o_pre, -]]:
+            # one product a level for the three gates (the last column is overwritten after the levels).
+            cell_and_state = columns(6, (2, 1, hidden), (5 * hidden, 0, 1))
+            gate_factors = columns(0, (2, 2, hidden), (hidden, 2 * hidden, 1))
+            gate_grads = columns(7, (2, 2, hidden), (hidden, 2 * hidden, 1))
+            # The head's d c (nodes, 1, hidden) times [d f_pre per d (f * c), f] into [d f_pre, d c].
+            head_cell_by_push = columns(12, (1, hidden), (hidden, 1))
+            push_factors = columns(4, (2, hidden), (hidden, 1))
+            push_grads = columns(16, (2, hidden), (hidden, 1))
+            gathered = from_head[:, : 4 * hidden]
+            pushed_grads = from_head[:, hidden : 5 * hidden]  # [d i_pre, d o_pre, d u_pre] of the head, own d f_pre
+            column_list = [gathered, head_cell_by_push, push_factors, push_grads, grad_h, pushed_grads, grad_pushed]
+            column_list += [cell_by_state, grad_cell, cell_and_state, gate_factors, gate_grads]
+            levels = [column.split(sizes) for column in column_list]
+            gather_source = grads[:, : 4 * hidden]
             last = len(sizes) - 1
             for level in reversed(range(len(sizes))):
                 (
-                    grad_state,
-                    grad_own_state,
-                    gathered,
-                    grad_push,
-                    level_grad_forget_pre,
-                    level_grad_pushed_memory,
-                    level_grad_cell,
-                    level_grad_output,
+                    level_gathered,
+                    level_head_cell,
+                    level_push_factors,
+                    level_push_grads,
+                    level_grad_h,
+                    level_pushed_grads,
+                    level_grad_pushed,
                     level_cell_by_state,
-                    level_output_by_state,
-                    level_forget_by_push,
-                    level_forget,
-                    level_grad_input_and_update,
-                    level_by_cell,
-                ) = (pieces[level] for pieces in grad_levels)
+                    level_grad_cell,
+                    level_cell_and_state,
+                    level_gate_factors,
+                    level_gate_grads,
+                ) = (pieces[level] for pieces in levels)
                 if level == last:
-                    torch.mul(grad_state, level_cell_by_state, out=level_grad_cell)
+                    torch.mul(level_grad_h, level_cell_by_state, out=level_grad_cell)
                 else:
-                    torch.index_select(grad_pre, 0, schedule.push_targets[level], out=gathered)
-                    torch.mul(level_grad_pushed_memory, level_forget_by_push, out=level_grad_forget_pre)
-                    level_grad_pushed_memory.mul_(level_forget)
+                    torch.index_select(gather_source, 0, schedule.push_targets[level], out=level_gathered)
+                    torch.mul(level_head_cell, level_push_factors, out=level_push_grads)
                     # d h = d h (outside) + d [U h, f_pre] @ [U; U_f]
-                    grad_state = torch.addmm(grad_state, grad_push, weight, out=grad_own_state)
-                    torch.addcmul(level_grad_pushed_memory, grad_state, level_cell_by_state, out=level_grad_cell)
-                torch.mul(level_grad_cell, level_by_cell, out=level_grad_input_and_update)
-                torch.mul(grad_state, level_output_by_state, out=level_grad_output)
+                    level_grad_h.addmm_(level_pushed_grads, weight)
+                    torch.addcmul(level_grad_pushed, level_grad_h, level_cell_by_state, out=level_grad_cell)
+                torch.mul(level_cell_and_state, level_gate_factors, out=level_gate_grads)
             grad_projected = grad_state_weight = grad_forget_weight = None
             if ctx.needs_input_grad[0]:
                 # d W_f x_head + b_f: summed over the head's children.
                 grad_head_forget.zero_()
                 grad_head_forget.index_add_(0, schedule.parent_or_self[:pushing], grad_forget_pre[:pushing])
-                grad_projected = grad_pre[:, : 4 * hidden]
+                grad_projected = grads[:, hidden : 5 * hidden]
             if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-                grad_weight = from_head[:pushing, : 4 * hidden].t().mm(states[:pushing])
+                grad_weight = pushed_grads[:pushing].t().mm(states[:pushing])
                 grad_state_weight, grad_forget_weight = grad_weight.split([3 * hidden, hidden])
                 grad_state_weight = grad_state_weight.to(ctx.dtypes[0])
                 grad_forget_weight = grad_forget_weight.to(ctx.dtypes[1])
