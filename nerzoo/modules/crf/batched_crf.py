@@ -193,59 +193,69 @@ class ScannedChainLogLikelihood(torch.autograd.Function):
     the two factors are `sum_k W` and `sum_i W` with `W[i, j, k] = G[i, k] exp(L[i, j] + R[j, k] - P[i, k])`.
     Autograd through the rounds takes about twice the operator calls: a launch each on a GPU.
 
+    The gold path's score is read from the same matrices: at each valid step `t` its entry
+    `[y_{t-1}, y_t]` (row 0 of the first, whose rows all hold the first step's scores), in one
+    gather; so its gradient is one `scatter_add` into the matrices' gradient, from which the
+    logits', transitions' and start scores' gradients are sums.
+
     Inputs: `transitions` `(K, K)`, `start` and `end` `(K,)` or `None`, in the logits' dtype;
     `logits` `(batch_size, T, K)`, `tags` and `mask` `(batch_size, T)`, every row with a valid step.
     """
 
     @staticmethod
     def forward(ctx, transitions, start, end, logits, tags, mask, length):  # type: ignore[override]
-        first = logits.new_zeros(logits.size(2)) if start is None else start
-        numerator, last_tags = _gold_scores(transitions, start, end, logits, tags, mask)
+        batch_size, num_steps, num_tags = logits.shape
+        first = logits.new_zeros(num_tags) if start is None else start
         matrices = chain_scans.chain_matrices(transitions, first, logits, mask, length)
-        rounds = []
+        # (batch, T): where each step's gold entry [y_{t-1}, y_t] lies in its row of the matrices;
+        # the first step's row is any (here the last tag's): all rows of the first matrix are equal.
+        steps = torch.arange(0, num_steps * num_tags**2, num_tags**2, device=tags.device)
+        gold = torch.add(tags, tags.roll(1, dims=1), alpha=num_tags).add_(steps)
+        # Padded steps read an identity's entry (finite), which the mask drops.
+        numerator = (matrices.view(batch_size, -1).gather(1, gold) * mask).sum(dim=1)
+        last_tags = None
+        if end is not None:
+            last_tags = tags.gather(1, mask.sum(dim=1, keepdim=True) - 1).view(batch_size)
+            numerator = numerator + end.index_select(0, last_tags)
+        sums = []
         while matrices.size(1) > 1:
-            sums = chain_scans.pair_sums(matrices, 1, spacing=2)  # (batch, n / 2, K, K, K)
-            matrices = sums.logsumexp(dim=3, keepdim=True)  # (batch, n / 2, K, 1, K): the backward's broadcast
-            rounds += [sums, matrices]
-        final = matrices.flatten(1)[:, : logits.size(2)]  # row 0 of the product
+            sums.append(chain_scans.pair_sums(matrices, 1, spacing=2))  # (batch, n / 2, K, K, K)
+            matrices = sums[-1].logsumexp(dim=3, keepdim=True)  # (batch, n / 2, K, 1, K)
+        final = matrices.flatten(1)[:, :num_tags]  # row 0 of the product
         if end is not None:
             final = final + end
-        log_partition = final.logsumexp(dim=1)
         ctx.has_start, ctx.has_end = start is not None, end is not None
-        ctx.save_for_backward(tags, mask, last_tags, final, log_partition, *rounds)
-        return numerator - log_partition
+        ctx.save_for_backward(gold, mask, last_tags, final, *sums)
+        return numerator - final.logsumexp(dim=1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):  # type: ignore[override]
-        tags, mask, last_tags, final, log_partition, *rounds = ctx.saved_tensors
-        batch_size, num_steps = tags.shape
+        gold, mask, last_tags, final, *rounds = ctx.saved_tensors
+        batch_size, num_steps = gold.shape
         num_tags = final.size(1)
         # d log-likelihood / d final: minus the last step's marginals, times the incoming gradient.
-        weights = (final - log_partition.unsqueeze(1)).exp_().mul_(grad.neg().unsqueeze(1))
+        per_row = grad.unsqueeze(1)
+        weights = final.softmax(dim=1).mul_(per_row).neg_()
         grad_end = weights.sum(dim=0) if ctx.has_end else None
         # The gradient of the whole product: row 0 only, as only row 0 of the first matrix is read.
         # Kept as `(batch, n, K, 1, K)`, the shape that broadcasts against a round's sums.
         outer = torch.nn.functional.pad(weights.view(batch_size, 1, 1, 1, num_tags), (0, 0, 0, 0, 0, num_tags - 1))
-        for index in range(len(rounds) - 2, -1, -2):
-            sums, product = rounds[index], rounds[index + 1]
-            terms = (sums - product).exp_().mul_(outer)
-            count = 2 * sums.size(1)
-            outer = torch.stack([terms.sum(dim=4), terms.sum(dim=2)], dim=2).view(
-                batch_size, count, num_tags, 1, num_tags
-            )
-        outer = outer.squeeze(3)
-        # Steps past T and padded steps were identities, which no score reaches.
+        for index in reversed(range(len(rounds))):
+            sums = rounds[index]
+            # exp(L[i, j] + R[j, k] - P[i, k]): the sums' softmax over j, as P is their logsumexp.
+            terms = sums.softmax(dim=3).mul_(outer)
+            shape = (batch_size, 2 * sums.size(1), num_tags) + ((1, num_tags) if index else (num_tags,))
+            outer = torch.stack([terms.sum(dim=4), terms.sum(dim=2)], dim=2).view(shape)
+        # (batch, T, K, K): steps past T and padded steps were identities, which no score reaches.
         outer = outer[:, :num_steps] * mask.view(batch_size, num_steps, 1, 1)
+        # Plus the gold path's indicators.
+        valid = per_row * mask
+        outer.view(batch_size, -1).scatter_add_(1, gold, valid)
         grad_logits = outer.sum(dim=2)
         grad_transitions = outer[:, 1:].sum(dim=(0, 1))
-        grad_start = outer[:, 0, 0].sum(dim=0) if ctx.has_start else None
-        # Plus the gold path's indicators.
-        valid = grad.unsqueeze(1) * mask
-        grad_logits.scatter_add_(2, tags.unsqueeze(2), valid.unsqueeze(2))
-        grad_transitions.index_put_((tags[:, :-1], tags[:, 1:]), valid[:, 1:], accumulate=True)
-        if grad_start is not None:
-            grad_start.index_put_((tags[:, 0],), grad, accumulate=True)
+        # The first step's scores: its marginals are in row 0, its gold indicator in any row.
+        grad_start = outer[:, 0].sum(dim=(0, 1)) if ctx.has_start else None
         if grad_end is not None:
             grad_end.index_put_((last_tags,), grad, accumulate=True)
         return grad_transitions, grad_start, grad_end, grad_logits, None, None, None

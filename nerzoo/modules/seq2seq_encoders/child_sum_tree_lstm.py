@@ -5,7 +5,7 @@ Shapes: `inputs` `(batch_size, num_tokens, input_dim)`, `mask` and `head_indices
 `(batch_size, num_tokens)`, outputs `(batch_size, num_tokens, hidden_dim)`.
 """
 
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -64,6 +64,9 @@ class _LevelSchedule(NamedTuple):
     node_rows: torch.Tensor  # (num_nodes,): the batch row (sentence) of each node
     root_rows: torch.Tensor  # (num_roots,): the batch row of each root, the last level's nodes
     root_counts: torch.Tensor  # (batch_size,): roots per sentence, at least 1
+    # The backward passes' `_BackwardScratch` by (hidden size, dtype): the layers' backward passes
+    # run one after the other, so they share one buffer and its level views.
+    scratch: Dict[Tuple[int, torch.dtype], "_BackwardScratch"]
 
 
 class _LevelBuffers(NamedTuple):
@@ -347,92 +350,147 @@ class _LevelRecurrence(torch.autograd.Function):
         num_nodes, hidden = work.size(0), weight.size(1)
         pushing = num_nodes - sizes[-1]  # every node but the roots, which are the last level
         with without_autocast(grad_states):
+            key = (hidden, work.dtype)
+            if key not in schedule.scratch:
+                schedule.scratch[key] = _backward_scratch(work.new_empty(num_nodes, 18 * hidden), schedule)
+            scratch = schedule.scratch[key]
+            by_input, by_output, by_update, cell_by_state, forget_by_push, forget_copy = scratch.factors
             input_gate, output_gate, update, _ = gates.split(hidden, dim=1)
             cell, tanh_cell, states, forget = work.split(hidden, dim=1)
-            # Per node, in one buffer of 18 columns:
-            # - `factors`, what depends on its own values: [d i_pre per d c, d o_pre per d h,
-            #   d u_pre per d c, d c per d h, d f_pre per d (f * c), f];
-            # - `grads`: [d c, d i_pre, d o_pre, d u_pre, d of its W_f x + b_f (after the levels), d h],
-            #   whose first four its children gather;
-            # - `from_head`: its head's [d c, d i_pre, d o_pre, d u_pre], then its own d f_pre and
-            #   d c through the push.
-            buffer = work.new_empty(num_nodes, 18 * hidden)
-            factors, grads, from_head = buffer.split(6 * hidden, dim=1)
-            by_input, by_output, by_update, cell_by_state, forget_by_push, forget_copy = factors.split(hidden, dim=1)
-            grad_cell, _, _, _, grad_head_forget, grad_h = grads.split(hidden, dim=1)
-            head_cell, _, _, _, grad_forget_pre, grad_pushed = from_head.split(hidden, dim=1)
             torch.ops.aten.sigmoid_backward.grad_input(update, input_gate, grad_input=by_input)
             torch.ops.aten.sigmoid_backward.grad_input(tanh_cell, output_gate, grad_input=by_output)
             torch.ops.aten.tanh_backward.grad_input(input_gate, update, grad_input=by_update)
             torch.ops.aten.tanh_backward.grad_input(output_gate, tanh_cell, grad_input=cell_by_state)
             torch.ops.aten.sigmoid_backward.grad_input(cell, forget, grad_input=forget_by_push)
             forget_copy.copy_(forget)
-            grad_h.copy_(grad_states)  # d h from outside; each level adds what its head sends
-            row, base = buffer.stride(0), buffer.storage_offset()
-
-            def columns(first: int, shape: Tuple[int, ...], strides: Tuple[int, ...]) -> torch.Tensor:
-                """`(nodes, *shape)` of the buffer from its column `first` (in units of `hidden`)."""
-                return buffer.as_strided((num_nodes, *shape), (row, *strides), base + first * hidden)
-
-            # [d c, d h] as (nodes, 2, 1, hidden), times the factors (nodes, 2, 2, hidden) [[d i_pre,
-            # d u_pre] per d c, [d o_pre, d c] per d h], into grads' [[d i_pre, d u_pre], [d o_pre, -]]:
-            # one product a level for the three gates (the last column is overwritten after the levels).
-            cell_and_state = columns(6, (2, 1, hidden), (5 * hidden, 0, 1))
-            gate_factors = columns(0, (2, 2, hidden), (hidden, 2 * hidden, 1))
-            gate_grads = columns(7, (2, 2, hidden), (hidden, 2 * hidden, 1))
-            # The head's d c (nodes, 1, hidden) times [d f_pre per d (f * c), f] into [d f_pre, d c].
-            head_cell_by_push = columns(12, (1, hidden), (hidden, 1))
-            push_factors = columns(4, (2, hidden), (hidden, 1))
-            push_grads = columns(16, (2, hidden), (hidden, 1))
-            gathered = from_head[:, : 4 * hidden]
-            pushed_grads = from_head[:, hidden : 5 * hidden]  # [d i_pre, d o_pre, d u_pre] of the head, own d f_pre
-            column_list = [gathered, head_cell_by_push, push_factors, push_grads, grad_h, pushed_grads, grad_pushed]
-            column_list += [cell_by_state, grad_cell, cell_and_state, gate_factors, gate_grads]
-            levels = [column.split(sizes) for column in column_list]
-            gather_source = grads[:, : 4 * hidden]
+            scratch.grad_h.copy_(grad_states)  # d h from outside; each level adds what its head sends
             last = len(sizes) - 1
             for level in reversed(range(len(sizes))):
                 (
-                    level_gathered,
-                    level_head_cell,
-                    level_push_factors,
-                    level_push_grads,
-                    level_grad_h,
-                    level_pushed_grads,
-                    level_grad_pushed,
+                    gathered,
+                    head_cell,
+                    push_factors,
+                    push_grads,
+                    grad_h,
+                    pushed_grads,
+                    grad_pushed,
                     level_cell_by_state,
-                    level_grad_cell,
-                    level_cell_and_state,
-                    level_gate_factors,
-                    level_gate_grads,
-                ) = (pieces[level] for pieces in levels)
+                    grad_cell,
+                    cell_and_state,
+                    gate_factors,
+                    gate_grads,
+                ) = (pieces[level] for pieces in scratch.levels)
                 if level == last:
-                    torch.mul(level_grad_h, level_cell_by_state, out=level_grad_cell)
+                    torch.mul(grad_h, level_cell_by_state, out=grad_cell)
                 else:
-                    torch.index_select(gather_source, 0, schedule.push_targets[level], out=level_gathered)
-                    torch.mul(level_head_cell, level_push_factors, out=level_push_grads)
+                    torch.index_select(scratch.gather_source, 0, schedule.push_targets[level], out=gathered)
+                    torch.mul(head_cell, push_factors, out=push_grads)
                     # d h = d h (outside) + d [U h, f_pre] @ [U; U_f]
-                    level_grad_h.addmm_(level_pushed_grads, weight)
-                    torch.addcmul(level_grad_pushed, level_grad_h, level_cell_by_state, out=level_grad_cell)
-                torch.mul(level_cell_and_state, level_gate_factors, out=level_gate_grads)
+                    grad_h.addmm_(pushed_grads, weight)
+                    torch.addcmul(grad_pushed, grad_h, level_cell_by_state, out=grad_cell)
+                torch.mul(cell_and_state, gate_factors, out=gate_grads)
             grad_projected = grad_state_weight = grad_forget_weight = None
             if ctx.needs_input_grad[0]:
                 # d W_f x_head + b_f: summed over the head's children.
-                grad_head_forget.zero_()
-                grad_head_forget.index_add_(0, schedule.parent_or_self[:pushing], grad_forget_pre[:pushing])
-                grad_projected = grads[:, hidden : 5 * hidden]
+                scratch.grad_head_forget.zero_()
+                scratch.grad_head_forget.index_add_(0, scratch.pushing_parents, scratch.pushing_forget_pre)
+                # A view of the scratch, which the next layer down overwrites: autograd has used it
+                # by then (that layer's output gradient goes through this layer's input product).
+                grad_projected = scratch.grad_projected
             if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-                grad_weight = pushed_grads[:pushing].t().mm(states[:pushing])
+                grad_weight = scratch.pushing_grads_t.mm(states[:pushing])
                 grad_state_weight, grad_forget_weight = grad_weight.split([3 * hidden, hidden])
                 grad_state_weight = grad_state_weight.to(ctx.dtypes[0])
                 grad_forget_weight = grad_forget_weight.to(ctx.dtypes[1])
         return grad_projected, grad_state_weight, grad_forget_weight, None
 
 
+class _BackwardScratch(NamedTuple):
+    """
+    The backward pass's per-node buffer of 18 columns of `hidden` and its views:
+
+    - `factors`, what depends on a node's own values: [d i_pre per d c, d o_pre per d h, d u_pre
+      per d c, d c per d h, d f_pre per d (f * c), f];
+    - grads: [d c, d i_pre, d o_pre, d u_pre, d of its W_f x + b_f (after the levels), d h], whose
+      first four its children gather;
+    - from the head: the head's [d c, d i_pre, d o_pre, d u_pre], then the node's own d f_pre and
+      d c through the push.
+
+    The columns are laid out so that strided views pair each factor with its gradient: a child's
+    `d f_pre` and `d c` through the push are one product of the head's `d c` with `[d f_pre per
+    d (f * c), f]`, and the gates' `d i_pre, d u_pre, d o_pre` one product of `[d c, d h]` with
+    their factors (the fourth product lands in the `W_f x + b_f` column, overwritten after the levels).
+    """
+
+    factors: Tuple[torch.Tensor, ...]  # the six factor columns, (nodes, hidden) each
+    grad_h: torch.Tensor  # (nodes, hidden)
+    grad_head_forget: torch.Tensor  # (nodes, hidden)
+    gather_source: torch.Tensor  # (nodes, 4 * hidden): [d c, d i_pre, d o_pre, d u_pre]
+    pushing_parents: torch.Tensor  # (pushing,): the heads of the nodes that push (all but the roots)
+    pushing_forget_pre: torch.Tensor  # (pushing, hidden): their d f_pre
+    # (4 * hidden, pushing): their head's [d i_pre, d o_pre, d u_pre] and own d f_pre, transposed
+    pushing_grads_t: torch.Tensor
+    grad_projected: torch.Tensor  # (nodes, 4 * hidden): [d i_pre, d o_pre, d u_pre, d W_f x + b_f]
+    levels: List[Tuple[torch.Tensor, ...]]  # per view the level loop reads, its views per level
+
+
+def _backward_scratch(buffer: torch.Tensor, schedule: _LevelSchedule) -> _BackwardScratch:
+    """`_BackwardScratch` over `buffer` `(nodes, 18 * hidden)`, with its views cut per level."""
+    num_nodes, hidden = buffer.size(0), buffer.size(1) // 18
+    sizes = schedule.level_sizes
+    pushing = num_nodes - sizes[-1]
+    row, base = buffer.stride(0), buffer.storage_offset()
+
+    def columns(first: int, shape: Tuple[int, ...], strides: Tuple[int, ...]) -> torch.Tensor:
+        """`(nodes, *shape)` of the buffer from its column `first` (in units of `hidden`)."""
+        return buffer.as_strided((num_nodes, *shape), (row, *strides), base + first * hidden)
+
+    factors, grads, from_head = buffer.split(6 * hidden, dim=1)
+    factor_columns = factors.split(hidden, dim=1)
+    grad_cell, _, _, _, grad_head_forget, grad_h = grads.split(hidden, dim=1)
+    _, _, _, _, grad_forget_pre, grad_pushed = from_head.split(hidden, dim=1)
+    pushed_grads = from_head[:, hidden : 5 * hidden]
+    # [d c, d h] (nodes, 2, 1, hidden) times [[d i_pre, d u_pre] per d c, [d o_pre, d c] per d h]
+    # (nodes, 2, 2, hidden) into [[d i_pre, d u_pre], [d o_pre, -]].
+    cell_and_state = columns(6, (2, 1, hidden), (5 * hidden, 0, 1))
+    gate_factors = columns(0, (2, 2, hidden), (hidden, 2 * hidden, 1))
+    gate_grads = columns(7, (2, 2, hidden), (hidden, 2 * hidden, 1))
+    # The head's d c (nodes, 1, hidden) times [d f_pre per d (f * c), f] into [d f_pre, d c].
+    head_cell = columns(12, (1, hidden), (hidden, 1))
+    push_factors = columns(4, (2, hidden), (hidden, 1))
+    push_grads = columns(16, (2, hidden), (hidden, 1))
+    views = [from_head[:, : 4 * hidden], head_cell, push_factors, push_grads, grad_h, pushed_grads, grad_pushed]
+    views += [factor_columns[3], grad_cell, cell_and_state, gate_factors, gate_grads]
+    return _BackwardScratch(
+        factors=factor_columns,
+        grad_h=grad_h,
+        grad_head_forget=grad_head_forget,
+        gather_source=grads[:, : 4 * hidden],
+        pushing_parents=schedule.parent_or_self[:pushing],
+        pushing_forget_pre=grad_forget_pre[:pushing],
+        pushing_grads_t=pushed_grads[:pushing].t(),
+        grad_projected=grads[:, hidden : 5 * hidden],
+        levels=[view.split(sizes) for view in views],
+    )
+
+
+_FORGET_COLUMNS: Dict[Tuple[int, torch.device], torch.Tensor] = {}
+
+
+def _forget_columns(hidden: int, device: torch.device) -> torch.Tensor:
+    """`(4 * hidden,)`, true on the last `hidden` columns of `[i, o, u, f]`; made once per size and device."""
+    key = (hidden, device)
+    if key not in _FORGET_COLUMNS:
+        with torch.inference_mode(False), torch.no_grad():
+            _FORGET_COLUMNS[key] = torch.arange(4 * hidden, device=device) >= 3 * hidden
+    return _FORGET_COLUMNS[key]
+
+
 def _level_buffers(projected: torch.Tensor, schedule: _LevelSchedule, hidden: int) -> _LevelBuffers:
-    """New buffers for a layer: `projected` copied into `gates`, the pushes zero, and their level views."""
+    """New buffers for a layer: `gates` `projected` with the children's memory 0, the pushes zero,
+    and their level views."""
     num_nodes = projected.size(0)
-    gates = projected.clone()
+    gates = projected.masked_fill(_forget_columns(hidden, projected.device), 0.0)
     pushed = projected.new_zeros(num_nodes, 4 * hidden)
     work = projected.new_empty(num_nodes, 4 * hidden)
     cells, tanh_cells, states, forgets = work.split(hidden, dim=1)
@@ -459,16 +517,16 @@ def _run_levels(
     with without_autocast(projected):
         hidden = state_weight.size(1)
         weight = torch.cat([state_weight, forget_weight]).to(projected.dtype)
+        # The children's memory starts at 0 (in the columns of `W_f x + b_f`); a node's forget gate
+        # reads its head's W_f x + b_f (a root's own, unused).
         if buffers is None:
             buffers = _level_buffers(projected, schedule, hidden)
         else:
-            buffers.gates.copy_(projected)
+            forget_columns = _forget_columns(hidden, projected.device)
+            torch.ops.aten.masked_fill.Scalar_out(projected, forget_columns, 0.0, out=buffers.gates)
             buffers.pushed.zero_()
         buffers = buffers._replace(weight=weight)
         gates, levels = buffers.gates, buffers.levels
-        # The children's memory starts at 0; a node's forget gate reads its head's W_f x + b_f
-        # (a root's own, unused).
-        buffers.memories.zero_()
         torch.index_select(projected[:, 3 * hidden :], 0, schedule.parent_or_self, out=buffers.pushed_forgets)
         weight_t = weight.t()
         last = len(schedule.level_sizes) - 1
@@ -592,7 +650,9 @@ def _level_schedule(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> _
     node_positions, parent_or_self, *push_targets, node_rows, root_rows, root_counts = index_tensor.split(
         [num_nodes, num_nodes, *level_sizes, num_nodes, num_roots, batch_size]
     )
-    return _LevelSchedule(node_positions, parent_or_self, level_sizes, push_targets, node_rows, root_rows, root_counts)
+    return _LevelSchedule(
+        node_positions, parent_or_self, level_sizes, push_targets, node_rows, root_rows, root_counts, {}
+    )
 
 
 def _host_schedule(mask: np.ndarray, head_indices: np.ndarray) -> Tuple[np.ndarray, List[int]]:
