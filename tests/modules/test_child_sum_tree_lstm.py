@@ -399,3 +399,21 @@ def test_the_dense_levels_read_nothing_back_from_the_device():
     output = encoder.encode_dense(inputs, mask.to(meta), head_indices.to(meta), num_levels=8)
     (output.states.sum() + output.root.sum()).backward()
     assert output.states.shape == (*mask.shape, 6) and output.root.shape == (mask.size(0), 6)
+
+
+def test_a_second_backward_through_the_same_graph_adds_the_same_gradients():
+    # The layers' backward passes share one scratch buffer, which each run overwrites.
+    torch.manual_seed(4)
+    mask, head_indices = random_batch(4)
+    module = ChildSumTreeLstm(6, 5, num_layers=3, residual=True).double()
+    inputs = torch.randn(*mask.shape, 6, dtype=torch.double, requires_grad=True)
+    states, root = module.encode(inputs, mask, head_indices)
+    loss = (states * torch.randn_like(states)).sum() + (root * torch.randn_like(root)).sum()
+    loss.backward(retain_graph=True)
+    first = {name: parameter.grad.clone() for name, parameter in module.named_parameters()}
+    first_inputs = inputs.grad.clone()
+    loss.backward()
+    for name, parameter in module.named_parameters():
+        torch.testing.assert_close(parameter.grad, 2 * first[name], msg=name)
+    torch.testing.assert_close(inputs.grad, 2 * first_inputs)
+    assert first_inputs.abs().sum() > 0
