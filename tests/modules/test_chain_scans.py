@@ -11,6 +11,7 @@ import torch
 from nerzoo.modules.crf import chain_scans, crf_marginals
 from nerzoo.modules.crf.batched_crf import crf_log_likelihood, sequence_log_likelihood, viterbi_decode
 from nerzoo.modules.crf.crf_marginals import forward_backward
+from tests import OperatorCalls
 from tests.modules.test_batched_crf import NUM_TAGS, _crf, _random_batch
 
 
@@ -201,6 +202,29 @@ def test_the_scanned_likelihoods_written_out_gradient_passes_gradcheck(monkeypat
         return sequence_log_likelihood(transitions, start, end, logits, tags, mask)
 
     assert torch.autograd.gradcheck(likelihood, (logits.clone().requires_grad_(), *scores))
+
+
+def test_the_scanned_likelihood_costs_few_operator_calls(monkeypatch):
+    """
+    On a GPU each operator call of a small batch is about one kernel launch: the likelihood and its
+    gradient cost ten calls per round (four forward, six backward) around about 50 (the transfer
+    matrices, the gold path in one gather and one `scatter_add`, the gradients' sums).
+    """
+    monkeypatch.setenv(chain_scans.SCANS_VARIABLE, "always")
+    crf = _crf(False, True, seed=4)
+
+    def calls(num_steps: int) -> int:
+        logits = torch.randn(3, num_steps, NUM_TAGS, requires_grad=True)
+        tags = torch.randint(NUM_TAGS, (3, num_steps))
+        counter = OperatorCalls()
+        with counter:
+            crf_log_likelihood(crf, logits, tags, torch.ones(3, num_steps, dtype=torch.bool)).sum().backward()
+        return counter.calls
+
+    calls(16)  # the padded steps' identity matrix is made once
+    per_round = (calls(65) - calls(17)) / 2  # 7 rounds against 5 (chains padded to 128 and 32 steps)
+    assert 0 < per_round <= 10
+    assert calls(16) <= 95  # 4 rounds
 
 
 def test_forward_backward_in_one_scan_equals_two(monkeypatch):
