@@ -23,7 +23,7 @@ def make_metric_module(make_metric: Callable) -> str:
 
 def metric_in_two_processes(make_metric: Callable, inputs: Sequence, init_file: Path) -> Dict[int, Dict[str, Any]]:
     """
-    `make_metric()` (picklable) in two spawned processes; process `r` is called with
+    `make_metric()` (picklable) in two worker processes; process `r` is called with
     `part[r::2]` of every argument list in `inputs`.  Returns `{rank: get_metric()}`.
     """
     # A fork server imports the metrics' modules once per test process; each pair of workers is forked
