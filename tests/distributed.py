@@ -16,7 +16,7 @@ def _metric_worker(rank: int, world_size: int, init_file: Path, make_metric: Cal
     dist.destroy_process_group()
 
 
-def make_metric_module(make_metric: Callable) -> str:
+def _defining_module(make_metric: Callable) -> str:
     """The module that defines `make_metric` (or the class a `functools.partial` wraps)."""
     return getattr(make_metric, "func", make_metric).__module__
 
@@ -29,7 +29,7 @@ def metric_in_two_processes(make_metric: Callable, inputs: Sequence, init_file: 
     # A fork server imports the metrics' modules once per test process; each pair of workers is forked
     # from it instead of importing allennlp anew (a spawned worker takes seconds to start).
     context = mp.get_context("forkserver")
-    context.set_forkserver_preload(["tests.distributed", make_metric_module(make_metric)])
+    context.set_forkserver_preload(["tests.distributed", _defining_module(make_metric)])
     queue = context.Queue()
     processes = [
         context.Process(target=_metric_worker, args=(rank, 2, init_file, make_metric, inputs, queue))

@@ -79,7 +79,6 @@ class _LevelBuffers(NamedTuple):
     pushed: torch.Tensor
     work: torch.Tensor  # (nodes, 4 * hidden): [c, tanh c, h, f]
     states: torch.Tensor  # (nodes, hidden): work's h columns, the layer's output
-    memories: torch.Tensor  # (nodes, hidden): gates' m columns
     pushed_forgets: torch.Tensor  # (nodes, hidden): pushed's last columns
     # Per column (input and output gates, update, input gate, output gate, children's memory, cell,
     # tanh cell, state, push, pushed forget, forget) its views per level.
@@ -326,11 +325,9 @@ class _LevelRecurrence(torch.autograd.Function):
     pre-activations and memory.  The backward pass gathers each node's head's gradients the same
     way (one `index_select`) and takes `d h_k` from them in one product; the derivatives of the
     gates that depend only on a node's own values are computed for all nodes at once before the
-    levels.  The per-node gradients and factors share one buffer whose columns are laid out so that
-    strided views pair each factor with its gradient: a child's `d f_pre` and `d c` through the push
-    are one product of the head's `d c` with `[d f_pre per d (f * c), f]`, and the three gates'
-    `d i_pre, d u_pre, d o_pre` one product of `[d c, d h]` with their factors.  So a level costs
-    five operator calls.  Each weight's gradient is one product over all nodes.
+    levels, into a buffer whose strided views pair each factor with its gradient
+    (`_BackwardScratch`: the three gates take one product a level, the push's two another), so a
+    level costs five operator calls.  Each weight's gradient is one product over all nodes.
     """
 
     @staticmethod
@@ -499,7 +496,7 @@ def _level_buffers(projected: torch.Tensor, schedule: _LevelSchedule, hidden: in
     columns = [gates[:, : 2 * hidden], updates, input_gates, output_gates, memories, cells, tanh_cells, states]
     columns += [pushed, pushed_forgets, forgets]
     levels = [column.split(schedule.level_sizes) for column in columns]
-    return _LevelBuffers(gates, pushed, work, states, memories, pushed_forgets, levels, None)
+    return _LevelBuffers(gates, pushed, work, states, pushed_forgets, levels, None)
 
 
 def _run_levels(
