@@ -161,3 +161,56 @@ def test_directions_merge_only_when_asked():
         encoder(inputs, mask)
     assert [weights[1].shape for weights in calls] == [(16, 4), (16, 4)]
     assert encoder.merge_directions is False
+
+
+def _flatten_like_cudnn(weights, weight_stride0, input_size, mode, hidden_size, proj_size, num_layers, *flags):
+    """What `torch._cudnn_rnn_flatten_weight` does for one direction of one layer: the weights copied,
+    in order, into a new buffer that they then view."""
+    assert (weight_stride0, mode, proj_size, num_layers, flags[1]) == (4, 2, 0, 1, False)
+    assert weights[0].shape == (4 * hidden_size, input_size)
+    buffer = torch.cat([w.detach().reshape(-1) for w in weights])
+    offset = 0
+    for weight in weights:
+        weight.set_(buffer.untyped_storage(), offset, weight.shape)
+        offset += weight.numel()
+    return buffer
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_on_cudnn_each_direction_gets_a_weight_buffer_of_its_own(shape):
+    # cuDNN uses a call's weights in place only when they start their buffer (tests/gpu checks it there).
+    reference, lstm = _pair(shape, torch.float32)
+    inputs, mask = _batch(torch.float32)
+    expected = lstm(inputs, mask)
+    parameters = dict(lstm.named_parameters())
+    with (
+        mock.patch("nerzoo.modules.seq2seq_encoders.fast_lstm._on_cudnn", return_value=True),
+        mock.patch.object(torch, "_cudnn_rnn_flatten_weight", side_effect=_flatten_like_cudnn) as flatten,
+    ):
+        lstm.float()  # a move or cast: `torch.nn.LSTM` flattens all its weights into one buffer again
+    module, calls = lstm._module, flatten.call_args_list
+    if not module.bias or SHAPES[shape] == SHAPES["one layer, one direction"]:
+        assert not calls  # no buffer holds the zero biases; a single direction already starts one
+        return
+    directions = ["", "_reverse"] if module.bidirectional else [""]
+    assert [call.args[2] for call in calls] == [
+        module.input_size if layer == 0 else module.hidden_size * len(directions)
+        for layer in range(module.num_layers)
+        for _ in directions
+    ]
+    flattened = [[id(w) for w in call.args[0]] for call in calls]
+    layers = [(layer, suffix) for layer in range(module.num_layers) for suffix in directions]
+    assert flattened == [[id(w) for w in lstm._weights(*key)] for key in layers]
+    assert dict(lstm.named_parameters()) == parameters  # the same objects, for the optimiser
+    for key in layers:
+        first = lstm._weights(*key)[0]
+        assert first.untyped_storage().data_ptr() == first.data_ptr()
+    assert torch.equal(lstm(inputs, mask), expected)
+    assert lstm.state_dict().keys() == reference.state_dict().keys()
+
+
+def test_on_the_cpu_the_weights_stay_in_one_buffer():
+    _, lstm = _pair("two layers, bidirectional", torch.float32)
+    with mock.patch.object(torch, "_cudnn_rnn_flatten_weight") as flatten:
+        lstm.double()
+    assert not flatten.called and not lstm.own_weight_buffers()

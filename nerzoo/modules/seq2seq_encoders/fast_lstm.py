@@ -1,8 +1,11 @@
+import logging
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders import LstmSeq2SeqEncoder, Seq2SeqEncoder
+
+logger = logging.getLogger(__name__)
 
 
 @Seq2SeqEncoder.register("fast_lstm")
@@ -32,6 +35,9 @@ class FastLstm(LstmSeq2SeqEncoder):
     kernels per time step once instead of twice (docs/gpu.md).  The recurrent product does twice
     the arithmetic, half of it with zero blocks, which makes it slower on the CPU.
 
+    On cuDNN each layer's direction keeps its weights in a flat buffer of its own
+    (`own_weight_buffers`), as cuDNN takes a call's weights in place only when they start one.
+
     Registered as a `Seq2SeqEncoder` with name "fast_lstm".
 
     # Parameters
@@ -60,6 +66,57 @@ class FastLstm(LstmSeq2SeqEncoder):
     ) -> None:
         super().__init__(input_size, hidden_size, num_layers, bias, dropout, bidirectional, stateful=False)
         self.merge_directions = merge_directions
+
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+        # `torch.nn.LSTM` flattens all its weights into one buffer after every move or cast.
+        applied = super()._apply(fn, recurse)
+        self.own_weight_buffers()
+        return applied
+
+    def own_weight_buffers(self) -> bool:
+        """
+        Gives each layer's direction a flat cuDNN weight buffer of its own, when the weights are on
+        cuDNN; returns whether it did.  `torch.nn.LSTM` lays all of them out in one buffer for one
+        call over every layer and direction, but this module calls cuDNN once per layer and
+        direction, and cuDNN uses a call's weights in place only when they start their buffer
+        (`try_get_weight_buf` in ATen): for any other direction it copies them into a new buffer
+        at every call, forward and backward, and warns that the weights "are not part of single
+        contiguous chunk of memory".  The parameters stay the same objects, with the same values.
+        """
+        lstm = self._module
+        weights = [weight for weight in lstm._flat_weights if isinstance(weight, torch.Tensor)]
+        if (
+            self.merge_directions  # the merged weights are made at every call anyway
+            or not lstm.bias  # `_run` adds zero biases on CUDA, which no buffer holds
+            or (lstm.num_layers == 1 and not lstm.bidirectional)  # the one direction starts the buffer
+            or len(weights) != len(lstm._flat_weights)
+            or not _on_cudnn(weights)
+        ):
+            return False
+        from torch.backends.cudnn import rnn
+
+        directions = ["", "_reverse"] if lstm.bidirectional else [""]
+        try:
+            with torch.cuda.device_of(weights[0]), torch.no_grad():
+                for layer in range(lstm.num_layers):
+                    input_size = lstm.input_size if layer == 0 else lstm.hidden_size * len(directions)
+                    for suffix in directions:
+                        # Copies the weights into a new buffer and points them at their places in it.
+                        torch._cudnn_rnn_flatten_weight(
+                            self._weights(layer, suffix),
+                            4,
+                            input_size,
+                            rnn.get_cudnn_mode(lstm.mode),
+                            lstm.hidden_size,
+                            0,
+                            1,
+                            True,
+                            False,
+                        )
+        except RuntimeError as error:  # still correct: cuDNN copies the weights at every call
+            logger.warning("fast_lstm could not give each direction its own cuDNN weight buffer: %s", error)
+            return False
+        return True
 
     def forward(  # type: ignore
         self, inputs: torch.Tensor, mask: Optional[torch.BoolTensor] = None, hidden_state: None = None
@@ -146,6 +203,14 @@ class FastLstm(LstmSeq2SeqEncoder):
             inputs.contiguous(), (zeros, zeros), weights, len(weights) == 4, 1, 0.0, self.training, False, True
         )
         return output
+
+
+def _on_cudnn(weights: List[torch.Tensor]) -> bool:
+    """Whether cuDNN runs LSTMs of these weights, and can flatten them (as `torch.nn.LSTM` checks)."""
+    return (
+        all(w.is_cuda and w.dtype == weights[0].dtype and torch.backends.cudnn.is_acceptable(w) for w in weights)
+        and torch._use_cudnn_rnn_flatten_weight()
+    )
 
 
 def _cpu_float16_autocast() -> bool:
