@@ -2,8 +2,8 @@
 The data sets of training_config/data.libsonnet, picked by the ext var NERZOO_DATA: the fixtures by
 default, unchanged; every shipped config on every real data set it accepts points at ../shared/data
 and GloVe 6B 50d, its readers read the data, and its vocabulary and model build from the first
-instances (no training); a data set a config does not accept is an error naming its model and the
-data sets it accepts.
+instances (no training; the slowest builds in `make test-slow`); a data set a config does not accept
+is an error naming its model and the data sets it accepts.
 """
 
 import itertools
@@ -181,25 +181,37 @@ def test_a_gpu_recipe_reads_and_builds_what_its_base_config_does(recipe: str):
         assert ours["data_loader"] != base["data_loader"]
 
 
+# Contextual twins: their base config's readers, data and GloVe, with a transformer embedder.
+CONTEXTUAL_TWINS = {
+    config.stem: config.stem[: -len("_contextual")] for config in ALL_CONFIGS if config.stem.endswith("_contextual")
+}
+
+
 def _real_pair(config: pathlib.Path, data: str):
     """
     One parameter; configs that read spaCy parses of a data set share a worker, hence the parse cache.
-    Parsing all of CoNLL-2003 takes about half a minute: those run in `make test-slow`, as do the GPU
-    recipes' builds (their base configs' builds in `make test`).
+    Parsing a whole data set with spaCy takes a quarter to half a minute: those builds run in `make
+    test-slow`, as do the GPU recipes' and the contextual twins' (their base configs' builds, and
+    the twins' on the fixtures, in `make test`).
     """
-    reader = json.dumps(params_on(config, "fixtures")["dataset_reader"])
-    marks = [pytest.mark.xdist_group(f"spacy-parses-{data}")] if "spacy_parsed" in reader else []
-    if (marks and data == "conll2003") or config.stem in GPU_RECIPES:
+    parsed = "spacy_parsed" in json.dumps(params_on(config, data)["dataset_reader"])  # not UD's gold trees
+    marks = [pytest.mark.xdist_group(f"spacy-parses-{data}")] if parsed else []
+    if parsed or config.stem in GPU_RECIPES or config.stem in CONTEXTUAL_TWINS:
         marks.append(pytest.mark.slow)
     return pytest.param(config, data, marks=marks, id=f"{config.stem}-{data}")
+
+
+@pytest.mark.parametrize("config, data", [pytest.param(c, d, id=f"{c.stem}-{d}") for c, d in REAL_PAIRS])
+def test_config_points_at_the_real_data(config: pathlib.Path, data: str):
+    params = params_on(config, data)
+    assert all(params[split].startswith("../shared/data/") for split in SPLITS)
+    files = pretrained_files(params)
+    assert files and set(files) == {GLOVE} and GLOVE.startswith("../shared/data/")
 
 
 @pytest.mark.parametrize("config, data", [_real_pair(config, data) for config, data in REAL_PAIRS])
 def test_config_builds_on_real_data(config: pathlib.Path, data: str, monkeypatch):
     params = params_on(config, data)
-    assert all(params[split].startswith("../shared/data/") for split in SPLITS)
-    files = pretrained_files(params)
-    assert files and set(files) == {GLOVE} and GLOVE.startswith("../shared/data/")
     if not SHARED_DATA.exists():
         pytest.skip(f"{SHARED_DATA} (the real data, never copied into the project) is not here")
     if config.name in NEEDS_AN_ARCHIVE:
