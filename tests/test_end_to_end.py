@@ -67,8 +67,10 @@ def test_commands_are_quiet_and_offline(bilstm_crf_run, tmp_path):
         ("predict", archive, inputs, "--output-file", tmp_path / "out.jsonl", "--silent"),
         ("tag-text", archive, "Lena Holm visited Oslo ."),
     ]
-    for command in commands:
-        result = allennlp(*command, "--include-package", "nerzoo", env=offline(tmp_path), fresh=True)
+    for index, command in enumerate(commands):
+        # What importing prints shows in a new process (the first; the training above was one too);
+        # the others run in the warm server's children, where nerzoo and what it loads are new.
+        result = allennlp(*command, "--include-package", "nerzoo", env=offline(tmp_path), fresh=index == 0)
         assert_quiet(result, tmp_path)
     assert "Lena Holm" in result.stdout
 
