@@ -41,3 +41,16 @@ def test_the_optimizer_steps_as_on_a_gpu(monkeypatch):
             (True, False) if fused else (None, True)
         )
         assert (adagrad.param_groups[0]["fused"], adagrad.param_groups[0]["foreach"]) == (None, True)
+
+
+def test_attributes_a_training_steps_calls_to_their_source_lines(monkeypatch):
+    monkeypatch.setenv("NERZOO_DATA", "fixtures")
+    script = benchmark_script("speed/step_op_counts.py", monkeypatch)
+    plain = script.count("bilstm_crf", steps=1, batch_size=4)
+    row = script.count("bilstm_crf", steps=1, batch_size=4, by_source=200)
+    assert row["training_step"] == plain["training_step"]  # attributing counts the same calls
+    sources = dict(row["training_step_by_source"])
+    assert sum(sources.values()) == row["training_step"]  # every call has a source (200 is all of them)
+    assert sources["backward of AccumulateGrad"] > 0  # one per parameter
+    assert any(source.startswith("nerzoo/modules/") for source in sources)  # forward lines
+    assert any(source.startswith("backward of nerzoo/") for source in sources)  # nodes made by nerzoo lines

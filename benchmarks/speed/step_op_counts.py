@@ -13,7 +13,10 @@ the metrics read; the mean over `--steps` batches.  A prediction batch: evaluati
 tags plus `make_output_human_readable`, after one such batch.  Real sentences of 12-16 words at the
 config's batch size.  In brackets, the calls that are neither views (no kernel) nor reads of a scalar
 to the host.  `--whole-validation N` also counts prediction over the whole validation file in batches
-of N (64, 512: as `gpu_training.py` times it), in file order.
+of N (64, 512: as `gpu_training.py` times it), in file order.  `--by-source N` also lists the N source
+lines that make the most of a training step's calls: a forward call's line in nerzoo, allennlp or
+PyTorch's optimisers and clipping; a backward call's, the line whose operation made the autograd node
+that runs it ("backward of ..."; a node made inside PyTorch or by an autograd Function, by its name).
 
     NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf bilstm_crf_gpu deptree_ner
     .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf --steps 3   # fixtures: a smoke test
@@ -21,12 +24,15 @@ of N (64, 512: as `gpu_training.py` times it), in file order.
 
 import argparse
 import collections
+import contextlib
 import itertools
 import os
 import sys
-from typing import Any, Dict
+import traceback
+from typing import Any, Dict, Optional
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -46,6 +52,52 @@ class OperatorCalls(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+SOURCE_PATHS = ("/nerzoo/", "/allennlp/", "/torch/optim/", "/torch/nn/utils/")
+
+
+def source_line() -> str:
+    """The innermost frame of the caller's stack in nerzoo, allennlp or PyTorch's optimisers and clipping."""
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        for root in SOURCE_PATHS:
+            if root in frame.filename:
+                return f"{root.strip('/')}/{frame.filename.split(root, 1)[1]}:{frame.lineno}"
+    return "?"
+
+
+class NodeSources(TorchFunctionMode):
+    """Records, for each autograd node a torch function makes, the source line that called it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: Dict[int, str] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for tensor in result if isinstance(result, (tuple, list)) else [result]:
+            node = getattr(tensor, "grad_fn", None) if isinstance(tensor, torch.Tensor) else None
+            if node is not None:
+                self.lines.setdefault(node._sequence_nr(), source_line())
+        return result
+
+
+class SourcesOfCalls(OperatorCalls):
+    """`OperatorCalls` that also counts calls by source line (`--by-source`)."""
+
+    def __init__(self, nodes: NodeSources) -> None:
+        super().__init__()
+        self.nodes = nodes
+        self.by_source: collections.Counter = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        node = torch._C._current_autograd_node()
+        if node is None:
+            source = source_line()
+        else:
+            source = f"backward of {self.nodes.lines.get(node._sequence_nr(), type(node).__name__)}"
+        self.by_source[source] += 1
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
 def steps_as_on_a_gpu(optimizer, fused: bool) -> None:
     """
     The optimizer's step as the trainer takes it on CUDA: with `fused` (the config's callbacks have
@@ -62,7 +114,9 @@ def steps_as_on_a_gpu(optimizer, fused: bool) -> None:
             group["foreach"] = True
 
 
-def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: int = 0) -> Dict[str, Any]:
+def count(
+    config_name: str, steps: int, batch_size: int = 0, whole_validation: int = 0, by_source: int = 0
+) -> Dict[str, Any]:
     from allennlp.common.params import Params
     from allennlp.common.util import import_module_and_submodules
     from allennlp.data import Batch, DatasetReader, Vocabulary
@@ -104,8 +158,9 @@ def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: i
     for _ in range(2):  # warm-up (lazily made state: optimiser moments, cached masks)
         training_step()
     model.get_metrics(reset=True)
-    training = OperatorCalls()
-    with training:
+    nodes: Optional[NodeSources] = NodeSources() if by_source else None
+    training = SourcesOfCalls(nodes) if nodes is not None else OperatorCalls()
+    with nodes if nodes is not None else contextlib.nullcontext(), training:
         for _ in range(steps):
             training_step()
     model.get_metrics(reset=True)
@@ -142,6 +197,15 @@ def count(config_name: str, steps: int, batch_size: int = 0, whole_validation: i
         "top_training_operators": [
             (name, round(calls / steps, 1)) for name, calls in training.by_operator.most_common(6)
         ],
+        **(
+            {
+                "training_step_by_source": [
+                    (source, round(calls / steps, 1)) for source, calls in training.by_source.most_common(by_source)
+                ]
+            }
+            if isinstance(training, SourcesOfCalls)
+            else {}
+        ),
     }
 
 
@@ -155,10 +219,13 @@ def main() -> int:
     parser.add_argument(
         "--whole-validation", type=int, default=0, metavar="N", help="also: prediction over the validation file"
     )
+    parser.add_argument(
+        "--by-source", type=int, default=0, metavar="N", help="also: the N source lines of the most training calls"
+    )
     args = parser.parse_args()
     os.environ["NERZOO_CRF_SCANS"] = "accelerators" if args.cpu_path else "always"
     torch.set_num_threads(1)
-    rows = [count(name, args.steps, args.batch_size, args.whole_validation) for name in args.configs]
+    rows = [count(name, args.steps, args.batch_size, args.whole_validation, args.by_source) for name in args.configs]
     print(f"{'config':<24} {'batch':>5} {'training step':>14} {'prediction batch':>17}   (without views, host reads)")
     for row in rows:
         print(
@@ -171,6 +238,8 @@ def main() -> int:
                 f"{row['validation_batch_size']}: "
                 f"{row['validation_batch']} calls a batch ({row['validation_batch_kernels']})"
             )
+        for source, calls in row.get("training_step_by_source", []):
+            print(f"  {calls:>8} {source}")
     if args.json:
         harness.write_json(args.json, rows)
     return 0
