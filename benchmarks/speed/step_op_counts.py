@@ -38,20 +38,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import harness  # noqa: E402
 
-
-class OperatorCalls(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = self.kernels = 0  # kernels: calls that are neither views nor host reads
-        self.by_operator: collections.Counter = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls += 1
-        self.kernels += not func.is_view and func.overloadpacket is not torch.ops.aten._local_scalar_dense
-        self.by_operator[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
-
-
 SOURCE_PATHS = ("/nerzoo/", "/allennlp/", "/torch/optim/", "/torch/nn/utils/")
 
 
@@ -80,22 +66,24 @@ class NodeSources(TorchFunctionMode):
         return result
 
 
-class SourcesOfCalls(OperatorCalls):
-    """`OperatorCalls` that also counts calls by source line (`--by-source`)."""
+class OperatorCalls(TorchDispatchMode):
+    """Operator calls, by operator, and with `nodes` (active around it) by source line too."""
 
-    def __init__(self, nodes: NodeSources) -> None:
+    def __init__(self, nodes: Optional[NodeSources] = None) -> None:
         super().__init__()
-        self.nodes = nodes
-        self.by_source: collections.Counter = collections.Counter()
+        self.calls = self.kernels = 0  # kernels: calls that are neither views nor host reads
+        self.by_operator: collections.Counter = collections.Counter()
+        self.nodes, self.by_source = nodes, collections.Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        node = torch._C._current_autograd_node()
-        if node is None:
-            source = source_line()
-        else:
-            source = f"backward of {self.nodes.lines.get(node._sequence_nr(), type(node).__name__)}"
-        self.by_source[source] += 1
-        return super().__torch_dispatch__(func, types, args, kwargs)
+        self.calls += 1
+        self.kernels += not func.is_view and func.overloadpacket is not torch.ops.aten._local_scalar_dense
+        self.by_operator[str(func.overloadpacket)] += 1
+        if self.nodes is not None:
+            node = torch._C._current_autograd_node()
+            made_by = None if node is None else self.nodes.lines.get(node._sequence_nr(), type(node).__name__)
+            self.by_source[source_line() if node is None else f"backward of {made_by}"] += 1
+        return func(*args, **(kwargs or {}))
 
 
 def steps_as_on_a_gpu(optimizer, fused: bool) -> None:
@@ -158,9 +146,9 @@ def count(
     for _ in range(2):  # warm-up (lazily made state: optimiser moments, cached masks)
         training_step()
     model.get_metrics(reset=True)
-    nodes: Optional[NodeSources] = NodeSources() if by_source else None
-    training = SourcesOfCalls(nodes) if nodes is not None else OperatorCalls()
-    with nodes if nodes is not None else contextlib.nullcontext(), training:
+    nodes = NodeSources() if by_source else None
+    training = OperatorCalls(nodes)
+    with nodes or contextlib.nullcontext(), training:
         for _ in range(steps):
             training_step()
     model.get_metrics(reset=True)
@@ -197,15 +185,9 @@ def count(
         "top_training_operators": [
             (name, round(calls / steps, 1)) for name, calls in training.by_operator.most_common(6)
         ],
-        **(
-            {
-                "training_step_by_source": [
-                    (source, round(calls / steps, 1)) for source, calls in training.by_source.most_common(by_source)
-                ]
-            }
-            if isinstance(training, SourcesOfCalls)
-            else {}
-        ),
+        "training_step_by_source": [
+            (source, round(calls / steps, 1)) for source, calls in training.by_source.most_common(by_source)
+        ],
     }
 
 
@@ -238,7 +220,7 @@ def main() -> int:
                 f"{row['validation_batch_size']}: "
                 f"{row['validation_batch']} calls a batch ({row['validation_batch_kernels']})"
             )
-        for source, calls in row.get("training_step_by_source", []):
+        for source, calls in row["training_step_by_source"]:
             print(f"  {calls:>8} {source}")
     if args.json:
         harness.write_json(args.json, rows)

@@ -32,8 +32,8 @@ esac
 case " $STAGES " in *" profile "*)
   timeout 200 python3 tests/gpu/step_profile.py bilstm_crf bilstm_crf_gpu deptree_ner > "$OUT/step_profile.log" 2>&1
   echo "step profile: rc=$?"; grep -E "^(one call|bilstm|deptree)" "$OUT/step_profile.log"
-  # fast_lstm hands cuDNN one direction's weights, views of the module's whole flat buffer: if cuDNN
-  # copies them into a buffer of its own on every call, PyTorch warns about it.
+  # cuDNN copies an LSTM call's weights at every call, and PyTorch warns, unless they start their own
+  # flat buffer (FastLstm.own_weight_buffers): 0 expected.
   echo "cuDNN weight-copy warnings: $(grep -c 'contiguous chunk of memory' "$OUT/step_profile.log")"
   timeout 120 python3 tests/gpu/predict_profile.py bilstm_crf --sizes 64,512 > "$OUT/predict_profile.log" 2>&1
   echo "predict profile: rc=$?"; grep -E "sentences/s" "$OUT/predict_profile.log";;
