@@ -182,9 +182,7 @@ def test_a_gpu_recipe_reads_and_builds_what_its_base_config_does(recipe: str):
 
 
 # Contextual twins: their base config's readers, data and GloVe, with a transformer embedder.
-CONTEXTUAL_TWINS = {
-    config.stem: config.stem[: -len("_contextual")] for config in ALL_CONFIGS if config.stem.endswith("_contextual")
-}
+CONTEXTUAL_TWINS = {config.stem for config in ALL_CONFIGS if config.stem.endswith("_contextual")}
 
 
 def _real_pair(config: pathlib.Path, data: str):
@@ -199,6 +197,13 @@ def _real_pair(config: pathlib.Path, data: str):
     if parsed or config.stem in GPU_RECIPES or config.stem in CONTEXTUAL_TWINS:
         marks.append(pytest.mark.slow)
     return pytest.param(config, data, marks=marks, id=f"{config.stem}-{data}")
+
+
+def test_every_contextual_twin_has_its_base_config_built_in_make_test():
+    bases = {twin[: -len("_contextual")]: twin for twin in CONTEXTUAL_TWINS}
+    for base, twin in bases.items():
+        assert (TRAINING_CONFIG / f"{base}.jsonnet").exists(), twin
+        assert set(accepted(TRAINING_CONFIG / f"{base}.jsonnet")) >= set(accepted(TRAINING_CONFIG / f"{twin}.jsonnet"))
 
 
 @pytest.mark.parametrize("config, data", [pytest.param(c, d, id=f"{c.stem}-{d}") for c, d in REAL_PAIRS])
