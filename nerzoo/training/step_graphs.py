@@ -101,6 +101,12 @@ class StepGraphs:
         step is then the faster).  Its outputs keep the padded shapes; on CUDA they are the
         graph's buffers, which the next replay overwrites.
         """
+        # A step starts from no gradients (there is no accumulation): a replay's parameter gradients
+        # are the graph's buffers, which each `grad` then shares, and one zeroed in place
+        # (`zero_grad(set_to_none=False)`, as allennlp's `MultiOptimizer` does) would be the next
+        # replay's own, added to itself.
+        for parameter in model.parameters():
+            parameter.grad = None
         leaves, spec = tree_flatten(inputs)
         padded = [self.pad(leaf) for leaf in leaves]
         if not (self.capture and padded and padded[0].is_cuda):
@@ -140,17 +146,22 @@ class StepGraphs:
         padded: List[torch.Tensor],
         dtype: Optional[torch.dtype],
     ) -> Callable[..., Any]:
-        body = _GraphBody(model, spec, static)
+        body = _GraphBody(model, spec, static, dtype)
         logger.info(
             "StepGraphs: capturing %s's training loss for inputs %s (graph %d)",
             type(model).__name__,
             [tuple(leaf.shape) for leaf in padded],
             len(self._graphs) + 1,
         )
-        # make_graphed_callables refuses autocast's cast cache (allennlp's `use_amp` enables it).
+        # Autocast off around the capture, whose backward passes run where it is called (as
+        # allennlp's `backward`, outside autocast); the body's forward sets it.  The sample inputs
+        # become the graph's own buffers, which each replay overwrites: copies, not the batch's
+        # tensors (whose tags the training metrics keep).
         try:
-            with torch.autocast("cuda", dtype=dtype or torch.float16, enabled=dtype is not None, cache_enabled=False):
-                return torch.cuda.make_graphed_callables(body, tuple(padded), allow_unused_input=True)
+            with torch.autocast("cuda", enabled=False, cache_enabled=False):
+                return torch.cuda.make_graphed_callables(
+                    body, tuple(leaf.clone() for leaf in padded), allow_unused_input=True
+                )
         except RuntimeError as error:  # e.g. an operation that reads the device from the host
             raise ConfigurationError(
                 f"StepGraphs: {type(model).__name__}'s training loss could not be captured as a CUDA graph "
@@ -159,13 +170,21 @@ class StepGraphs:
 
 
 class _GraphBody(torch.nn.Module):
-    """The callable a graph captures: flat tensors in, `model.graph_loss`'s tensors out."""
+    """
+    The callable a graph captures: flat tensors in, `model.graph_loss`'s tensors out, under CUDA's
+    autocast to `dtype` (`None`: off) without its cast cache, which `make_graphed_callables` refuses.
+    """
 
-    def __init__(self, model: torch.nn.Module, spec: TreeSpec, static: Tuple[int, ...]) -> None:
+    def __init__(
+        self, model: torch.nn.Module, spec: TreeSpec, static: Tuple[int, ...], dtype: Optional[torch.dtype] = None
+    ) -> None:
         super().__init__()
         self.model = model
         self.spec = spec
         self.static = static
+        self.dtype = dtype
 
     def forward(self, *leaves: torch.Tensor) -> Tuple[torch.Tensor, ...]:  # type: ignore
-        return self.model.graph_loss(tree_unflatten(list(leaves), self.spec), *self.static)
+        enabled = self.dtype is not None
+        with torch.autocast("cuda", dtype=self.dtype or torch.float16, enabled=enabled, cache_enabled=False):
+            return self.model.graph_loss(tree_unflatten(list(leaves), self.spec), *self.static)

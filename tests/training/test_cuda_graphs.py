@@ -130,3 +130,52 @@ def test_the_module_a_graph_captures_runs_graph_loss_on_flat_tensors():
     expected_loss, expected_logits = model.graph_loss(inputs, 8)
     torch.testing.assert_close(loss, expected_loss)
     torch.testing.assert_close(logits, expected_logits)
+
+
+class _RecordingLoss(torch.nn.Module):
+    """A `graph_loss` that records CUDA's autocast state where it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(8))
+        self.autocast: list = []
+
+    def graph_loss(self, inputs, *static):
+        self.autocast.append((torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")))
+        loss = (inputs["tags"].float() * self.weight).sum()
+        return loss, loss.detach()
+
+
+def test_a_capture_autocasts_the_forward_alone_on_copies_of_the_batch(monkeypatch):
+    from torch.utils._pytree import tree_flatten
+
+    captured = {}
+
+    def make_graphed_callables(body, sample_args, allow_unused_input):
+        # The real one runs its warm-up and captured backward passes here, where it is called.
+        captured["autocast where the backward runs"] = torch.is_autocast_enabled("cuda")
+        captured["sample_args"] = sample_args
+        body(*sample_args)
+        return body
+
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", make_graphed_callables)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # autocast("cuda") turns on without a GPU
+    model, graphs = _RecordingLoss(), StepGraphs()
+    tags = torch.arange(16).view(2, 8)  # 8 tokens: no padding, so the batch's own tensor
+    (padded,), spec = tree_flatten({"tags": graphs.pad(tags)})
+    assert padded is tags
+    with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):  # as `use_amp` trains
+        graphs._capture(model, spec, (), [padded], torch.float16)
+    assert captured["autocast where the backward runs"] is False
+    assert model.autocast == [(True, torch.float16)]
+    (sample,) = captured["sample_args"]
+    assert sample is not tags and sample.data_ptr() != tags.data_ptr() and torch.equal(sample, tags)
+
+
+def test_a_step_through_the_graphs_starts_from_no_gradients():
+    model, graphs = _RecordingLoss(), StepGraphs(capture=False)
+    model.weight.grad = torch.zeros(8)  # zeroed in place, as allennlp's MultiOptimizer does
+    loss, _ = graphs(model, {"tags": torch.ones(2, 8, dtype=torch.long)})
+    assert model.weight.grad is None
+    loss.backward()
+    torch.testing.assert_close(model.weight.grad, torch.full((8,), 2.0))
