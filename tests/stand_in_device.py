@@ -31,7 +31,6 @@ import allennlp.nn.util
 import torch
 from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
 
 # What tensors on the stand-in report as their device: a device type that every PyTorch build
 # knows and that nerzoo never uses (`meta` would not do: `torch.tensor(data, device="meta")` drops
@@ -111,9 +110,27 @@ def _check_devices(func, args: Tuple[Any, ...], flat: list) -> None:
             )
 
 
+def _flat(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> list:
+    """The values of an operator's arguments, a list of tensors opened (the only nesting an operator's schema has)."""
+    flat: list = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, (list, tuple)):
+            flat.extend(value)
+        else:
+            flat.append(value)
+    return flat
+
+
+def _map(function: Any, value: Any) -> Any:
+    """`function` on each value of an operator's argument or result (lists and tuples opened, at any depth)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map(function, item) for item in value)
+    return function(value)
+
+
 def _run(func, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
     """`func` computed on the CPU tensors inside; its tensors are put back on the stand-in where they belong."""
-    flat, _ = tree_flatten((args, kwargs))
+    flat = _flat(args, kwargs)
     on_stand_in = any(isinstance(value, StandInTensor) for value in flat)
     target = kwargs.get("device")
     if not on_stand_in and not _is_stand_in(target):
@@ -124,7 +141,8 @@ def _run(func, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
     def host(value: Any) -> Any:
         return value.host if isinstance(value, StandInTensor) else value
 
-    host_args, host_kwargs = tree_map(host, args), tree_map(host, kwargs)
+    host_args = _map(host, args)
+    host_kwargs = {key: _map(host, value) for key, value in kwargs.items()}
     if _is_stand_in(target):
         host_kwargs["device"] = torch.device("cpu")
     result = func(*host_args, **host_kwargs)
@@ -147,7 +165,7 @@ def _run(func, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
     if func in _HOST_RESULTS:
         on_host = _HOST_RESULTS[func]
         return tuple(value if index == on_host else put_back(value) for index, value in enumerate(result))
-    return tree_map(put_back, result)
+    return _map(put_back, result)
 
 
 def _change_shape(func, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
