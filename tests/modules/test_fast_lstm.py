@@ -99,23 +99,18 @@ def test_cpu_float16_autocast_runs_in_float32_with_the_same_outputs_and_gradient
         assert got.grad.dtype == torch.float32 and torch.allclose(got.grad, wanted.grad, atol=5e-2), name
 
 
-def test_stacked_layers_share_one_masks_indices_and_a_changed_mask_gets_new_ones():
-    from nerzoo.modules.seq2seq_encoders import fast_lstm
-
-    inputs, mask = _batch(torch.float32)
-    first = fast_lstm._batch_indices(mask, True, (1, 6, 4), torch.float32)
-    assert fast_lstm._batch_indices(mask, True, (1, 6, 4), torch.float32) is first
-    assert fast_lstm._batch_indices(mask, True, (1, 6, 3), torch.float32) is not first
-    assert fast_lstm._batch_indices(mask.clone(), True, (1, 6, 4), torch.float32) is not first
-    mask[0, 6] = False  # in place: row 0 now has 6 tokens
-    changed = fast_lstm._batch_indices(mask, True, (1, 6, 4), torch.float32)
-    assert changed.reverse[0].tolist() == [5, 4, 3, 2, 1, 0, 6]
-    assert torch.equal(changed.keep.squeeze(-1), mask)
-    # A stack of two layers over one mask equals the layers run on their own.
+def test_inference_mode_then_a_changed_mask_then_a_training_step_match_the_reference():
     reference, unpacked = _pair("one layer, bidirectional", torch.float32)
-    second = FastLstm(input_size=8, hidden_size=4, bidirectional=True)
-    alone = second(unpacked(inputs, mask), mask.clone())
-    assert torch.equal(second(unpacked(inputs, mask), mask), alone)
+    inputs, mask = _batch(torch.float32)
+    with torch.inference_mode():  # as `allennlp serve` predicts
+        served = unpacked(inputs, mask)
+    assert torch.allclose(served, reference(inputs, mask), atol=1e-6)
+    mask[0, 6] = False  # the same mask tensor, changed in place: row 0 now has 6 tokens
+    output = unpacked(inputs, mask)
+    assert torch.allclose(output, reference(inputs, mask), atol=1e-6)
+    assert torch.equal(output[0, 6], torch.zeros_like(output[0, 6]))
+    output.sum().backward()
+    assert all(parameter.grad is not None for parameter in unpacked.parameters())
 
 
 def _recorded_lstm(calls, lstm, *args):

@@ -1,5 +1,5 @@
 import logging
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, Optional
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -142,8 +142,8 @@ class FastLstm(LstmSeq2SeqEncoder):
             mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)
         mask = mask.bool()
         lstm = self._module
-        batch = _batch_indices(mask, lstm.bidirectional, (1, batch_size, lstm.hidden_size), inputs.dtype)
-        reverse, zeros = batch.reverse, batch.zeros
+        reverse = _reversal(mask) if lstm.bidirectional else None
+        zeros = inputs.new_zeros(1, batch_size, lstm.hidden_size)
         merge = reverse is not None and self.merge_directions
         merged_zeros = zeros.new_zeros(1, batch_size, 2 * lstm.hidden_size) if merge else None
         output = inputs
@@ -161,7 +161,7 @@ class FastLstm(LstmSeq2SeqEncoder):
                 backward = self._run(_gather_positions(output, reverse), self._weights(layer, "_reverse"), zeros)
                 directions.append(_gather_positions(backward, reverse))
             output = torch.cat(directions, dim=-1) if len(directions) > 1 else directions[0]
-        return output * batch.keep
+        return output * mask.unsqueeze(-1)
 
     def _weights(self, layer: int, suffix: str) -> List[torch.Tensor]:
         names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if self._module.bias else [])
@@ -219,7 +219,7 @@ def _cpu_float16_autocast() -> bool:
 
 def _gather_positions(tensor: torch.Tensor, positions: torch.LongTensor) -> torch.Tensor:
     """`tensor[b, positions[b, t]]` for `(batch, length, dim)` tensors, where each row of `positions`
-    is its own inverse (the reversal of `_batch_indices`)."""
+    is its own inverse (the reversal of `_reversal`)."""
     return _SelfInverseGather.apply(tensor, positions.unsqueeze(-1).expand(-1, -1, tensor.size(-1)))
 
 
@@ -241,51 +241,11 @@ class _SelfInverseGather(torch.autograd.Function):
         return grad_output.gather(1, index), None
 
 
-class _BatchIndices(NamedTuple):
-    """What the layers of a batch share, made from its `mask` at `version`."""
-
-    mask: torch.BoolTensor
-    version: int
-    keep: torch.BoolTensor  # (batch_size, sequence_length, 1): the mask
-    reverse: Optional[torch.LongTensor]  # (batch_size, sequence_length), for a bidirectional LSTM
-    zeros: torch.Tensor  # the initial states
-
-
-_last_batch: Optional[_BatchIndices] = None
-
-
-def _batch_indices(
-    mask: torch.BoolTensor, bidirectional: bool, state_shape: Tuple[int, ...], dtype: torch.dtype
-) -> _BatchIndices:
+def _reversal(mask: torch.BoolTensor) -> torch.LongTensor:
     """
-    The indices and initial states for `mask`.  Those of the last mask are kept (with the mask,
-    until the next batch), so the stacked layers of one batch (`residual_stack`, which passes each
-    layer the same mask) make them once.
+    `(batch_size, sequence_length)`: where position t of a row reads from in the row reversed within
+    its own length, `length - 1 - t` on the real tokens; the padding, which follows them, stays padding.
     """
-    global _last_batch
-    # A traced or captured graph holds no cache of the host's: a captured one would replay the
-    # cached tensors of its capture.
-    in_graph = torch.compiler.is_compiling() or (mask.is_cuda and torch.cuda.is_current_stream_capturing())
-    last = None if in_graph else _last_batch
-    if (
-        last is not None
-        and last.mask is mask
-        and last.version == mask._version
-        and (last.reverse is not None or not bidirectional)
-        and last.zeros.shape == state_shape
-        and last.zeros.dtype == dtype
-    ):
-        return last
-    reverse = None
-    if bidirectional:
-        sequence_length = mask.size(1)
-        lengths = mask.sum(dim=-1, keepdim=True)
-        positions = torch.arange(1, sequence_length + 1, device=mask.device)
-        # Where position t reads from in the reversed row: length - 1 - t on the real tokens; the
-        # padding, which follows them, stays padding.
-        reverse = (lengths - positions) % sequence_length
-    zeros = mask.new_zeros(state_shape, dtype=dtype)
-    batch = _BatchIndices(mask, 0 if in_graph else mask._version, mask.unsqueeze(-1), reverse, zeros)
-    if not in_graph:
-        _last_batch = batch
-    return batch
+    lengths = mask.sum(dim=-1, keepdim=True)
+    positions = torch.arange(1, mask.size(1) + 1, device=mask.device)
+    return (lengths - positions) % mask.size(1)
