@@ -53,13 +53,25 @@ def build_on_fixtures(config: pathlib.Path):
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
-def test_config_builds_on_fixtures(config: pathlib.Path):
+def test_config_predicts_under_inference_mode_then_trains(config: pathlib.Path):
+    # `allennlp serve` predicts under `torch.inference_mode()`; a training step follows in the same
+    # process (as in a notebook), and predictions under `no_grad` equal the served ones.
     model, instances, vocab = build_on_fixtures(config)
     batch = Batch(instances)
     batch.index_instances(vocab)
+    model.eval()
+    with torch.inference_mode():
+        served = model.make_output_human_readable(model(**batch.as_tensor_dict()))
+    model.train()
     output = model(**batch.as_tensor_dict())
     assert output["loss"].requires_grad
     output["loss"].backward()
+    model.eval()
+    with torch.no_grad():
+        predicted = model.make_output_human_readable(model(**batch.as_tensor_dict()))
+    for key, value in served.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            assert torch.allclose(value, predicted[key], atol=1e-5), key
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)

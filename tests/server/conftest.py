@@ -4,10 +4,15 @@ import time
 
 import pytest
 
-from tests import FIXTURES_ROOT
+from tests import PROJECT_ROOT
 
-# The archives the server tests serve (one epoch on the fixtures), by served name.
-EXPERIMENTS = ("bilstm_crf", "deptree_ner", "me_crf", "fofe_ner")
+# The archives the server tests serve: the shipped configs, two epochs on the fixtures, by served name.
+EXPERIMENTS = {
+    "bilstm_crf": "bilstm_crf",
+    "deptree_ner": "deptree_ner",
+    "me_crf": "me_crf_conll2003",
+    "fofe_ner": "fofe_ner",
+}
 MAX_CHARS = 400
 
 
@@ -19,9 +24,9 @@ def served_archives(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("served")
     archives = {}
-    for name in EXPERIMENTS:
+    for name, config in EXPERIMENTS.items():
         train_model_from_file(
-            str(FIXTURES_ROOT / "experiments" / f"{name}_tiny.jsonnet"),
+            str(PROJECT_ROOT / "training_config" / f"{config}.jsonnet"),
             str(root / name),
             overrides=json.dumps({"trainer.num_epochs": 2}),
         )
