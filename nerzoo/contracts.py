@@ -10,17 +10,18 @@ attribute names.  A model (or module) supports a feature by having the Protocol'
 - `MemoryAttentionModel`: it reads a document memory whose attention `allennlp draw-memory` draws.
 - `CalibrationSource`: a model or module whose confidences `allennlp calibrate` can fit (defined
   beside the calibration it serves, `nerzoo.modules.crf.calibration`).
-- `GraphedLossModel`: its training loss can run as CUDA graphs (defined beside the graphs,
-  `nerzoo.training.step_graphs`).
+- `GraphedModel`: what the `cuda_graphs` trainer callback needs to run its training loss as CUDA
+  graphs.
 - `AuxiliaryLossSource`: a module that adds terms to its model's loss (defined beside its
   collector, `nerzoo.modules.auxiliary_loss`).
 """
 
-from typing import TYPE_CHECKING, List, Protocol, Tuple, runtime_checkable
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Protocol, Tuple, runtime_checkable
+
+import torch
 
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossSource
 from nerzoo.modules.crf.calibration import CalibrationSource
-from nerzoo.training.step_graphs import GraphedLossModel
 
 if TYPE_CHECKING:
     from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
@@ -30,7 +31,8 @@ __all__ = [
     "AttentionModel",
     "AuxiliaryLossSource",
     "CalibrationSource",
-    "GraphedLossModel",
+    "GraphInputs",
+    "GraphedModel",
     "LabelledModel",
     "MemoryAttentionModel",
     "TagProbabilityModel",
@@ -82,3 +84,37 @@ class MemoryAttentionModel(AttentionModel, Protocol):
     """
 
     memory: "MemoryHopEncoder"
+
+
+class GraphInputs(NamedTuple):
+    """What a graph of a batch's training loss reads: the batch's tensor fields (padded with zeros
+    before they reach `graph_loss`) and the host's numbers that shape the computation (one graph
+    is captured for each value, e.g. a tree depth)."""
+
+    tensors: Dict[str, Any]
+    static: Tuple[int, ...] = ()
+
+
+@runtime_checkable
+class GraphedModel(Protocol):
+    """
+    A model whose training loss the `cuda_graphs` trainer callback can run as CUDA graphs
+    (`nerzoo.training.step_graphs`).  Its `forward` knows nothing of graphs: the callback asks the
+    model which tensors and static numbers a batch's loss needs, runs `graph_loss` on them padded
+    (as a graph replay), and hands the loss and logits back for the output and metrics.
+    """
+
+    def graph_inputs(self, batch: Dict[str, Any]) -> Optional[GraphInputs]:
+        """The tensors and static numbers of `batch` (`forward`'s keyword arguments) that its
+        training loss reads; `None` where that loss cannot be a graph (then `forward` runs)."""
+        ...
+
+    def graph_loss(self, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The training loss and the logits (detached) of `inputs` padded with zeros, reading
+        nothing on the host."""
+        ...
+
+    def graph_output(self, batch: Dict[str, Any], loss: torch.Tensor, logits: torch.Tensor) -> Dict[str, Any]:
+        """`forward`'s training output for `batch` given `graph_loss`'s results (logits cut back to
+        the batch's length), updating the metrics as `forward` does."""
+        ...

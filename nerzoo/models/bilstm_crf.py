@@ -9,6 +9,7 @@ from allennlp.modules import Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
+from nerzoo.contracts import GraphInputs
 from nerzoo.models.head_tagger import HeadTagger
 from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.variational_dropout import VariationalDropout
@@ -85,9 +86,6 @@ class BiLstmCrf(HeadTagger):
         What `TagHead.forward` returns, plus `words` when metadata is given.
         """
         mask = get_text_field_mask(tokens)
-        graphed = self.graphed_tag({"tokens": tokens, "tags": tags}, mask, tags, metadata)
-        if graphed is not None:
-            return graphed
         return self.tag(self._encode(tokens, mask), mask, tags, metadata)
 
     def _encode(self, tokens: TextFieldTensors, mask: torch.BoolTensor) -> torch.Tensor:
@@ -98,6 +96,10 @@ class BiLstmCrf(HeadTagger):
         if self.training:
             encoded = self.dropout(encoded)
         return encoded
+
+    def graph_inputs(self, batch: Dict[str, Any]) -> Optional[GraphInputs]:
+        """For the `cuda_graphs` callback (`nerzoo.contracts.GraphedModel`): `tokens` and `tags`."""
+        return GraphInputs({"tokens": batch["tokens"], "tags": batch["tags"]}) if self.graphable(batch) else None
 
     def graph_loss(self, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, torch.Tensor]:
         """

@@ -9,6 +9,7 @@ from allennlp.modules import Embedding, Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
+from nerzoo.contracts import GraphInputs
 from nerzoo.data.dependency_trees import DEPENDENCY_NAMESPACE, POS_NAMESPACE
 from nerzoo.models.head_tagger import HeadTagger
 from nerzoo.modules.crf.tag_head import TagHead
@@ -168,20 +169,6 @@ class DeptreeNer(HeadTagger):
         num_tokens)` and `global_attention` `(batch_size, num_tokens)` when those layers exist.
         """
         mask = get_text_field_mask(tokens)
-        num_levels = self._graph_levels(metadata)
-        if num_levels is not None:
-            inputs = {
-                "tokens": tokens,
-                "pos_tags": pos_tags,
-                "dependency_labels": dependency_labels,
-                "head_indices": head_indices,
-                "tags": tags,
-            }
-            graphed = self.graphed_tag(
-                {name: value for name, value in inputs.items() if value is not None}, mask, tags, metadata, num_levels
-            )
-            if graphed is not None:
-                return graphed
         hidden, output = self._encode(tokens, mask, pos_tags, dependency_labels, head_indices)
         output.update(self.tag(hidden, mask, tags, metadata))
         return output
@@ -204,16 +191,19 @@ class DeptreeNer(HeadTagger):
         )
         return self.head.graph_loss(hidden, mask, inputs["tags"])
 
-    def _graph_levels(self, metadata: Optional[List[Dict[str, Any]]]) -> Optional[int]:
-        """For the step graphs: the Tree-LSTM's levels for the batch's deepest tree (from the
-        readers' `tree_depth`), rounded up to a multiple of 4 so that batches share graphs; `None`
-        without graphs or depths."""
-        if self._step_graphs is None or not self.training or not metadata:
+    def graph_inputs(self, batch: Dict[str, Any]) -> Optional[GraphInputs]:
+        """
+        For the `cuda_graphs` callback (`nerzoo.contracts.GraphedModel`): the tensor fields, and
+        the Tree-LSTM's levels for the batch's deepest tree (from the readers' `tree_depth`)
+        rounded up to a multiple of 4, so that batches share graphs.
+        """
+        metadata = batch.get("metadata")
+        depths = [instance.get("tree_depth") for instance in metadata or []]
+        if not depths or any(depth is None for depth in depths) or not self.graphable(batch):
             return None
-        depths = [instance.get("tree_depth") for instance in metadata]
-        if any(depth is None for depth in depths):
-            return None
-        return -(-(max(depths) + 1) // 4) * 4
+        fields = ("tokens", "pos_tags", "dependency_labels", "head_indices", "tags")
+        tensors = {name: batch[name] for name in fields if batch.get(name) is not None}
+        return GraphInputs(tensors, (-(-(max(depths) + 1) // 4) * 4,))
 
     def _encode(
         self,

@@ -1,13 +1,12 @@
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
-from allennlp.common.checks import ConfigurationError
 from allennlp.data import Vocabulary
+from allennlp.nn.util import get_text_field_mask
 
 from nerzoo.models.nerzoo_model import NerzooModel
-from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, auxiliary_loss_sources
+from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector
 from nerzoo.modules.crf.tag_head import TagHead
-from nerzoo.training.step_graphs import StepGraphs
 
 
 class HeadTagger(NerzooModel):
@@ -33,7 +32,6 @@ class HeadTagger(NerzooModel):
     def __init__(self, vocab: Vocabulary, **kwargs) -> None:
         super().__init__(vocab, **kwargs)
         self._auxiliary_losses = AuxiliaryLossCollector()
-        self._step_graphs: Optional[StepGraphs] = None
 
     def tag(
         self,
@@ -58,42 +56,24 @@ class HeadTagger(NerzooModel):
         """
         return _with_words(self.head(encoded, mask, tags, metadata, self._auxiliary_losses.pop(self)), metadata)
 
-    def graphed_tag(
-        self,
-        inputs: Dict[str, Any],
-        mask: torch.BoolTensor,
-        tags: Optional[torch.LongTensor],
-        metadata: Optional[List[Dict[str, Any]]],
-        *static: int,
-    ) -> Optional[Dict[str, Any]]:
+    def graph_output(self, batch: Dict[str, Any], loss: torch.Tensor, logits: torch.Tensor) -> Dict[str, Any]:
         """
-        `tag`'s output for a training batch whose loss runs through the step graphs
-        (`use_step_graphs`), from `graph_loss(inputs, *static)` of a subclass that has one
-        (`GraphedLossModel`); `None` where they do not apply (no graphs, evaluation, no tags, a
-        batch the head scores in several chains, or a new shape past the graphs' `max_graphs`).
+        `tag`'s training output for `batch` from the loss and padded logits of a subclass's
+        `graph_loss` (`nerzoo.contracts.GraphedModel`), with the same metrics.
         """
-        if self._step_graphs is None or not self.training or tags is None:
-            return None
-        sentence_spans = self.head.sentence_spans(metadata, mask)
-        if not self.head.graphable(sentence_spans):
-            return None
-        graphed = self._step_graphs(self, inputs, *static)
-        if graphed is None:
-            return None
-        loss, logits = graphed
-        # The graph's buffers are overwritten by its next replay: the metrics keep a copy.
+        mask = get_text_field_mask(batch["tokens"])
+        metadata = batch.get("metadata")
+        # A graph's buffers are overwritten by its next replay: the metrics keep a copy.
         logits = logits[:, : mask.size(1)].clone()
-        return _with_words(
-            self.head.finish(logits, mask, tags, metadata, loss=loss, sentence_spans=sentence_spans), metadata
-        )
+        return _with_words(self.head.finish(logits, mask, batch["tags"], metadata, loss=loss), metadata)
 
-    def use_step_graphs(self, graphs: Optional[StepGraphs]) -> None:
-        """Runs the training loss of `forward` with `graphs` from now on (`None`: eagerly)."""
-        if graphs is not None and auxiliary_loss_sources(self):
-            raise ConfigurationError(
-                f"{type(self).__name__}: its modules add auxiliary losses, which a CUDA graph of the loss would not see"
-            )
-        self._step_graphs = graphs
+    def graphable(self, batch: Dict[str, Any]) -> bool:
+        """Whether `graph_loss` gives `batch`'s training loss: it has tags, and the head scores
+        one CRF chain per row (`TagHead.graphable`)."""
+        if batch.get("tags") is None:
+            return False
+        mask = get_text_field_mask(batch["tokens"])
+        return self.head.graphable(self.head.sentence_spans(batch.get("metadata"), mask))
 
     @property
     def label_namespace(self) -> str:

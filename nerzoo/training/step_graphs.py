@@ -3,11 +3,14 @@ A model's training loss as CUDA graphs, one per padded input shape.
 """
 
 import logging
-from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
+
+from nerzoo.contracts import GraphedModel
+from nerzoo.modules.auxiliary_loss import auxiliary_loss_sources
 
 logger = logging.getLogger(__name__)
 
@@ -15,30 +18,9 @@ logger = logging.getLogger(__name__)
 _Key = Tuple[Tuple[Tuple[torch.Size, torch.dtype], ...], Optional[torch.dtype], Tuple[int, ...]]
 
 
-@runtime_checkable
-class GraphedLossModel(Protocol):
-    """
-    A model whose training loss can run as CUDA graphs (`StepGraphs`, from the `cuda_graphs`
-    trainer callback): `graph_loss` is its training forward with tensors in and out, and
-    `use_step_graphs` has `forward` run it through the graphs where the batch allows.
-    """
-
-    def graph_loss(self, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        """
-        The loss and the logits (detached) of `inputs` (the batch's tensor fields, padded with
-        zeros), reading nothing on the host; `static` are numbers of the host's that shape the
-        computation (a graph is captured for each).
-        """
-        ...
-
-    def use_step_graphs(self, graphs: Optional["StepGraphs"]) -> None:
-        """Runs the training loss with `graphs` from now on (`None`: eagerly); raises if it cannot."""
-        ...
-
-
 class StepGraphs:
     """
-    Runs a model's `graph_loss` (`nerzoo.contracts.GraphedLossModel`: its training forward as
+    Runs a model's `graph_loss` (`nerzoo.contracts.GraphedModel`: its training forward as
     tensors in, tensors out) as CUDA graphs (`torch.cuda.make_graphed_callables`): the forward pass
     is one graph replay and so is its backward, where eager code launches a kernel per operator and
     cuDNN's LSTM a few per time step.  On a GPU a small batch's step is bound by those launches
@@ -188,3 +170,45 @@ class _GraphBody(torch.nn.Module):
         enabled = self.dtype is not None
         with torch.autocast("cuda", dtype=self.dtype or torch.float16, enabled=enabled, cache_enabled=False):
             return self.model.graph_loss(tree_unflatten(list(leaves), self.spec), *self.static)
+
+
+def use_step_graphs(model: torch.nn.Module, graphs: Optional[StepGraphs]) -> None:
+    """
+    Runs `model`'s training batches through `graphs` from now on (`None`: its own `forward` again).
+    The model's `forward` is replaced on this instance by `GraphedForward`, which falls back on it
+    for evaluation and for batches the model's `graph_inputs` declines.
+    """
+    model.__dict__.pop("forward", None)
+    if graphs is None:
+        return
+    if not isinstance(model, GraphedModel):
+        raise ConfigurationError(f"cuda_graphs: {type(model).__name__} has no graph_loss to capture")
+    if auxiliary_loss_sources(model):
+        raise ConfigurationError(
+            f"{type(model).__name__}: its modules add auxiliary losses, which a CUDA graph of the loss would not see"
+        )
+    model.forward = GraphedForward(model, graphs)
+
+
+class GraphedForward:
+    """
+    A `GraphedModel`'s `forward` with its training loss run by `StepGraphs`: for a training batch
+    that `graph_inputs` accepts, `graph_loss` on the padded tensors (a graph replay) and
+    `graph_output` for the output and metrics; otherwise the model's own `forward`.
+    """
+
+    def __init__(self, model: GraphedModel, graphs: StepGraphs) -> None:
+        self.model = model
+        self.graphs = graphs
+
+    def __call__(self, **batch: Any) -> Dict[str, Any]:
+        model = self.model
+        plain = type(model).forward
+        if not model.training:  # type: ignore[attr-defined]
+            return plain(model, **batch)
+        inputs = model.graph_inputs(batch)
+        graphed = None if inputs is None else self.graphs(model, inputs.tensors, *inputs.static)  # type: ignore
+        if graphed is None:
+            return plain(model, **batch)
+        loss, logits = graphed
+        return model.graph_output(batch, loss, logits)

@@ -13,7 +13,7 @@ import torch
 from allennlp.data.batch import Batch
 from allennlp.nn.util import move_to_device
 
-from nerzoo.training.step_graphs import StepGraphs
+from nerzoo.training.step_graphs import StepGraphs, use_step_graphs
 from tests import PROJECT_ROOT
 from tests.gpu.device_under_test import DEVICE, skip_unless_the_device_is_available
 from tests.test_training_configs import build_on_fixtures
@@ -51,10 +51,10 @@ def test_graphed_training_steps_equal_the_eager_ones(config, autocast, ieee_floa
     # The reference runs the same padded loss eagerly (`deptree_ner`'s dense Tree-LSTM levels too,
     # checked against its scheduled levels in tests/modules and tests/training).
     eager = model.to(DEVICE).train()
-    eager.use_step_graphs(StepGraphs(length_multiple=16, character_multiple=16, capture=False))
+    use_step_graphs(eager, StepGraphs(length_multiple=16, character_multiple=16, capture=False))
     graphed = copy.deepcopy(model)
     graphs = StepGraphs(length_multiple=16, character_multiple=16)
-    graphed.use_step_graphs(graphs)
+    use_step_graphs(graphed, graphs)
     batches = _batches(instances, vocab, 2)
     # Every batch twice: the second pass replays the graphs with the same data, the first already
     # replays one for data other than its capture's (two batches padded to one shape).
@@ -79,7 +79,7 @@ def test_dropout_inside_the_graph_draws_new_masks():
     torch.manual_seed(0)
     model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "bilstm_crf.jsonnet")
     model.to(DEVICE).train()
-    model.use_step_graphs(StepGraphs())
+    use_step_graphs(model, StepGraphs())
     tensors = _batches(instances, vocab, 8)[0]
     losses = [_step(model, tensors, autocast=False)[0].item() for _ in range(3)]
     assert all(torch.isfinite(torch.tensor(losses)))
@@ -91,7 +91,7 @@ def test_shapes_past_max_graphs_take_the_plain_step():
     model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "bilstm_crf.jsonnet")
     model.to(DEVICE).train()
     graphs = StepGraphs(length_multiple=8, character_multiple=8, max_graphs=1)
-    model.use_step_graphs(graphs)
+    use_step_graphs(model, graphs)
     batches = _batches(instances, vocab, 2)  # 7 to 13 tokens: padded to 8 and to 16
     losses = [_step(model, tensors, autocast=False)[0] for tensors in batches]
     assert all(torch.isfinite(loss) for loss in losses)

@@ -8,7 +8,8 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.training.callbacks import TrainerCallback
 
-from nerzoo.training.step_graphs import GraphedLossModel, StepGraphs
+from nerzoo.contracts import GraphedModel
+from nerzoo.training.step_graphs import StepGraphs, use_step_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -18,7 +19,7 @@ class CudaGraphs(TrainerCallback):
     """
     Runs the model's training loss, forward and backward, as CUDA graphs (`StepGraphs`) while the
     trainer trains on a GPU: a step launches a few replays and the optimizer's kernels instead of a
-    kernel per operator and several per LSTM time step.  The model must be a `GraphedLossModel`
+    kernel per operator and several per LSTM time step.  The model must be a `GraphedModel`
     (`bilstm_crf`, `deptree_ner` with its Tree-LSTM's dense levels); its batches are padded to
     multiples of `length_multiple` tokens, so each bucket of lengths is captured once.  Validation, evaluation and prediction run as before.  On
     the CPU, and in distributed training, it logs that and does nothing.
@@ -44,7 +45,7 @@ class CudaGraphs(TrainerCallback):
 
     def on_start(self, trainer, is_primary: bool = True, **kwargs) -> None:
         model = trainer.model
-        if not isinstance(model, GraphedLossModel):
+        if not isinstance(model, GraphedModel):
             raise ConfigurationError(f"cuda_graphs: {type(model).__name__} has no graph_loss to capture")
         if getattr(trainer, "_num_gradient_accumulation_steps", 1) > 1:
             raise ConfigurationError("cuda_graphs: gradient accumulation needs each batch's gradients kept apart")
@@ -54,12 +55,11 @@ class CudaGraphs(TrainerCallback):
         if getattr(trainer, "_distributed", False):
             logger.warning("cuda_graphs: not checked under distributed training; it trains eagerly")
             return
-        model.use_step_graphs(self.graphs)
+        use_step_graphs(model, self.graphs)
 
     def on_end(self, trainer, metrics=None, epoch=None, is_primary: bool = True, **kwargs) -> None:
         model = trainer.model
-        if isinstance(model, GraphedLossModel):
-            model.use_step_graphs(None)
+        use_step_graphs(model, None)
         logger.info(
             "cuda_graphs: %d graphs, %d replays, %d plain steps (new shapes past max_graphs)",
             self.graphs.num_graphs,
