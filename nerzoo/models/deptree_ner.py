@@ -176,7 +176,7 @@ class DeptreeNer(HeadTagger):
     def graph_loss(self, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, torch.Tensor]:
         """
         The training loss and logits (detached) of `inputs` (the batch's tensor fields) as tensors
-        only, with the Tree-LSTM's `encode_dense` over `static[0]` levels: what `StepGraphs`
+        only, with the Tree-LSTM over `static[0]` fixed-depth levels: what `StepGraphs`
         captures.  `forward` gives the same loss for a batch of one CRF chain per row.
         """
         tokens = inputs["tokens"]
@@ -216,7 +216,7 @@ class DeptreeNer(HeadTagger):
     ) -> Tuple[torch.Tensor, Dict[str, Any]]:
         """
         The encoding `(batch_size, num_tokens, encoded_dim)` the head reads, and the attention
-        outputs; the Tree-LSTM by `encode`, or by `encode_dense` over `num_levels` levels.
+        outputs; the Tree-LSTM over the batch's own levels, or over `num_levels` fixed-depth ones.
         """
         parts = [self.text_field_embedder(tokens)]
         for embedding, labels, name in (
@@ -238,10 +238,7 @@ class DeptreeNer(HeadTagger):
         if self.syntactic_encoder is not None:
             if head_indices is None:
                 raise ConfigurationError("the Tree-LSTM needs head_indices: read the data with a dependency reader")
-            if num_levels is None:
-                syntactic = self.syntactic_encoder.encode(embedded, mask, head_indices)
-            else:
-                syntactic = self.syntactic_encoder.encode_dense(embedded, mask, head_indices, num_levels)
+            syntactic = self.syntactic_encoder.encode(embedded, mask, head_indices, num_levels)
             encoded.append(syntactic.states)
             queries.insert(0, syntactic.root)
         hidden = self._drop(torch.cat(encoded, dim=-1))

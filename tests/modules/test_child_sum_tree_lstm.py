@@ -7,10 +7,9 @@ from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
 
-from nerzoo.modules.seq2seq_encoders import child_sum_tree_lstm
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
-from tests import OperatorCalls
-from tests.modules.tree_lstm_reference import reference_tree_lstm
+from nerzoo.modules.seq2seq_encoders.tree_levels import fixed_depth_levels, tree_levels
+from nerzoo.modules.seq2seq_encoders.tree_lstm_reference import reference_tree_lstm
 
 
 def random_forest(length: int, rng: random.Random, root_probability: float) -> List[int]:
@@ -297,124 +296,150 @@ def test_head_pointing_at_a_masked_token_raises():
         module(torch.randn(1, 3, 2), mask, torch.tensor([[0, 3, 0]]))
 
 
-def test_forward_and_backward_read_the_device_only_for_the_schedule(monkeypatch):
-    """
-    Every read of tensor data fails on the meta device (`.item()`, `torch.equal`, `nonzero`, ...).
-    With the schedule's one copy to the host answered by the real mask and heads, a training-mode
-    forward and backward pass run there: the schedule and the layers' level loops read nothing else
-    from the device (on a GPU, nothing else would wait for it).
-    """
-    mask, head_indices = random_batch(0)
-    copies = []
-
-    def copy_to_host(tensor):
-        copies.append((tensor.device.type, tuple(tensor.shape)))
-        return torch.stack([mask.long(), head_indices.long()])
-
-    monkeypatch.setattr(child_sum_tree_lstm, "_copy_to_host", copy_to_host)
-    module = ChildSumTreeLstm(6, 6, num_layers=2, residual=True, dropout=0.2).to("meta").train()
-    inputs = torch.empty(*mask.shape, 6, device="meta", requires_grad=True)
-    states, root = module.encode(inputs, mask.to("meta"), head_indices.to("meta"))
-    (states.sum() + root.sum()).backward()
-    assert copies == [("meta", (2, *mask.shape))]
-    assert states.shape == (*mask.shape, 6) and root.shape == (mask.shape[0], 6)
-    assert inputs.grad.shape == inputs.shape
-    assert all(parameter.grad is not None for parameter in module.parameters())
+def depths_by_walking(heads: List[int]) -> List[int]:
+    """Each token's distance to its root, walking up its heads one at a time."""
+    depths = []
+    for token in range(len(heads)):
+        depth = 0
+        while heads[token] > 0:
+            token, depth = heads[token] - 1, depth + 1
+        depths.append(depth)
+    return depths
 
 
-def test_a_tree_level_costs_few_operator_calls():
-    """
-    On a GPU each operator call of a small batch is about one kernel launch: a training step's forward
-    and backward pass through one more tree level (a chain one token longer, in every row) costs a
-    layer 14 calls (9 forward, 5 backward; every level view is cut from a column in one call).
-    """
-    module = ChildSumTreeLstm(4, 4).train()
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_levels_hold_each_token_once_after_its_children(seed):
+    mask, head_indices = random_batch(seed)
+    batch_size, num_tokens = mask.shape
+    levels = tree_levels(mask, head_indices)
+    depth = {}
+    for row in range(batch_size):
+        heads = head_indices[row, : int(mask[row].sum())].tolist()
+        for token, token_depth in enumerate(depths_by_walking(heads)):
+            depth[row * num_tokens + token] = token_depth
+    max_depth = max(depth.values())
+    assert levels.sizes == [sum(d == max_depth - level for d in depth.values()) for level in range(max_depth + 1)]
+    positions = levels.positions.split(levels.sizes)
+    assert sorted(levels.positions.tolist()) == sorted(depth) and torch.equal(levels.outputs, levels.positions)
+    for level, (level_positions, head_slots) in enumerate(zip(positions, levels.head_slots.split(levels.sizes))):
+        assert all(depth[position] == max_depth - level for position in level_positions.tolist())
+        for position, head_slot in zip(level_positions.tolist(), head_slots.tolist()):
+            head = int(head_indices.view(-1)[position])
+            if head == 0:  # a root: its slot goes to the dropped row
+                assert head_slot == (levels.sizes[level + 1] if level + 1 < len(levels.sizes) else 0)
+            else:
+                head_position = position - position % num_tokens + head - 1
+                assert int(positions[level + 1][head_slot]) == head_position
 
-    def calls(length: int) -> int:
-        mask, head_indices = pad([list(range(length))] * 3)  # a chain: length levels
-        inputs = torch.randn(*mask.shape, 4, requires_grad=True)
-        counter = OperatorCalls()
-        with counter:
-            states, root = module.encode(inputs, mask, head_indices)
-            (states.sum() + root.sum()).backward()
-        return counter.calls
 
-    calls(8)  # what is made once per size and device
-    per_level = (calls(24) - calls(8)) / 16
-    assert 0 < per_level <= 14
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_fixed_depth_levels_hold_the_exact_levels_and_empty_slots(seed):
+    mask, head_indices = random_batch(seed)
+    num_positions = mask.numel()
+    exact = tree_levels(mask, head_indices)
+    num_levels = len(exact.sizes) + 2  # two more than needed: empty levels in front
+    fixed = fixed_depth_levels(mask, head_indices, num_levels)
+    assert fixed.sizes == [num_positions] * num_levels
+    empty = [num_positions] * 2
+    outputs = fixed.outputs.split(fixed.sizes)
+    for level, level_outputs in enumerate(outputs):
+        filled = level_outputs[level_outputs < num_positions]
+        assert filled.tolist() == (sorted(exact.positions.split(exact.sizes)[level - 2].tolist()) if level >= 2 else [])
+        assert level >= 2 or torch.equal(level_outputs, torch.full_like(level_outputs, empty[level]))
+    # A filled slot sends to its head's position (each level's slot p is position p), the others to the dropped row.
+    filled = fixed.outputs < num_positions
+    has_head = (head_indices.view(-1) > 0).repeat(num_levels)
+    assert torch.equal(fixed.head_slots[filled & has_head], fixed.head_positions[filled & has_head])
+    assert (fixed.head_slots[~(filled & has_head)] == num_positions).all()
 
 
 @pytest.mark.parametrize(
-    "input_dim, num_layers, residual, projected_residual",
-    [(6, 3, True, False), (5, 3, False, True), (6, 2, True, True), (5, 1, True, True)],
+    "seed, input_dim, num_layers, residual, projected_residual",
+    [(0, 6, 1, False, True), (1, 5, 2, True, True), (2, 6, 2, True, False)],
 )
-def test_without_gradients_the_layers_share_buffers_and_give_the_same_outputs(
-    input_dim, num_layers, residual, projected_residual
-):
-    # Without gradients every layer runs in the first layer's buffers; a layer's outputs are still
-    # its next layer's inputs and shortcut.
-    torch.manual_seed(0)
-    mask, head_indices = random_batch(1)
+def test_the_fixed_depth_pass_equals_the_exact_one(seed, input_dim, num_layers, residual, projected_residual):
+    torch.manual_seed(seed)
+    mask, head_indices = random_batch(seed)
     module = ChildSumTreeLstm(
         input_dim, 5, num_layers=num_layers, residual=residual, projected_residual=projected_residual
-    ).eval()
-    inputs = torch.randn(*mask.shape, input_dim)
-    states, root = module.encode(inputs, mask, head_indices)
-    with torch.no_grad():
-        shared_states, shared_root = module.encode(inputs, mask, head_indices)
-    assert torch.equal(shared_states, states) and torch.equal(shared_root, root)
+    ).double()
+    inputs = torch.randn(*mask.shape, input_dim, dtype=torch.double)
+    # The chain of 40 has depth 39: 40 levels are needed, more only add empty ones.
+    exact = gradients(module, inputs, lambda x: module.encode(x, mask, head_indices))
+    fixed = gradients(module, inputs, lambda x: module.encode(x, mask, head_indices, num_levels=43))
+    for wanted, actual in zip(exact[:3], fixed[:3]):
+        torch.testing.assert_close(actual, wanted, atol=1e-12, rtol=1e-10)
+    for name in exact[3]:
+        torch.testing.assert_close(fixed[3][name], exact[3][name], atol=1e-12, rtol=1e-10, msg=name)
+    # Too few levels leave the deep chain's upper tokens without a state: num_levels must exceed every depth.
+    short = module.encode(inputs, mask, head_indices, num_levels=10).states
+    assert not torch.allclose(short, exact[0])
 
 
-@pytest.mark.parametrize("residual,num_layers,input_dim", [(False, 1, 5), (True, 2, 5), (True, 2, 6)])
-def test_the_dense_levels_equal_the_scheduled_ones(residual, num_layers, input_dim):
-    torch.manual_seed(3)
-    mask, head_indices = random_batch(4)
-    batch_size, num_tokens = mask.shape
-    encoder = ChildSumTreeLstm(input_dim, 6, num_layers=num_layers, residual=residual).double()
-    inputs = torch.randn(batch_size, num_tokens, input_dim, dtype=torch.float64, requires_grad=True)
-    scheduled = encoder.encode(inputs, mask, head_indices)
-    # Depth 39 for the chain of 40: 40 levels are needed; more only repeat them.
-    dense = encoder.encode_dense(inputs, mask, head_indices, num_levels=num_tokens + 3)
-    torch.testing.assert_close(dense.states, scheduled.states)
-    torch.testing.assert_close(dense.root, scheduled.root)
-    weights = torch.randn_like(scheduled.states), torch.randn_like(scheduled.root)
-    gradients = []
-    for output in (scheduled, dense):
-        encoder.zero_grad()
-        inputs.grad = None
-        ((output.states * weights[0]).sum() + (output.root * weights[1]).sum()).backward(retain_graph=True)
-        gradients.append([inputs.grad.clone()] + [parameter.grad.clone() for parameter in encoder.parameters()])
-    for expected, actual in zip(*gradients):
-        torch.testing.assert_close(actual, expected)
-    # Too few levels leave the deep chain's upper nodes unset: the contract is num_levels > every depth.
-    short = encoder.encode_dense(inputs, mask, head_indices, num_levels=10)
-    assert not torch.allclose(short.states, scheduled.states)
+def test_both_passes_draw_the_same_dropout_masks():
+    mask, head_indices = random_batch(2)
+    module = ChildSumTreeLstm(6, 6, num_layers=2, residual=True, dropout=0.4).train()
+    inputs = torch.randn(*mask.shape, 6)
+    outputs = []
+    for num_levels in (None, 41):
+        torch.manual_seed(7)
+        outputs.append(module.encode(inputs, mask, head_indices, num_levels))
+    torch.testing.assert_close(outputs[1].states, outputs[0].states)
+    torch.testing.assert_close(outputs[1].root, outputs[0].root)
 
 
-def test_the_dense_levels_read_nothing_back_from_the_device():
+class Encode(torch.nn.Module):
+    """`encode` of a `ChildSumTreeLstm` as its forward, for `torch.func.functional_call`."""
+
+    def __init__(self, module: ChildSumTreeLstm, num_levels) -> None:
+        super().__init__()
+        self.module = module
+        self.num_levels = num_levels
+
+    def forward(self, inputs, mask, head_indices):
+        return tuple(self.module.encode(inputs, mask, head_indices, self.num_levels))
+
+
+@pytest.mark.parametrize("num_levels", [None, 4])
+def test_gradcheck_on_a_small_forest(num_levels):
+    torch.manual_seed(0)
+    mask, head_indices = pad([[0, 1, 1, 2, 0], [2, 0, 2]])
+    encode = Encode(ChildSumTreeLstm(3, 2, num_layers=2, residual=True).double(), num_levels)
+    names = [name for name, _ in encode.named_parameters()]
+    inputs = torch.randn(*mask.shape, 3, dtype=torch.double, requires_grad=True)
+    parameters = [parameter.detach().clone().requires_grad_() for parameter in encode.parameters()]
+
+    def run(inputs, *parameters):
+        return torch.func.functional_call(encode, dict(zip(names, parameters)), (inputs, mask, head_indices))
+
+    assert torch.autograd.gradcheck(run, (inputs, *parameters), fast_mode=True)
+
+
+@pytest.mark.parametrize("num_levels", [None, 41])
+def test_inference_mode_gives_the_outputs_of_a_training_pass(num_levels):
+    torch.manual_seed(1)
+    mask, head_indices = random_batch(1)
+    module = ChildSumTreeLstm(6, 5, num_layers=2, residual=True, dropout=0.3).eval()
+    inputs = torch.randn(*mask.shape, 6)
+    expected = module.encode(inputs, mask, head_indices, num_levels)
+    with torch.inference_mode():
+        served = module.encode(inputs.clone(), mask.clone(), head_indices.clone(), num_levels)
+    torch.testing.assert_close(served.states, expected.states, atol=0, rtol=0)
+    torch.testing.assert_close(served.root, expected.root, atol=0, rtol=0)
+    # A training step after serving still works.
+    module.train()
+    states, root = module.encode(inputs.requires_grad_(), mask, head_indices, num_levels)
+    (states.sum() + root.sum()).backward()
+    assert all(parameter.grad is not None for parameter in module.parameters())
+
+
+def test_the_fixed_depth_pass_reads_nothing_back_from_the_device():
+    # Every read of tensor data fails on the meta device: a CUDA graph can hold this pass.
     mask, head_indices = random_batch(5)
-    encoder = ChildSumTreeLstm(5, 6, num_layers=2, residual=True, dropout=0.3).train()
     meta = torch.device("meta")
-    encoder.to(meta)
+    module = ChildSumTreeLstm(5, 6, num_layers=2, residual=True, dropout=0.3).to(meta).train()
     inputs = torch.empty(*mask.shape, 5, device=meta, requires_grad=True)
-    output = encoder.encode_dense(inputs, mask.to(meta), head_indices.to(meta), num_levels=8)
+    output = module.encode(inputs, mask.to(meta), head_indices.to(meta), num_levels=8)
     (output.states.sum() + output.root.sum()).backward()
     assert output.states.shape == (*mask.shape, 6) and output.root.shape == (mask.size(0), 6)
-
-
-def test_a_second_backward_through_the_same_graph_adds_the_same_gradients():
-    # The layers' backward passes share one scratch buffer, which each run overwrites.
-    torch.manual_seed(4)
-    mask, head_indices = random_batch(4)
-    module = ChildSumTreeLstm(6, 5, num_layers=3, residual=True).double()
-    inputs = torch.randn(*mask.shape, 6, dtype=torch.double, requires_grad=True)
-    states, root = module.encode(inputs, mask, head_indices)
-    loss = (states * torch.randn_like(states)).sum() + (root * torch.randn_like(root)).sum()
-    loss.backward(retain_graph=True)
-    first = {name: parameter.grad.clone() for name, parameter in module.named_parameters()}
-    first_inputs = inputs.grad.clone()
-    loss.backward()
-    for name, parameter in module.named_parameters():
-        torch.testing.assert_close(parameter.grad, 2 * first[name], msg=name)
-    torch.testing.assert_close(inputs.grad, 2 * first_inputs)
-    assert first_inputs.abs().sum() > 0
+    assert inputs.grad.shape == inputs.shape

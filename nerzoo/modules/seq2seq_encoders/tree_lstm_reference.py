@@ -1,7 +1,8 @@
 """
-The obvious node-by-node child-sum Tree-LSTM, for checking `ChildSumTreeLstm` (tests) and timing it
-(`benchmarks/speed/tree_lstm_speed.py`).  Not registered, not for training: it recurses over each sentence's
-tree in Python, one token at a time, with the parameters of a given `ChildSumTreeLstm`.
+The obvious node-by-node child-sum Tree-LSTM: the oracle `ChildSumTreeLstm` is tested against, and
+the baseline `benchmarks/speed/tree_lstm_speed.py` times it against.  Not registered, not for
+training: it recurses over each sentence's tree in Python, one token at a time, with the parameters
+of a given `ChildSumTreeLstm`.
 """
 
 from typing import Dict, List, Tuple
