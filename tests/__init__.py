@@ -1,11 +1,9 @@
-import importlib.util
 import json
 import os
 import pathlib
 import subprocess
 import sys
 import tempfile
-import types
 from typing import Optional
 
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -27,21 +25,6 @@ class OperatorCalls(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.calls += 1
         return func(*args, **(kwargs or {}))
-
-
-def benchmark_script(relative_path: str, monkeypatch=None) -> types.ModuleType:
-    """
-    A script under `benchmarks/` (`relative_path` from there) loaded as a module, as the test's
-    own.  The scripts put `benchmarks/` on `sys.path`; with `monkeypatch` that is undone after the
-    test, and `benchmarks/` is on it while the script loads (they import each other by name).
-    """
-    path = PROJECT_ROOT / "benchmarks" / relative_path
-    if monkeypatch is not None:
-        monkeypatch.setattr(sys, "path", [str(PROJECT_ROOT / "benchmarks"), *sys.path])
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def allennlp(*args, check=True, env=None, fresh=False) -> subprocess.CompletedProcess:

@@ -1,5 +1,7 @@
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 import spacy
@@ -13,7 +15,7 @@ from spacy.training import Example, biluo_tags_to_spans
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.dependency_trees import SpacyDependencyParser
 from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
-from tests import FIXTURES_ROOT
+from tests import FIXTURES_ROOT, PROJECT_ROOT
 
 # The archives below are trained once per session; their tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group("spacy_component")
@@ -241,12 +243,12 @@ def test_one_bad_doc_in_pipe_costs_no_other(archive_of, monkeypatch):
     assert [(name, text) for name, text, _ in errors] == [("nerzoo_ner", texts[1])]
 
 
-def test_the_benchmark_runs_on_the_fixtures(archive_of, capsys, monkeypatch):
-    from tests import benchmark_script
-
-    module = benchmark_script("speed/spacy_pipe.py", monkeypatch)
-    archive = str(archive_of("bilstm_crf"))
-    assert module.main(["--data", "fixtures", "--archive", archive, "--passes", "1", "--batch-size", "4"]) == 0
-    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+@pytest.mark.slow
+def test_the_benchmark_runs_on_the_fixtures(archive_of):
+    command = [sys.executable, "benchmarks/speed/spacy_pipe.py", "--data", "fixtures", "--archive"]
+    command += [str(archive_of("bilstm_crf")), "--passes", "1", "--batch-size", "4"]
+    run = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
     assert figures["sentences"] == len(sentences())
     assert figures["component_sentences_per_second"] > 0 and figures["ratio"] > 0
