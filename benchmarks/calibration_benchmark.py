@@ -9,23 +9,20 @@ ECE with one temperature fitted on test itself ("oracle").
     .venv/bin/python benchmarks/calibration_benchmark.py --record calibration \
         --archive bilstm_crf:1=runs/reproduce/bilstm_crf-conll2003-1/model/model.tar.gz
 
-`--seen-words TRAIN_FILE` splits the test spans of the default calibration by whether all their words
-occur in TRAIN_FILE.  Calibrated archives go to `--output-dir` (default `runs/calibration/<timestamp>`).
+Calibrated archives go to `--output-dir` (default `runs/calibration/<timestamp>`).
 """
 
 import argparse
 import datetime
-import json
 import os
 import sys
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional
 
 import harness
 import results
 
-from nerzoo.commands.calibrate import calibrate, data_loader, evaluate, evaluate_archive
+from nerzoo.commands.calibrate import calibrate, evaluate, evaluate_archive
 from nerzoo.modules.crf.calibration import fit_temperatures, has_spans
-from nerzoo.modules.crf.tag_decoder import TagDecoder
 from nerzoo.training.metrics.span_calibration import (
     calibration_error,
     expected_calibration_error,
@@ -75,38 +72,6 @@ def oracle_ece(archive_file: str, test: str, overrides: str) -> float:
     return expected_calibration_error(evaluation.confidences, evaluation.correct)
 
 
-def seen_words(archive_file: str, data_file: str, seen: Set[str]) -> Dict[str, Dict[str, float]]:
-    """The predicted spans of a CRF tagger on `data_file` whose words are all in `seen`, and the others."""
-    import torch
-    from allennlp.models.archival import load_archive
-
-    archive = load_archive(archive_file)
-    model, head = archive.model.eval(), archive.model.head
-    groups: Dict[str, List[Tuple[float, bool]]] = {"seen": [], "unseen": []}
-    with torch.no_grad():
-        for batch in data_loader(archive, data_file, 64):
-            output = model(**batch)
-            mask, paths = output["mask"].bool(), output["paths"]
-            starts = TagDecoder.sentence_starts(output["sentence_spans"], mask)
-            predicted, _, right = head.decoder.match(paths, batch["tags"], mask, starts)
-            posteriors = head.posteriors(output["logits"], mask, paths, output["sentence_spans"])
-            confidences = posteriors.segment_log_probabilities(predicted.rows, predicted.starts, predicted.ends)
-            spans = zip(predicted.rows.tolist(), predicted.starts.tolist(), predicted.ends.tolist())
-            for confidence, ok, (row, start, end) in zip(
-                confidences.clamp_max(0.0).exp().tolist(), right.tolist(), spans
-            ):
-                words = output["words"][row][start:end]
-                groups["seen" if all(word in seen for word in words) else "unseen"].append((confidence, ok))
-    return {
-        name: {
-            "spans": len(pairs),
-            "mean_confidence": round(sum(c for c, _ in pairs) / max(len(pairs), 1), 4),
-            "precision": round(sum(ok for _, ok in pairs) / max(len(pairs), 1), 4),
-        }
-        for name, pairs in groups.items()
-    }
-
-
 def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any]:
     print(f"=== {name}: {archive_file}", flush=True)
     variants: Dict[str, Dict[str, Any]] = {}
@@ -123,9 +88,6 @@ def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any
             "test": scores(output_file, args.test, "")["figures"],
         }
         print(f"  {key}: {report['temperatures']} test ECE {variants[key]['test']['ece']:.4f}", flush=True)
-        if args.seen and (objective, count) == VARIANTS[0]:
-            variants[key]["test_seen_words"] = seen_words(output_file, args.test, args.seen)
-            print(f"  {key}, test spans by seen words: {json.dumps(variants[key]['test_seen_words'])}", flush=True)
     return {
         "name": name,
         "archive": archive_file,
@@ -181,11 +143,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--test", default=DEFAULT_TEST)
     parser.add_argument("--output-dir", default=None)
     parser.add_argument("--record", metavar="TABLE", default=None)
-    parser.add_argument("--seen-words", metavar="TRAIN_FILE", default=None)
     args = parser.parse_args(argv)
-    args.seen = (
-        {word for words in harness.read_sentences(args.seen_words) for word in words} if args.seen_words else set()
-    )
     started = datetime.datetime.now()
     args.output_dir = args.output_dir or os.path.join(harness.REPO_ROOT, f"runs/calibration/{started:%Y%m%d-%H%M%S}")
     os.makedirs(args.output_dir, exist_ok=True)

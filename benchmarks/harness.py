@@ -1,9 +1,4 @@
-"""
-What the scripts of this folder share: the repository's paths, `allennlp train` in a subprocess,
-reading allennlp's `training_duration`, the command line and machine of a run for its note, CoNLL
-sentences and prefixes, batches, JSON files and timed passes.  The scripts import it as `harness`
-(fairscale owns the top-level name `benchmarks`); those in `speed/` put this folder on `sys.path` first.
-"""
+"""What the scripts of this folder share, imported as `harness` (fairscale owns the name `benchmarks`)."""
 
 import json
 import os
@@ -20,8 +15,7 @@ ALLENNLP = os.path.join(os.path.dirname(sys.executable), "allennlp")
 
 
 def train(config: str, directory: str, overrides: Dict[str, Any], env=None, package="nerzoo", log=None) -> int:
-    """`allennlp train CONFIG -s DIRECTORY -f -o OVERRIDES` from the repository root, its output in
-    `log` (default `DIRECTORY.log`): the return code."""
+    """`allennlp train` from the repository root, its output in `log` (default `DIRECTORY.log`): the return code."""
     command = [ALLENNLP, "train", config, "-s", directory, "-f", "--include-package", package]
     command += ["-o", json.dumps(overrides)]
     with open(log or f"{directory}.log", "w") as handle:
@@ -88,10 +82,9 @@ def thread_env(threads: int, **variables: str) -> Dict[str, str]:
 
 def set_threads(threads: Optional[int]) -> None:
     """torch's threads, unless `threads` is None (torch's default)."""
-    if threads is not None:
-        import torch
+    import torch
 
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads or torch.get_num_threads())
 
 
 def read_json(path: str) -> Any:

@@ -5,7 +5,7 @@ with frozen contextual word vectors (the cache on, and off) against the same tag
 characters only, in one run, like for like.
 
     .venv/bin/python benchmarks/speed/contextual_speed.py [--model bilstm_crf] [--train-sentences 2000]
-        [--dev-sentences 500] [--epochs 3] [--threads 1] [--fine-tune] [--record contextual_speed]
+        [--dev-sentences 500] [--epochs 3] [--threads 1] [--fine-tune]
 
 Rows: `training_config/MODEL.jsonnet`; `MODEL_contextual.jsonnet` as is, with `cache_size_mb: 0`,
 with a frozen random table as wide as the transformer in its place, and with `--fine-tune`
@@ -87,7 +87,6 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--fine-tune", action="store_true", help="add a row fine-tuning the transformer")
     parser.add_argument("--output-root", default=os.path.join(harness.REPO_ROOT, "runs", "contextual_speed"))
-    parser.add_argument("--record", metavar="TABLE", default=None, help="add the rows to docs/results/TABLE.jsonl")
     args = parser.parse_args(argv)
     os.makedirs(args.output_root, exist_ok=True)
     train = os.path.join(args.output_root, "train.txt")
@@ -123,18 +122,8 @@ def main(argv=None) -> int:
         measured.append({"label": label, "config": config, "epochs_s": epochs, "predict_s": passes})
         print(label, [round(s, 1) for s in epochs], [round(s, 2) for s in passes], flush=True)
 
-    columns, table_rows = table(args.model, measured)
-    print("\n".join(results.markdown_table(columns, table_rows)))
-    if args.record:
-        entry = {
-            "command": harness.command_line(__file__, argv),
-            "columns": columns,
-            "rows": table_rows,
-            "results": measured,
-            "note": f"{args.train_sentences} train / {args.dev_sentences} dev sentences, {args.threads} thread(s); "
-            + harness.machine_description(),
-        }
-        results.append_run(results.DEFAULT_RESULTS, args.record, entry)
+    print("\n".join(results.markdown_table(*table(args.model, measured))))
+    print(f"{harness.command_line(__file__, argv)}; {harness.machine_description()}")
     return 0
 
 

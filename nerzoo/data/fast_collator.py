@@ -21,7 +21,7 @@ class FastCollator(DataCollator):
 
     On a GPU the host's tensorising, not the device, bounds prediction and small-batch training:
     `Batch` takes 25-45 µs a CoNLL-2003 sentence on a two-core EPYC, this a third to a fifth of
-    that (`benchmarks/speed/collate_speed.py`).  The same tensors (values, dtypes, shapes,
+    that (docs/RESULTS.md, speed).  The same tensors (values, dtypes, shapes,
     padding) for `TextField`s whose indexers are `single_id`, `fast_characters`,
     `lexical_features` or `word_and_characters`, `SequenceLabelField`s and `MetadataField`s; a
     batch with any other field, or instances that differ in their fields, goes through `Batch` as
@@ -41,7 +41,7 @@ class BatchMetadata(Sequence):
     A batch's `MetadataField` values, in instance order: a sequence equal to the list `Batch` gives.
     allennlp's `nn.util.move_to_device`, which the trainer and `evaluate` call on every batch, walks
     lists and dicts item by item: a call per word of the metadata, about 800 for 32 CoNLL-2003
-    sentences (9-10 us a sentence on a two-core EPYC, `benchmarks/speed/collate_speed.py`).  It
+    sentences (9-10 us a sentence on a two-core EPYC; docs/RESULTS.md, speed).  It
     passes this through whole.
     """
 

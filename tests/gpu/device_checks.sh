@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Every GPU check, for a lent GPU machine (../shared/gpu/README.md): the GPU benchmark on CoNLL-2003
-# (the GPU recipes included), the GPU suite, where a step's and a prediction's time goes (`profile`),
-# and foreach Adam (the recipes step fused), fast_lstm's merged directions and cuda_graphs over 4
-# epochs (`levers`). Logs go under $OUT (default runs/device_checks).
+# (the GPU recipes included), the GPU suite, and foreach Adam (the recipes step fused), fast_lstm's
+# merged directions and cuda_graphs over 4 epochs (`levers`). Logs go under $OUT (default runs/device_checks).
 #   bash ../shared/gpu/bundle.sh                                  # here: packs .gpu/
-#   bash .gpu/run.sh bash tests/gpu/device_checks.sh [first] [benchmark] [suite] [profile] [levers]   # there, .gpu carried
+#   bash .gpu/run.sh bash tests/gpu/device_checks.sh [first] [benchmark] [suite] [levers]   # there, .gpu carried
 # A lent machine goes back 30 s after a call and a session has 15 minutes of device time, so one call
 # of at most 600 s is what a session can count on: `first` (the default) runs the suite, then the
 # benchmark in the time left (the rows not yet measured on a GPU first). On an H200: suite ~120 s,
 # benchmark ~200 s before it timed the GPU recipe of deptree_ner, batches of 512 and the cuda_graphs
-# rows (alone at most 420 s), profile ~250 s, levers ~330 s.
+# rows (alone at most 420 s), levers ~330 s.
 set -u
 OUT=${OUT:-runs/device_checks}
 STAGES=${*:-first}
@@ -40,15 +39,6 @@ case " $STAGES " in *" benchmark "*)
 esac
 case " $STAGES " in *" suite "*)
   suite 265;;
-esac
-case " $STAGES " in *" profile "*)
-  timeout 200 python3 tests/gpu/step_profile.py bilstm_crf bilstm_crf_gpu deptree_ner > "$OUT/step_profile.log" 2>&1
-  echo "step profile: rc=$?"; grep -E "^(one call|bilstm|deptree)" "$OUT/step_profile.log"
-  # cuDNN copies an LSTM call's weights at every call, and PyTorch warns, unless they start their own
-  # flat buffer (FastLstm.own_weight_buffers): 0 expected.
-  echo "cuDNN weight-copy warnings: $(grep -c 'contiguous chunk of memory' "$OUT/step_profile.log")"
-  timeout 120 python3 tests/gpu/predict_profile.py bilstm_crf --sizes 64,512 > "$OUT/predict_profile.log" 2>&1
-  echo "predict profile: rc=$?"; grep -E "sentences/s" "$OUT/predict_profile.log";;
 esac
 case " $STAGES " in *" levers "*)
   # deptree_ner's Adam as PyTorch defaults it on CUDA (foreach), without the recipe's fused_optimizer
