@@ -13,9 +13,9 @@ less the variables read only at run time (`NERZOO_*`, `TRANSFORMER_*`, the shell
 imported by the server); a request in another environment gets a server of its own when a test starts
 one (`start`), else runs the real command.  A server with any thread besides its main one (a thread
 pool of a BLAS library, when `OMP_NUM_THREADS` is not 1) does not fork: its callers run the real
-command.  Warnings printed while importing go to the server's log, not to a command's stderr; the
-tests of a command's output take `fresh=True` (`tests.allennlp`).  `NERZOO_TEST_COLD_CLI=1` turns all
-of this off.
+command; pyarrow's allocator is told to start no thread (`JE_ARROW_MALLOC_CONF`).  Warnings printed
+while importing go to the server's log, not to a command's stderr; the tests of a command's output
+take `fresh=True` (`tests.allennlp`).  `NERZOO_TEST_COLD_CLI=1` turns all of this off.
 
 Only the standard library is imported at module level: the shim (`write_shim`) is a Python process
 per command too, and its cost is its start.
@@ -208,6 +208,9 @@ def venv_with_shim(directory, venv) -> None:
 
 
 def serve(path: str, parent: int) -> None:
+    # pyarrow (imported by pandas, which scikit-learn imports where allennlp-models installed them)
+    # starts its jemalloc's background thread at import; this server's children do not need it.
+    os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
     import allennlp.commands  # noqa: F401  (what every command imports first; nerzoo is not imported)
 
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 0
