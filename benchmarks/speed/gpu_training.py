@@ -175,16 +175,16 @@ def ratios(rows: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
 def print_table(results: Dict[str, Any]) -> None:
     against = {ratio["row"]: ratio for ratio in results["ratios"] if ratio["against"] == REFERENCE}
     sizes = results["predict_batch_sizes"]
-    print(f"\n{'row':26s} {'epochs (s)':>14s} {'train sent/s':>12s}", end="")
+    print(f"\n{'row':32s} {'epochs (s)':>14s} {'train sent/s':>12s}", end="")
     print("".join(f" {f'predict/s, {size}':>17s}" for size in sizes) + "  against crf_tagger: train, predict")
     for row in results["rows"]:
         if row["status"] != "ok":
-            print(f"{row['row']:26s} {row['status']}: {row['message']}")
+            print(f"{row['row']:32s} {row['status']}: {row['message']}")
             continue
         epochs = ", ".join(f"{seconds:.1f}" for seconds in row["epoch_seconds"])
         ratio = against.get(row["row"])
         print(
-            f"{row['row']:26s} {epochs:>14s} {row['train_sentences_per_second']:12.1f}"
+            f"{row['row']:32s} {epochs:>14s} {row['train_sentences_per_second']:12.1f}"
             + "".join(f" {row['predict_sentences_per_second_by_batch_size'][size]:17.1f}" for size in sizes)
             + (f"  {ratio['train']:.2f}x, {ratio['predict']:.2f}x" if ratio else "")
             + (f"  ({row['note']})" if "note" in row else "")
