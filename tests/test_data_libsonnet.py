@@ -58,7 +58,7 @@ def test_the_declared_task_is_the_fixture_column_the_reader_labels(config: pathl
 
 
 def on(config: str, data: str) -> Any:
-    return jsonnet(f'(import "data.libsonnet").on({config}, "{data}")', data)
+    return jsonnet(f'(import "data.libsonnet").on({config}, "{data}")')
 
 
 def changed(change: str) -> str:

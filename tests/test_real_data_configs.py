@@ -1,14 +1,14 @@
 """
-The data sets of training_config/data.libsonnet, picked by the ext var NERZOO_DATA: the fixtures by
-default, unchanged; every shipped config on every real data set it accepts points at ../shared/data
-and GloVe 6B 50d, its readers read the data, and its vocabulary and model build from the first
-instances (no training; the slowest builds in `make test-slow`); a data set a config does not accept
-is an error naming its model and the data sets it accepts.
+The data sets of training_config/data.libsonnet: every shipped config trains on the fixtures, and
+`on(config, name)` puts it on a real data set; the configs of training_config/DATASET/ are that one
+line for the pairs of docs/RESULTS.md.  Every shipped config on every real data set it accepts
+points at ../shared/data and GloVe 6B 50d, its readers read the data, and its vocabulary and model
+build from the first instances (no training; the slowest builds in `make test-slow`); a data set a
+config does not accept is an error naming its model and the data sets it accepts.
 """
 
 import itertools
 import json
-import os
 import pathlib
 import re
 from typing import Any, Dict, List
@@ -16,15 +16,16 @@ from typing import Any, Dict, List
 import _jsonnet
 import pytest
 from allennlp.common import Params
+from allennlp.common.params import with_overrides
 from allennlp.data import DatasetReader, Vocabulary
 from allennlp.data.batch import Batch
 from allennlp.models import Model
 
 import nerzoo  # noqa: F401
 from nerzoo.data.dataset_readers.conll_columns import parse_held_out_path
-from nerzoo.transformer_models import set_default_ext_vars
 from tests import PROJECT_ROOT, SHARED_DATA
 from tests.test_training_configs import NEEDS_AN_ARCHIVE, check_sorting_keys, labelled_sequence
+from tests.tiny_transformer import tiny_bert_overrides
 
 TRAINING_CONFIG = PROJECT_ROOT / "training_config"
 ALL_CONFIGS = sorted(TRAINING_CONFIG.glob("*.jsonnet"))
@@ -34,14 +35,21 @@ SPLITS = ("train_data_path", "validation_data_path", "test_data_path")
 EXT_VARS = {"FOFE_FIRST_PASS": "runs/first/model.tar.gz"}
 
 
-def jsonnet(snippet: str, data: str = "fixtures") -> Any:
-    """A Jsonnet expression over training_config/ (imports relative to it), on NERZOO_DATA=`data`."""
-    ext_vars = {**os.environ, **EXT_VARS, "NERZOO_DATA": data}
-    return json.loads(_jsonnet.evaluate_snippet("snippet", snippet, jpathdir=[str(TRAINING_CONFIG)], ext_vars=ext_vars))
+def jsonnet(snippet: str) -> Any:
+    """A Jsonnet expression over training_config/ (imports relative to it)."""
+    return json.loads(_jsonnet.evaluate_snippet("snippet", snippet, jpathdir=[str(TRAINING_CONFIG)], ext_vars=EXT_VARS))
+
+
+def pair_config(config: pathlib.Path, data: str) -> str:
+    """The config of `config` on `data`, as training_config/DATASET/CONFIG.jsonnet writes it."""
+    return f'(import "../data.libsonnet").on((import "../{config.name}").fixture_config, "{data}")'
 
 
 def params_on(config: pathlib.Path, data: str) -> Dict[str, Any]:
-    return Params.from_file(str(config), ext_vars={**EXT_VARS, "NERZOO_DATA": data}).as_dict(quiet=True)
+    """The params of `config` on `data` (the config itself on the fixtures), as allennlp reads them."""
+    if data == "fixtures":
+        return Params.from_file(str(config), ext_vars=EXT_VARS).as_dict(quiet=True)
+    return jsonnet(pair_config(config, data).replace("../", ""))
 
 
 def accepted(config: pathlib.Path) -> List[str]:
@@ -51,6 +59,22 @@ def accepted(config: pathlib.Path) -> List[str]:
 DATASETS = jsonnet('(import "data.libsonnet").datasets')
 GLOVE = jsonnet('(import "data.libsonnet").glove')
 REAL_PAIRS = [(config, name) for config in ALL_CONFIGS for name in accepted(config) if name != "fixtures"]
+PAIR_CONFIGS = sorted(TRAINING_CONFIG.glob("*/*.jsonnet"))
+# The (config, data set) pairs of docs/RESULTS.md's rows, and me_crf_conll2003_contextual's (a model of
+# benchmarks/reproduce.py): one config each in training_config/DATASET/.
+RESULTS_PAIRS = {
+    "conll2003": [
+        *("bilstm_crf", "bilstm_crf_contextual", "bilstm_crf_gpu", "deptree_ner", "deptree_ner_contextual"),
+        *("deptree_ner_gpu", "me_crf_conll2003", "me_crf_conll2003_contextual", "fofe_ner", "fofe_ner_second_pass"),
+    ],
+    "uner_ewt": ["bilstm_crf", "bilstm_crf_contextual", "deptree_ner", "deptree_ner_contextual"],
+    "wnut17": ["bilstm_crf", "bilstm_crf_contextual", "deptree_ner", "deptree_ner_contextual"],
+    "conll2000_chunking": [
+        *("char_gated_tagger", "char_gated_tagger_concat", "char_gated_tagger_words", "char_gated_tagger_contextual")
+    ],
+    "conll2000_pos": ["seq2biseq_pos", "bilstm_crf_pos"],
+    "ewt_upos": ["seq2biseq_pos", "bilstm_crf_pos"],
+}
 
 
 def test_the_data_sets_of_the_benchmarks_are_there():
@@ -78,7 +102,7 @@ def test_every_conll2003_model_trains_on_real_conll2003():
 
 
 def test_the_retired_real_data_configs_are_data_sets_of_their_base_configs():
-    # training_config/real_data/ had these eight configs; each is now NERZOO_DATA on its base config.
+    # training_config/real_data/ had these eight configs; each is now a data set of its base config.
     retired = {
         ("char_gated_tagger", "conll2000_chunking"),
         ("char_gated_tagger_concat", "conll2000_chunking"),
@@ -94,13 +118,19 @@ def test_the_retired_real_data_configs_are_data_sets_of_their_base_configs():
     assert not (TRAINING_CONFIG / "real_data").exists()
 
 
-def test_importing_nerzoo_makes_the_fixtures_the_default():
-    environ: Dict[str, str] = {"TRANSFORMER_MODEL": "x", "TRANSFORMER_DIM": "8"}
-    set_default_ext_vars(environ)
-    assert environ["NERZOO_DATA"] == "fixtures"
-    environ = {"NERZOO_DATA": "conll2003", "TRANSFORMER_MODEL": "x", "TRANSFORMER_DIM": "8"}
-    set_default_ext_vars(environ)
-    assert environ["NERZOO_DATA"] == "conll2003"
+def test_the_pair_configs_are_the_pairs_of_the_results():
+    found = {(path.parent.name, path.stem) for path in PAIR_CONFIGS}
+    assert found == {(data, config) for data, configs in RESULTS_PAIRS.items() for config in configs}
+    assert all(data in DATASETS[1:] for data, _ in found)
+
+
+@pytest.mark.parametrize("path", PAIR_CONFIGS, ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_a_pair_config_is_its_base_config_on_its_data_set(path: pathlib.Path):
+    config, data = TRAINING_CONFIG / path.name, path.parent.name
+    assert data in accepted(config)
+    lines = path.read_text().splitlines()
+    assert lines == [f"// {config.name} on {data} (training_config/data.libsonnet).", pair_config(config, data)]
+    assert Params.from_file(str(path), ext_vars=EXT_VARS).as_dict(quiet=True) == params_on(config, data)
 
 
 @pytest.mark.parametrize("config", ALL_CONFIGS, ids=lambda path: path.name)
@@ -115,7 +145,7 @@ def test_header_is_short_and_names_the_data_sets_it_accepts(config: pathlib.Path
     lines = config.read_text().splitlines()
     header = list(itertools.takewhile(lambda line: line.startswith("//"), lines))
     assert 2 <= len(header) <= 6, f"{len(header)} header lines"
-    data = " ".join(header)[" ".join(header).index("Data: NERZOO_DATA=") :]
+    data = " ".join(header)[" ".join(header).index("Data: the fixtures") :]
     named = {name for name in re.findall(r"\w+", data) if name in DATASETS}
     assert named == set(accepted(config))
 
@@ -134,12 +164,12 @@ def test_a_data_set_a_config_does_not_accept_is_a_clear_error(config, data, acce
     with pytest.raises(RuntimeError) as error:
         params_on(TRAINING_CONFIG / config, data)
     message = str(error.value).splitlines()[0]
-    assert f"NERZOO_DATA={data} does not apply to model {model} " in message
-    assert message.endswith(f"it accepts NERZOO_DATA={accepts}")
+    assert f"data set {data} does not apply to model {model} " in message
+    assert message.endswith(f"it accepts {accepts}")
 
 
 def test_an_unknown_data_set_is_a_clear_error():
-    with pytest.raises(RuntimeError, match="NERZOO_DATA=conll2030 is no data set .* they are: fixtures, conll2000"):
+    with pytest.raises(RuntimeError, match="data set conll2030 is none of .* they are: fixtures, conll2000"):
         params_on(TRAINING_CONFIG / "bilstm_crf.jsonnet", "conll2030")
 
 
@@ -217,6 +247,7 @@ def test_config_points_at_the_real_data(config: pathlib.Path, data: str):
 @pytest.mark.parametrize("config, data", [_real_pair(config, data) for config, data in REAL_PAIRS])
 def test_config_builds_on_real_data(config: pathlib.Path, data: str, monkeypatch):
     params = params_on(config, data)
+    params = with_overrides(params, tiny_bert_overrides(params))  # the tests' tiny BERT, as -o gives it
     if not SHARED_DATA.exists():
         pytest.skip(f"{SHARED_DATA} (the real data, never copied into the project) is not here")
     if config.name in NEEDS_AN_ARCHIVE:

@@ -4,6 +4,7 @@ hold instances of similar length.
 """
 
 import copy
+import json
 import pathlib
 import random
 from typing import Any, Dict, List
@@ -19,6 +20,7 @@ from allennlp.modules.token_embedders import Embedding
 
 import nerzoo  # noqa: F401
 from tests import PROJECT_ROOT
+from tests.tiny_transformer import tiny_bert_overrides
 
 # Configs that extend a trained model's archive; they are trained end to end in the test named.
 NEEDS_AN_ARCHIVE = {"fofe_ner_second_pass.jsonnet": "tests/test_end_to_end_fofe.py"}
@@ -38,8 +40,13 @@ def test_configs_needing_an_archive_are_trained_end_to_end(config):
 
 
 def on_fixtures(config: pathlib.Path, overrides: str = "") -> Params:
-    """The config's params on the fixtures (NERZOO_DATA=fixtures, whatever the environment says)."""
-    return Params.from_file(str(config), overrides, ext_vars={"NERZOO_DATA": "fixtures"})
+    """
+    The config's params (on the fixtures, as every shipped config is), `overrides` (JSON) applied,
+    and its transformers the tests' tiny BERT (tests/tiny_transformer.py).
+    """
+    overrides_dict = json.loads(overrides or "{}")
+    tiny = tiny_bert_overrides(Params.from_file(str(config), overrides_dict).as_dict(quiet=True))
+    return Params.from_file(str(config), {**tiny, **overrides_dict})
 
 
 def build_on_fixtures(config: pathlib.Path):

@@ -1,12 +1,45 @@
-"""A tiny randomly initialised BERT written to a directory (no download), for contextual word vectors."""
+"""
+Tiny randomly initialised BERTs (no download) for contextual word vectors, in the tests' cache
+(tests/conftest.py writes them): 16 wide for the modules' tests, and as wide as the bundled
+all-MiniLM-L6-v2 (384) for the shipped contextual configs, which take it through overrides.
+"""
 
+import os
 import pathlib
 import string
+from typing import Any, Dict
 
 import torch
 
 WORDS = """eu rejects german call to boycott british lamb peter visited brussels on monday with anna of
 the bank and in a is said was for at by it he from that has . , - ' " ( )""".split()
+
+
+# The width of the bundled model, which training_config/contextual.libsonnet writes.
+BUNDLED_WIDTH = 384
+CONTEXTUAL_TYPES = ("contextual_word_pieces", "contextual_word_vectors")
+
+
+def tiny_bert_directory(hidden_size: int = 16) -> pathlib.Path:
+    """Where tests/conftest.py writes the tiny BERT of `hidden_size` (the tests' cache)."""
+    return pathlib.Path(os.environ["NERZOO_CACHE"]) / f"tiny-bert-{hidden_size}"
+
+
+def tiny_bert_overrides(params: Any, prefix: str = "") -> Dict[str, str]:
+    """
+    Overrides (`-o`) that point every `contextual_word_pieces` indexer and `contextual_word_vectors`
+    embedder of a config's `params` (a dict) at the tiny BERT as wide as the bundled model.
+    """
+    found: Dict[str, str] = {}
+    if isinstance(params, dict):
+        if params.get("type") in CONTEXTUAL_TYPES:
+            found[prefix + "model_name"] = str(tiny_bert_directory(BUNDLED_WIDTH))
+        for key, value in params.items():
+            found.update(tiny_bert_overrides(value, f"{prefix}{key}."))
+    elif isinstance(params, list):
+        for index, value in enumerate(params):
+            found.update(tiny_bert_overrides(value, f"{prefix}{index}."))
+    return found
 
 
 def write_tiny_bert(directory: pathlib.Path, hidden_size: int = 16, num_layers: int = 2) -> pathlib.Path:

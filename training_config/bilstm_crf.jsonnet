@@ -2,7 +2,7 @@
 // Lower-cased GloVe words + a character CNN, a BiLSTM and a constrained CRF over BIOUL tags, SGD as
 // the paper; batches of sentences of similar length (`bucket` sampler: override
 // `data_loader.batch_sampler.batch_size`, not `data_loader.batch_size`).
-// Data: NERZOO_DATA=fixtures (default), conll2003, uner_ewt, wnut17 (training_config/data.libsonnet).
+// Data: the fixtures (default), conll2003, uner_ewt, wnut17 (training_config/data.libsonnet).
 local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
@@ -11,6 +11,8 @@ local char_filters = 64;
 local lstm_dim = 200;  // per direction, as Ma & Hovy
 
 local config = {
+  // allennlp's train loop, the test set read whole after distributed training (nerzoo/training/whole_test_set.py).
+  type: "whole_test_set",
   // What training_config/data.libsonnet needs on a real data set (hidden).
   on_real_data:: {
     task: "NER",
@@ -68,8 +70,9 @@ local config = {
     num_epochs: 50,
     patience: 5,
     validation_metric: "+f1-measure-overall",
-    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md).
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }],
+    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md);
+    // distributed training leaves its process group when it ends (leave_process_group, last).
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "leave_process_group" }],
   },
 };
 

@@ -3,10 +3,10 @@
 // clipped at 16 instead of 5 (in proportion to the batch), patience 10 (with 5 it stopped on the longer
 // plateaus of larger batches). CoNLL-2003 dev within the recipe's seed spread; docs/gpu.md: candidates.
 // On a GPU the training loss runs as CUDA graphs (`cuda_graphs`; on the CPU it does nothing).
-// Data: NERZOO_DATA=fixtures (default), conll2003, uner_ewt, wnut17 (training_config/data.libsonnet).
+// Data: the fixtures (default), conll2003, uner_ewt, wnut17 (training_config/data.libsonnet).
 local data = import "data.libsonnet";
 
 data.on((import "bilstm_crf.jsonnet").fixture_config + {
   data_loader+: { batch_sampler+: { batch_size: 32 } },
-  trainer+: { grad_norm: 16.0, patience: 10, num_epochs: 60, callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "cuda_graphs" }] },
+  trainer+: { grad_norm: 16.0, patience: 10, num_epochs: 60, callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "cuda_graphs" }, { type: "leave_process_group" }] },
 })

@@ -1,6 +1,6 @@
 // The BiLSTM-CNN-CRF baseline (bilstm_crf.jsonnet) for POS tagging: the POS column as plain labels,
 // an unconstrained CRF, accuracy as the validation metric.
-// Data: NERZOO_DATA=fixtures (default, the POS column), conll2000_pos or ewt_upos (training_config/data.libsonnet).
+// Data: the fixtures (default, the POS column), conll2000_pos or ewt_upos (training_config/data.libsonnet).
 local data = import "data.libsonnet";
 local base = (import "bilstm_crf.jsonnet").fixture_config;
 

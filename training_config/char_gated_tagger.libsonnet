@@ -22,7 +22,7 @@
 // word BiLSTM is `fast_lstm` (allennlp's `lstm` on the padded batch, see bilstm_crf.jsonnet).
 //
 // Data: the chunk column (tag_column 2, BIO in CoNLL-2000) of CoNLL-style column files; the
-// configs apply training_config/data.libsonnet (NERZOO_DATA=fixtures or conll2000_chunking).
+// configs apply training_config/data.libsonnet (the fixtures, or conll2000_chunking).
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 local char_dim = 50;
@@ -55,6 +55,8 @@ function(representation)
       task: "chunking",
       glove: ["vocabulary.pretrained_files.tokens", "model.text_field_embedder.token_embedders." + word_embedder + ".pretrained_file"],
     },
+    // allennlp's train loop, the test set read whole after distributed training (nerzoo/training/whole_test_set.py).
+    type: "whole_test_set",
     dataset_reader: {
       type: "conll_columns",
       tag_column: 2,
@@ -94,7 +96,8 @@ function(representation)
       num_epochs: 30,
       patience: 7,
       validation_metric: "+f1-measure-overall",
-      // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md).
-      callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }],
+      // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md);
+      // distributed training leaves its process group when it ends (leave_process_group, last).
+      callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "leave_process_group" }],
     },
   }

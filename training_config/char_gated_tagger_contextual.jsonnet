@@ -1,6 +1,6 @@
 // The char-gated tagger with contextual word vectors (training_config/contextual.libsonnet) beside
 // the gated word / character vectors; everything else as in char_gated_tagger.jsonnet.
-// Data: NERZOO_DATA=fixtures (default, the chunk column) or conll2000_chunking (training_config/data.libsonnet).
+// Data: the fixtures (default, the chunk column) or conll2000_chunking (training_config/data.libsonnet).
 local contextual = import "contextual.libsonnet";
 local data = import "data.libsonnet";
 

@@ -1,7 +1,13 @@
-// The data every shipped config trains on, picked by the ext var NERZOO_DATA (AllenNLP fills ext
-// vars from the environment; importing nerzoo sets NERZOO_DATA=fixtures where unset):
+// The data a shipped config trains on. Every config trains on the fixtures as it is; a real data set
+// is a small config beside it, in a folder named after the data set, that applies `on` to it:
 //
-//   NERZOO_DATA=conll2003 allennlp train training_config/deptree_ner.jsonnet -s runs/x --include-package nerzoo
+//   allennlp train training_config/conll2003/deptree_ner.jsonnet -s runs/x --include-package nerzoo
+//
+// where training_config/conll2003/deptree_ner.jsonnet is
+//
+//   (import "../data.libsonnet").on((import "../deptree_ner.jsonnet").fixture_config, "conll2003")
+//
+// The folders hold the pairs of docs/RESULTS.md; another pair is the same one line.
 //
 // Every config ends with `data.on(config)`, and declares (hidden) what a real data set needs:
 //
@@ -159,9 +165,9 @@ local accepted(config) = [name for name in names if datasets[name].accepts(confi
 local refusal(config, name) =
   local about = "model " + config.model.type + " (its " + config.dataset_reader.type + " reader labels " + task(config) + ")";
   if !std.objectHas(datasets, name) then
-    "NERZOO_DATA=" + name + " is no data set of training_config/data.libsonnet; they are: " + std.join(", ", names)
+    "data set " + name + " is none of training_config/data.libsonnet; they are: " + std.join(", ", names)
   else if !datasets[name].accepts(config) then
-    "NERZOO_DATA=" + name + " does not apply to " + about + "; it accepts NERZOO_DATA=" + std.join(", ", accepted(config))
+    "data set " + name + " does not apply to " + about + "; it accepts " + std.join(", ", accepted(config))
   else null;
 
 {
@@ -171,7 +177,7 @@ local refusal(config, name) =
   accepted(config):: accepted(config),
   // `config` on the data set `name`. On a refused name every field is the error; `fixture_config`
   // stays readable, for the configs built on this one.
-  on(config, name=std.extVar("NERZOO_DATA"))::
+  on(config, name="fixtures")::
     local declaration = undeclared(config);
     assert declaration == null : declaration;
     local problem = refusal(config, name);

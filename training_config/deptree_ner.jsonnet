@@ -1,7 +1,7 @@
 // Dependency-aware NER, Aguilar & Solorio (2019), https://arxiv.org/abs/1909.05166 (§3, appendix A).
 // Words (GloVe + character CNN) ++ POS ++ dependency relations, a residual BiLSTM stack beside a
 // residual child-sum Tree-LSTM stack, relative and global attention, CRF; Adam, lr x0.9 each epoch.
-// Data: NERZOO_DATA=fixtures (default, parsed by spaCy), conll2003, wnut17 (spaCy trees) or uner_ewt
+// Data: the fixtures (default, parsed by spaCy), conll2003, wnut17 (spaCy trees) or uner_ewt
 // (gold UD trees) (training_config/data.libsonnet). SGD schedule, ablations: docs/deptree_ner.md.
 local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";
@@ -15,6 +15,8 @@ local lstm_dim = 100;  // per direction
 local tree_dim = 100;
 
 local config = {
+  // allennlp's train loop, the test set read whole after distributed training (nerzoo/training/whole_test_set.py).
+  type: "whole_test_set",
   // What training_config/data.libsonnet needs on a real data set (hidden).
   on_real_data:: {
     task: "NER",
@@ -93,8 +95,9 @@ local config = {
     num_epochs: 30,
     patience: 5,
     validation_metric: "+f1-measure-overall",
-    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md).
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }],
+    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md);
+    // distributed training leaves its process group when it ends (leave_process_group, last).
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "leave_process_group" }],
   },
 };
 

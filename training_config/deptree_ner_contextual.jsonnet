@@ -1,7 +1,7 @@
 // deptree_ner with contextual word vectors (training_config/contextual.libsonnet), as the paper
 // uses ELMo (§3.1): concatenated with the word and character vectors, before the POS and
 // dependency-relation embeddings; everything else as in deptree_ner.jsonnet.
-// Data: NERZOO_DATA=fixtures (default), conll2003, wnut17 (spaCy trees) or uner_ewt (gold UD trees)
+// Data: the fixtures (default), conll2003, wnut17 (spaCy trees) or uner_ewt (gold UD trees)
 // (training_config/data.libsonnet).
 local contextual = import "contextual.libsonnet";
 local data = import "data.libsonnet";

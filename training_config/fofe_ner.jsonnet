@@ -2,12 +2,14 @@
 // York University, ch. 5 (settings of §5.5.1 scaled to CPU): every fragment of up to 7 words is
 // classified from FOFE codes of its contexts, words and characters by a 3 x 512 ReLU net; Adam in
 // place of SGD. Second pass: fofe_ner_second_pass.jsonnet. More: docs/fofe_ner.md.
-// Data: NERZOO_DATA=fixtures (default) or conll2003 (training_config/data.libsonnet).
+// Data: the fixtures (default) or conll2003 (training_config/data.libsonnet).
 local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
 
 local config = {
+  // allennlp's train loop, the test set read whole after distributed training (nerzoo/training/whole_test_set.py).
+  type: "whole_test_set",
   // What training_config/data.libsonnet needs on a real data set (hidden).
   on_real_data:: {
     task: "NER",
@@ -64,7 +66,7 @@ local config = {
   trainer: {
     optimizer: { type: "adam", lr: 0.001 },
     learning_rate_scheduler: { type: "geometric_decay", final_factor: 1 / 16 },
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "dropout_schedule", start: 0.4, end: 0.1 }],
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "dropout_schedule", start: 0.4, end: 0.1 }, { type: "leave_process_group" }],
     grad_norm: 5.0,
     num_epochs: 30,
     patience: 10,

@@ -1,8 +1,8 @@
 // Second-pass FOFE-NER, Xu (2017) §5.4: a second fofe_ner whose contexts see the first pass's entities
 // as type tokens, its probabilities interpolated with the first pass's (λ = `interpolation`).
 // FOFE_FIRST_PASS names the first pass's model.tar.gz (trained with fofe_ner.jsonnet on the same
-// NERZOO_DATA and overrides; keep it where it is: the second pass's archive reads it again).
-// Data: NERZOO_DATA=fixtures (default) or conll2003 (training_config/data.libsonnet).
+// data set and overrides; keep it where it is: the second pass's archive reads it again).
+// Data: the fixtures (default) or conll2003 (training_config/data.libsonnet).
 local data = import "data.libsonnet";
 local first_pass_archive = std.extVar("FOFE_FIRST_PASS");
 local first_pass_config = (import "fofe_ner.jsonnet").fixture_config;

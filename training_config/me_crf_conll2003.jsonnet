@@ -2,7 +2,7 @@
 // (§5.2): fixed GloVe 50d + six word-shape features, a BiGRU memory with one hop over every earlier
 // word of the document, a CRF over each sentence's BIO tags; Adam, batches of 32 documents.
 // Variants (K hops, bounded memory, MEMNET, one CRF per document): docs/me_crf.md.
-// Data: NERZOO_DATA=fixtures (default) or conll2003 (training_config/data.libsonnet).
+// Data: the fixtures (default) or conll2003 (training_config/data.libsonnet).
 local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
@@ -10,6 +10,8 @@ local num_shape_features = 6;
 local hidden_dim = 50;
 
 local config = {
+  // allennlp's train loop, the test set read whole after distributed training (nerzoo/training/whole_test_set.py).
+  type: "whole_test_set",
   // What training_config/data.libsonnet needs on a real data set (hidden).
   on_real_data:: {
     task: "NER",
@@ -60,8 +62,9 @@ local config = {
     num_epochs: 100,
     patience: 10,
     validation_metric: "+f1-measure-overall",
-    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md).
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }],
+    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md);
+    // distributed training leaves its process group when it ends (leave_process_group, last).
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "leave_process_group" }],
   },
 };
 

@@ -2,7 +2,7 @@
 // https://aclanthology.org/I17-1056 (§4, settings of §4.2): GRU title/text encoders, a tied memory
 // over the posts, one hop, CRF with the curriculum (transitions frozen for 20 epochs).
 // Variants of Table 1, 10-fold cross-validation (`cross-validate-thread-discourse`): docs/me_crf.md.
-// Data: NERZOO_DATA=fixtures only (the synthetic fixtures/thread_discourse; CNET is not distributed).
+// Data: the fixtures only (the synthetic fixtures/thread_discourse; CNET is not distributed).
 local data = import "data.libsonnet";
 local word_dim = 20;
 local phi_hidden_dim = 20;
@@ -14,6 +14,8 @@ local dropout = 0.3;
 local phi_encoder = { type: "gru", input_size: word_dim, hidden_size: phi_hidden_dim, bidirectional: true };
 
 local config = {
+  // allennlp's train loop, the test set read whole after distributed training (nerzoo/training/whole_test_set.py).
+  type: "whole_test_set",
   // What training_config/data.libsonnet needs on a real data set (hidden): no pretrained files.
   on_real_data:: { task: "thread discourse", glove: [] },
   dataset_reader: {
@@ -55,7 +57,7 @@ local config = {
     optimizer: { type: "adam", lr: 0.01 },
     num_epochs: 50,
     validation_metric: "+joint_f1",
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "crf_transition_curriculum", frozen_epochs: 20 }],
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "crf_transition_curriculum", frozen_epochs: 20 }, { type: "leave_process_group" }],
   },
 };
 

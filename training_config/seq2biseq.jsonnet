@@ -2,7 +2,7 @@
 // backward and forward label decoders (eq. 1-8), chunking in BIO; settings of §4.2 for WSJ with
 // GloVe 6B 50d words, Adam with linear decay. Variants: docs/seq2biseq.md.
 // POS tagging: seq2biseq_pos.jsonnet.
-// Data: NERZOO_DATA=fixtures (default, the chunk column) or conll2000_chunking (training_config/data.libsonnet).
+// Data: the fixtures (default, the chunk column) or conll2000_chunking (training_config/data.libsonnet).
 local data = import "data.libsonnet";
 local glove = "fixtures/embeddings/tiny_glove.txt";
 local word_dim = 50;
@@ -22,6 +22,8 @@ local reader = {
 };
 
 local config = {
+  // allennlp's train loop, the test set read whole after distributed training (nerzoo/training/whole_test_set.py).
+  type: "whole_test_set",
   // What training_config/data.libsonnet needs on a real data set (hidden).
   on_real_data:: {
     task: "chunking",
@@ -74,8 +76,9 @@ local config = {
     num_epochs: 40,
     patience: 10,
     validation_metric: "+accuracy",
-    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md).
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }],
+    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md);
+    // distributed training leaves its process group when it ends (leave_process_group, last).
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "leave_process_group" }],
   },
 };
 

@@ -1,5 +1,3 @@
-import os
-
 import pytest
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import Batch, Instance, Vocabulary
@@ -8,8 +6,9 @@ from allennlp.data.token_indexers import PretrainedTransformerMismatchedIndexer
 from allennlp.data.tokenizers import Token
 
 from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
+from tests.tiny_transformer import tiny_bert_directory
 
-MODEL = os.environ["TRANSFORMER_MODEL"]  # the tiny random BERT of tests/conftest.py
+MODEL = str(tiny_bert_directory(16))  # written by tests/conftest.py
 SENTENCES = [
     "EU rejects German call to boycott British lamb .".split(),
     "Peter Blackburn".split(),

@@ -20,7 +20,7 @@ from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesI
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 from nerzoo.models.nerzoo_model import tensors_to_device
 from tests import FIXTURES_ROOT, PROJECT_ROOT
-from tests.test_training_configs import build_on_fixtures
+from tests.test_training_configs import build_on_fixtures, on_fixtures
 
 # Shipped configs, and whether their readers make only the fields `fast` handles itself
 # (the contextual configs' word pieces go through `Batch`).
@@ -53,7 +53,7 @@ def _assert_same(expected, actual, where="batch"):
 
 
 def _indexed_instances(config_name):
-    params = Params.from_file(str(PROJECT_ROOT / "training_config" / f"{config_name}.jsonnet"))
+    params = on_fixtures(PROJECT_ROOT / "training_config" / f"{config_name}.jsonnet")
     reader = DatasetReader.from_params(params.pop("dataset_reader"))
     instances = list(reader.read(params.pop("validation_data_path")))
     vocab = Vocabulary.from_instances(instances)

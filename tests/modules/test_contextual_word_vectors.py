@@ -1,4 +1,3 @@
-import os
 import pathlib
 import zipfile
 
@@ -15,8 +14,9 @@ from transformers import AutoModel, AutoTokenizer
 import nerzoo  # noqa: F401
 from nerzoo import transformer_models
 from nerzoo.modules.token_embedders.contextual_word_vectors import ContextualWordVectors
+from tests.tiny_transformer import tiny_bert_directory
 
-MODEL = os.environ["TRANSFORMER_MODEL"]  # the tiny random BERT of tests/conftest.py
+MODEL = str(tiny_bert_directory(16))  # written by tests/conftest.py
 SENTENCES = [
     "EU rejects German call to boycott British lamb .".split(),
     "Peter Blackburn".split(),
@@ -164,18 +164,11 @@ def test_a_missing_model_names_the_install_command(tmp_path):
         ContextualWordVectors(str(tmp_path / "no-model"))
 
 
-def test_ext_vars_default_to_the_cache_and_read_the_hidden_size(tmp_path, monkeypatch):
-    monkeypatch.setenv("NERZOO_CACHE", str(tmp_path))
-    environ = {}
-    transformer_models.set_default_ext_vars(environ)
-    assert environ == {
-        "TRANSFORMER_MODEL": str(tmp_path / "all-MiniLM-L6-v2"),
-        "TRANSFORMER_DIM": "0",
-        "NERZOO_DATA": "fixtures",
-    }
-    environ = {"TRANSFORMER_MODEL": MODEL}
-    transformer_models.set_default_ext_vars(environ)
-    assert environ["TRANSFORMER_DIM"] == "16"
+def test_a_model_name_under_the_home_folder_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "model").symlink_to(MODEL)
+    assert transformer_models.local_model_directory("~/model") == str(tmp_path / "model")
+    assert ContextualWordVectors("~/model").get_output_dim() == 16
 
 
 def test_install_unpacks_the_bundled_zip_and_never_leaves_half_a_model(tmp_path):

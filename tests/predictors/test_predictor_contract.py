@@ -10,6 +10,7 @@ import os
 
 import pytest
 from allennlp.commands.train import train_model_from_file
+from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.models.archival import load_archive
 from allennlp.predictors import Predictor
@@ -18,6 +19,7 @@ import nerzoo  # noqa: F401
 from nerzoo.commands.calibrate import calibrate
 from nerzoo.modules.crf.calibration import calibration_modules
 from tests import PROJECT_ROOT
+from tests.tiny_transformer import tiny_bert_overrides
 
 # Every config under training_config/ but the thread model, which has its own predictor.
 CONFIGS = sorted(
@@ -54,10 +56,10 @@ def test_the_table_covers_every_shipped_config():
 def _train(config, directory, env=None):
     os.environ.update(env or {})
     try:
+        path = str(PROJECT_ROOT / "training_config" / f"{config}.jsonnet")
+        tiny = tiny_bert_overrides(Params.from_file(path).as_dict(quiet=True))
         train_model_from_file(
-            str(PROJECT_ROOT / "training_config" / f"{config}.jsonnet"),
-            str(directory),
-            overrides=json.dumps({"trainer.num_epochs": 1, "evaluate_on_test": False}),
+            path, str(directory), overrides=json.dumps({**tiny, "trainer.num_epochs": 1, "evaluate_on_test": False})
         )
     finally:
         for key in env or {}:

@@ -5,7 +5,7 @@ from allennlp.data import Token, Vocabulary
 from allennlp.data.token_indexers import PretrainedTransformerMismatchedIndexer, TokenIndexer
 from allennlp.data.token_indexers.token_indexer import IndexedTokenList
 
-from nerzoo.transformer_models import check_model_directory
+from nerzoo.transformer_models import local_model_directory
 
 
 @TokenIndexer.register("contextual_word_pieces")
@@ -41,7 +41,7 @@ class ContextualWordPiecesIndexer(PretrainedTransformerMismatchedIndexer):
         cache_size: int = 200000,
         **kwargs,
     ) -> None:
-        check_model_directory(model_name)
+        model_name = local_model_directory(model_name)
         if cache_size < 0:
             raise ConfigurationError(f"cache_size must be >= 0, got {cache_size}")
         super().__init__(model_name, namespace, max_length, tokenizer_kwargs, **kwargs)

@@ -7,7 +7,7 @@ from allennlp.modules import ScalarMix
 from allennlp.modules.token_embedders import PretrainedTransformerMismatchedEmbedder, TokenEmbedder
 from allennlp.nn import util
 
-from nerzoo.transformer_models import check_model_directory
+from nerzoo.transformer_models import local_model_directory
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         tokenizer_kwargs: Optional[Dict] = None,
         transformer_kwargs: Optional[Dict] = None,
     ) -> None:
-        check_model_directory(model_name)
+        model_name = local_model_directory(model_name)
         if sub_token_mode not in ("avg", "first"):
             raise ConfigurationError(f"sub_token_mode must be 'avg' or 'first', got {sub_token_mode!r}")
         if cache_size_mb < 0:

@@ -1,0 +1,2 @@
+// char_gated_tagger_concat.jsonnet on conll2000_chunking (training_config/data.libsonnet).
+(import "../data.libsonnet").on((import "../char_gated_tagger_concat.jsonnet").fixture_config, "conll2000_chunking")

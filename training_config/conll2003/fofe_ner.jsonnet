@@ -1,0 +1,2 @@
+// fofe_ner.jsonnet on conll2003 (training_config/data.libsonnet).
+(import "../data.libsonnet").on((import "../fofe_ner.jsonnet").fixture_config, "conll2003")

@@ -1,0 +1,2 @@
+// deptree_ner_contextual.jsonnet on uner_ewt (training_config/data.libsonnet).
+(import "../data.libsonnet").on((import "../deptree_ner_contextual.jsonnet").fixture_config, "uner_ewt")
