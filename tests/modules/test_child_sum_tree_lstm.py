@@ -319,17 +319,19 @@ def test_the_levels_hold_each_token_once_after_its_children(seed):
             depth[row * num_tokens + token] = token_depth
     max_depth = max(depth.values())
     assert levels.sizes == [sum(d == max_depth - level for d in depth.values()) for level in range(max_depth + 1)]
-    positions = levels.positions.split(levels.sizes)
-    assert sorted(levels.positions.tolist()) == sorted(depth) and torch.equal(levels.outputs, levels.positions)
-    for level, (level_positions, head_slots) in enumerate(zip(positions, levels.head_slots.split(levels.sizes))):
-        assert all(depth[position] == max_depth - level for position in level_positions.tolist())
-        for position, head_slot in zip(level_positions.tolist(), head_slots.tolist()):
+    # One row and one slot per real token, in the same order.
+    assert sorted(levels.tokens.tolist()) == sorted(depth)
+    assert levels.rows.tolist() == levels.outputs.tolist() == list(range(len(depth)))
+    level_tokens = levels.tokens.split(levels.sizes)
+    for level, (tokens, head_slots) in enumerate(zip(level_tokens, levels.head_slots.split(levels.sizes))):
+        assert all(depth[position] == max_depth - level for position in tokens.tolist())
+        for position, head_slot in zip(tokens.tolist(), head_slots.tolist()):
             head = int(head_indices.view(-1)[position])
-            if head == 0:  # a root: its slot goes to the dropped row
+            if head == 0:  # a root: what it sends goes to the dropped row
                 assert head_slot == (levels.sizes[level + 1] if level + 1 < len(levels.sizes) else 0)
             else:
                 head_position = position - position % num_tokens + head - 1
-                assert int(positions[level + 1][head_slot]) == head_position
+                assert int(level_tokens[level + 1][head_slot]) == head_position
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -339,17 +341,16 @@ def test_the_fixed_depth_levels_hold_the_exact_levels_and_empty_slots(seed):
     exact = tree_levels(mask, head_indices)
     num_levels = len(exact.sizes) + 2  # two more than needed: empty levels in front
     fixed = fixed_depth_levels(mask, head_indices, num_levels)
+    assert fixed.tokens.tolist() == list(range(num_positions))  # a row for every position
     assert fixed.sizes == [num_positions] * num_levels
-    empty = [num_positions] * 2
-    outputs = fixed.outputs.split(fixed.sizes)
-    for level, level_outputs in enumerate(outputs):
-        filled = level_outputs[level_outputs < num_positions]
-        assert filled.tolist() == (sorted(exact.positions.split(exact.sizes)[level - 2].tolist()) if level >= 2 else [])
-        assert level >= 2 or torch.equal(level_outputs, torch.full_like(level_outputs, empty[level]))
-    # A filled slot sends to its head's position (each level's slot p is position p), the others to the dropped row.
+    assert fixed.rows.tolist() == list(range(num_positions)) * num_levels
+    for level, outputs in enumerate(fixed.outputs.split(fixed.sizes)):
+        filled = outputs[outputs < num_positions]
+        assert filled.tolist() == (sorted(exact.tokens.split(exact.sizes)[level - 2].tolist()) if level >= 2 else [])
+    # A filled slot sends to its head's row (each level's slot p is row p), the others to the dropped row.
     filled = fixed.outputs < num_positions
     has_head = (head_indices.view(-1) > 0).repeat(num_levels)
-    assert torch.equal(fixed.head_slots[filled & has_head], fixed.head_positions[filled & has_head])
+    assert torch.equal(fixed.head_slots[filled & has_head], fixed.head_rows[filled & has_head])
     assert (fixed.head_slots[~(filled & has_head)] == num_positions).all()
 
 

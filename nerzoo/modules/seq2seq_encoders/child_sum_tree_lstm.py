@@ -83,8 +83,8 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
 
     Computation: the tokens of the whole batch are computed one level at a time, a level being the
     tokens of one depth (root = 0), the deepest first (`tree_levels`), so the loop runs
-    `1 + max tree depth` times per layer whatever the batch size.  A level's tokens send `h_k` and
-    `f_jk * c_k` to their heads, which are all in the next level.  Autograd differentiates it.
+    `1 + max tree depth` times per layer whatever the batch size.  A level's tokens send what
+    their heads sum over children to them, all in the next level.  Autograd differentiates it.
 
     Registered as a `Seq2SeqEncoder` with name "child_sum_tree_lstm".  Unlike most encoders it needs the
     dependency heads: `forward(inputs, mask, head_indices)`.
@@ -196,15 +196,20 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
             levels = tree_levels(mask, head_indices)
         else:
             levels = fixed_depth_levels(mask, head_indices, num_levels)
-        # What masked positions hold (even inf/nan) reaches no token.
-        layer_input = inputs.masked_fill(~mask.unsqueeze(-1), 0.0)
+        # The layers run on the rows of `levels.tokens`, `(num_rows, dim)`; what masked positions
+        # hold (even inf/nan) reaches no token.
+        flat_inputs = inputs.masked_fill(~mask.unsqueeze(-1), 0.0).reshape(batch_size * num_tokens, input_dim)
+        layer_input = flat_inputs[levels.tokens]
         for index, layer in enumerate(self.layers):
-            if index > 0:
-                layer_input = self.dropout(layer_input)  # one mask per sentence; identity in evaluation
-            flat_input = layer_input.reshape(batch_size * num_tokens, -1)
-            output = _residual(layer, flat_input, _tree_lstm_layer(layer, flat_input, levels))
-            layer_input = output.view(batch_size, num_tokens, self._hidden_dim)
-        states = layer_input.masked_fill(~mask.unsqueeze(-1), 0.0)
+            if index > 0 and self.training and self.dropout.p > 0:
+                # `VariationalDropout`'s mask, one per sentence, picked for each row.
+                sentence_masks = self.dropout(layer_input.new_ones(batch_size, 1, layer_input.size(1))).squeeze(1)
+                layer_input = layer_input * sentence_masks[levels.tokens // num_tokens]
+            layer_input = _residual(layer, layer_input, _tree_lstm_layer(layer, layer_input, levels))
+        flat_states = layer_input.new_zeros(batch_size * num_tokens, self._hidden_dim)
+        flat_states = flat_states.index_copy(0, levels.tokens, layer_input)
+        # Zero at masked positions (which fixed-depth levels compute rows for); the states are finite.
+        states = flat_states.view(batch_size, num_tokens, self._hidden_dim) * mask.unsqueeze(-1)
         roots = (mask & (head_indices == 0)).unsqueeze(-1)
         root = (states * roots).sum(dim=1) / roots.sum(dim=1).clamp(min=1)
         return TreeLstmOutput(states, root)
@@ -212,35 +217,38 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
 
 def _tree_lstm_layer(layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, levels: TreeLevels) -> torch.Tensor:
     """
-    One Tree-LSTM layer, the equations above a level at a time: `inputs` `(num_positions, in)` ->
-    `(num_positions, hidden)`, zero where no slot writes.  A level's slots read their children's
-    `[h~_j, sum_k f_jk * c_k]` from `children`, then add their own `[h_k, f_jk * c_k]` into their
-    heads' rows of the next level's `children` (one extra row, dropped, takes the roots' and empty
-    slots').
+    One Tree-LSTM layer, the equations above a level at a time: `inputs` `(num_rows, in)` ->
+    `(num_rows, hidden)`, zero where no slot writes.  `h~_j` enters the gates only as
+    `U h~_j = sum_k U h_k`, so a level's slots make `[U h_k, U_f h_k]` in one product and send
+    `[U h_k, f_jk * c_k]` to their heads' rows of the next level's `children`, where they add up to
+    `[U h~_j, sum_k f_jk * c_k]` (one extra row, dropped, takes what roots and empty slots send).
     """
     hidden = layer.hidden_dim
-    projected = layer.input_linearity(inputs)  # (num_positions, 4 * hidden): W x + b for i, o, u, f
-    gate_inputs = projected[levels.positions, : 3 * hidden].split(levels.sizes)  # W x_j + b for i, o, u
-    head_forget_inputs = projected[levels.head_positions, 3 * hidden :].split(levels.sizes)  # W_f x_j + b_f
+    projected = layer.input_linearity(inputs)  # (num_rows, 4 * hidden): W x + b for i, o, u, f
+    gate_inputs = projected[levels.rows, : 3 * hidden].split(levels.sizes)  # W x_j + b for i, o, u
+    head_forget_inputs = projected[levels.head_rows, 3 * hidden :].split(levels.sizes)  # W_f x_j + b_f
     head_slots = levels.head_slots.split(levels.sizes)
-    children = projected.new_zeros(levels.sizes[0], 2 * hidden)  # the deepest level has no children
+    state_weights = torch.cat([layer.state_linearity.weight, layer.forget_state_linearity.weight])  # [U; U_f]
+    children = projected.new_zeros(levels.sizes[0], 4 * hidden)  # the deepest level has no children
     states = []
     for level in range(len(levels.sizes)):
-        children_states, children_memory = children.split(hidden, dim=1)  # h~_j, sum_k f_jk * c_k
-        gates = gate_inputs[level] + layer.state_linearity(children_states)
-        input_gate, output_gate = torch.sigmoid(gates[:, : 2 * hidden]).chunk(2, dim=1)
-        update = torch.tanh(gates[:, 2 * hidden :])
-        cell = input_gate * update + children_memory
+        children_gates, children_memory = children.split([3 * hidden, hidden], dim=1)  # U h~_j, sum f_jk c_k
+        gates = gate_inputs[level] + children_gates  # W x_j + U h~_j + b for i, o, u
+        input_and_output, update = gates.split([2 * hidden, hidden], dim=1)
+        input_gate, output_gate = torch.sigmoid(input_and_output).chunk(2, dim=1)
+        cell = input_gate * torch.tanh(update) + children_memory
         state = output_gate * torch.tanh(cell)
         states.append(state)
         if level + 1 < len(levels.sizes):
-            forget_gate = torch.sigmoid(head_forget_inputs[level] + layer.forget_state_linearity(state))
-            sent = torch.cat([state, forget_gate * cell], dim=1)
+            pushed = torch.nn.functional.linear(state, state_weights)  # [U h_k, U_f h_k]
+            pushed_gates, pushed_forget = pushed.split([3 * hidden, hidden], dim=1)
+            forget_gate = torch.sigmoid(head_forget_inputs[level] + pushed_forget)
+            sent = torch.cat([pushed_gates, forget_gate * cell], dim=1)  # [U h_k, f_jk * c_k]
             next_size = levels.sizes[level + 1]
-            children = sent.new_zeros(next_size + 1, 2 * hidden).index_add(0, head_slots[level], sent)[:next_size]
-    num_positions = inputs.size(0)
-    outputs = states[0].new_zeros(num_positions + 1, hidden).index_copy(0, levels.outputs, torch.cat(states))
-    return outputs[:num_positions]
+            children = sent.new_zeros(next_size + 1, 4 * hidden).index_add(0, head_slots[level], sent)[:next_size]
+    num_rows = inputs.size(0)
+    outputs = states[0].new_zeros(num_rows + 1, hidden).index_copy(0, levels.outputs, torch.cat(states))
+    return outputs[:num_rows]
 
 
 def _residual(layer: ChildSumTreeLstmLayer, layer_input: torch.Tensor, output: torch.Tensor) -> torch.Tensor:

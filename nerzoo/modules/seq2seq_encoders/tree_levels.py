@@ -14,25 +14,28 @@ import torch
 
 class TreeLevels(NamedTuple):
     """
-    The slots of every level, one level after the other (`num_slots = sum(sizes)`), deepest first.
-    A slot holds a token, or is empty (only in `fixed_depth_levels`): an empty slot computes
-    something that goes nowhere.
+    The pass computes `num_rows` rows, one per token of `tokens`; its levels are `sizes[l]` slots
+    each, stored one level after the other (`num_slots = sum(sizes)`), deepest first.  A slot holds
+    a token, or is empty (only in `fixed_depth_levels`): an empty slot computes something that goes
+    nowhere.
     """
 
-    positions: torch.Tensor  # (num_slots,): the flat position whose input the slot reads
-    outputs: torch.Tensor  # (num_slots,): where its state goes: its position, num_positions if empty
-    head_positions: torch.Tensor  # (num_slots,): its head's flat position (anything for a root or empty slot)
-    # (num_slots,): its head's slot within the next level, or the next level's size for a root or
-    # an empty slot (a row that is dropped).
+    tokens: torch.Tensor  # (num_rows,): the flat position of each row's token
+    rows: torch.Tensor  # (num_slots,): the row whose input the slot reads
+    outputs: torch.Tensor  # (num_slots,): the row its state goes to, num_rows (dropped) for an empty slot
+    head_rows: torch.Tensor  # (num_slots,): the row of its head (anything for a root or an empty slot)
+    # (num_slots,): its head's slot within the next level, or the next level's size (a row that is
+    # dropped) for a root or an empty slot.
     head_slots: torch.Tensor
     sizes: List[int]  # slots per level
 
 
 def tree_levels(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> TreeLevels:
     """
-    The exact levels of a batch: one slot per real token, `1 + max depth` levels.  Computed on the
-    CPU (the loop's sizes are needed there anyway), the indices then sent to `mask`'s device.
-    Raises a `ValueError` for heads out of range, pointing at masked tokens, or forming a cycle.
+    The exact levels of a batch: `1 + max depth` levels of the real tokens, one row and one slot
+    each, in the same order.  Computed on the CPU (the loop's sizes are needed there anyway), the
+    indices then sent to `mask`'s device.  Raises a `ValueError` for heads out of range, pointing at
+    masked tokens, or forming a cycle.
     """
     device = mask.device
     mask, head_indices = mask.bool().cpu(), head_indices.long().cpu()
@@ -44,40 +47,44 @@ def tree_levels(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> TreeL
     order = torch.argsort(level, stable=True)
     counts = torch.bincount(level, minlength=num_levels + 1)
     sizes = counts[:num_levels].tolist()
-    positions = order[: sum(sizes)]
+    num_rows = sum(sizes)
+    tokens = order[:num_rows]
 
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(order.numel())
-    slot = rank - (torch.cumsum(counts, 0) - counts)[level]  # (num_positions,): slot within its level
-    head_positions = (parents + torch.arange(batch_size).unsqueeze(1) * num_tokens).flatten()[positions]
+    row = torch.empty_like(order)
+    row[order] = torch.arange(order.numel())  # (num_positions,): row of each position (masked ones past num_rows)
+    slot = row - (torch.cumsum(counts, 0) - counts)[level]  # (num_positions,): slot within its level
+    heads = (parents + torch.arange(batch_size).unsqueeze(1) * num_tokens).flatten()[tokens]
+    is_root = (head_indices.flatten() == 0)[tokens]
     next_sizes = torch.tensor(sizes[1:] + [0])
-    is_root = (head_indices.flatten() <= 0)[positions]
-    head_slots = torch.where(is_root, next_sizes[level[positions]], slot[head_positions])
-    positions, head_positions, head_slots = (tensor.to(device) for tensor in (positions, head_positions, head_slots))
-    return TreeLevels(positions, positions, head_positions, head_slots, sizes)
+    head_slots = torch.where(is_root, next_sizes[level[tokens]], slot[heads])
+    rows = torch.arange(num_rows)
+    tokens, rows, head_rows, head_slots = (tensor.to(device) for tensor in (tokens, rows, row[heads], head_slots))
+    return TreeLevels(tokens, rows, rows, head_rows, head_slots, sizes)
 
 
 def fixed_depth_levels(mask: torch.BoolTensor, head_indices: torch.LongTensor, num_levels: int) -> TreeLevels:
     """
-    `num_levels` levels of `num_positions` slots each, slot `p` of the level of depth `d` holding
-    position `p` where its token has depth `d` and empty elsewhere: shapes that do not depend on the
-    trees, and nothing read back from the device, so a CUDA graph can hold the pass.  Tokens at
-    depth `num_levels` or deeper get no state (zero); the heads are not checked.
+    A row for every position, and `num_levels` levels of a slot for every row: slot `p` of the
+    level of depth `d` holds position `p` where its token has depth `d` and is empty elsewhere.
+    Shapes that do not depend on the trees, and nothing read back from the device, so a CUDA graph
+    can hold the pass.  Tokens at depth `num_levels` or deeper get no state (zero); the heads are
+    not checked.
     """
     batch_size, num_tokens = mask.shape
     num_positions = batch_size * num_tokens
     mask = mask.bool()
     depth, parents = _depths(mask, head_indices, check=False)
     flat = torch.arange(num_positions, device=mask.device)
-    head_positions = (parents + torch.arange(batch_size, device=mask.device).unsqueeze(1) * num_tokens).flatten()
+    heads = (parents + torch.arange(batch_size, device=mask.device).unsqueeze(1) * num_tokens).flatten()
     level_depths = torch.arange(num_levels - 1, -1, -1, device=mask.device).unsqueeze(1)
     here = mask.flatten() & (depth.flatten() == level_depths)  # (num_levels, num_positions)
     has_head = (head_indices > 0).flatten()
     return TreeLevels(
-        positions=flat.repeat(num_levels),
+        tokens=flat,
+        rows=flat.repeat(num_levels),
         outputs=torch.where(here, flat, num_positions).flatten(),
-        head_positions=head_positions.repeat(num_levels),
-        head_slots=torch.where(here & has_head, head_positions, num_positions).flatten(),
+        head_rows=heads.repeat(num_levels),
+        head_slots=torch.where(here & has_head, heads, num_positions).flatten(),
         sizes=[num_positions] * num_levels,
     )
 
