@@ -48,8 +48,8 @@ def test_graphed_training_steps_equal_the_eager_ones(config, autocast, ieee_floa
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
-    # The reference runs the same padded loss eagerly (`deptree_ner`'s dense Tree-LSTM levels too,
-    # checked against its scheduled levels in tests/modules and tests/training).
+    # The reference runs the same padded loss eagerly (`deptree_ner`'s fixed-depth Tree-LSTM levels too,
+    # checked against its exact levels in tests/modules and tests/training).
     eager = model.to(DEVICE).train()
     use_step_graphs(eager, StepGraphs(length_multiple=16, character_multiple=16, capture=False))
     graphed = copy.deepcopy(model)
