@@ -5,18 +5,6 @@ from tests.gpu.cudnn_rnn_rule import cudnn_rnn_rule
 
 
 @pytest.fixture(autouse=True)
-def cpu_crf_scans_like_the_device(monkeypatch):
-    """
-    Every test of the suite: the CPU side runs the CRF's parallel scans, as an accelerator does (by
-    default the CPU runs the step-by-step recursions, checked equal to the scans in
-    tests/modules/test_chain_scans.py), so each comparison is one algorithm on two devices.
-    Subprocesses inherit it.
-    """
-    monkeypatch.setenv("NERZOO_CRF_SCANS", "always")
-    yield
-
-
-@pytest.fixture(autouse=True)
 def cpu_rnns_follow_cudnn():
     """Every test of the suite: an RNN on the CPU has no backward pass in evaluation mode, as on a GPU."""
     with cudnn_rnn_rule():

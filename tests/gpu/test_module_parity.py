@@ -22,8 +22,7 @@ import pytest
 import torch
 from allennlp.modules.seq2seq_encoders import LstmSeq2SeqEncoder
 
-from nerzoo.modules.crf.batched_crf import crf_log_likelihood, viterbi_decode
-from nerzoo.modules.crf.crf_marginals import forward_backward, tag_marginals
+from nerzoo.modules.crf.tag_scorers import CrfScorer
 from nerzoo.modules.fofe.codes import fofe_codes, prefix_codes, span_codes
 from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
@@ -35,11 +34,11 @@ from nerzoo.modules.seq2vec_encoders.fofe_encoder import FofeEncoder
 from nerzoo.modules.seq2vec_encoders.summed_gru_encoder import SummedGruEncoder
 from tests.gpu.device_under_test import DEVICE, skip_unless_the_device_is_available
 from tests.modules import test_attention_encoders as attention_tests
-from tests.modules import test_batched_crf as crf_tests
 from tests.modules import test_child_sum_tree_lstm as tree_tests
 from tests.modules import test_fast_character_encoding as character_tests
 from tests.modules import test_fast_lstm as lstm_tests
 from tests.modules import test_fofe as fofe_tests
+from tests.modules import test_linear_chain_crf as crf_tests
 from tests.modules import test_memory_hop as memory_tests
 from tests.modules import test_span_character_cnn as span_cnn_tests
 
@@ -79,38 +78,47 @@ def _crf_inputs(scale: float = 1.0, dtype: torch.dtype = torch.float32, **shape:
 
 
 def _crf_cases() -> List[Case]:
+    # The CRFs scan on both devices: one algorithm on two devices.
     runs = {
-        "viterbi_decode": lambda crf, logits, mask, tags: viterbi_decode(crf, logits, mask),
-        "crf_log_likelihood": lambda crf, logits, mask, tags: crf_log_likelihood(crf, logits, tags, mask),
-        "forward_backward": lambda crf, logits, mask, tags: forward_backward(crf, logits, mask),
-        "forward_backward, transition temperature 2": lambda crf, logits, mask, tags: forward_backward(
-            crf, logits, mask, transition_temperature=2.0
+        "viterbi": lambda crf, logits, mask, tags: crf.viterbi(logits, mask),
+        "log_likelihood": lambda crf, logits, mask, tags: crf.log_likelihood(logits, tags, mask),
+        "forward_backward": lambda crf, logits, mask, tags: tuple(crf.forward_backward(logits, mask)[:3]),
+        "forward_backward, transition temperature 2": lambda crf, logits, mask, tags: tuple(
+            crf.forward_backward(logits, mask, transition_temperature=2.0)[:3]
         ),
-        "tag_marginals": lambda crf, logits, mask, tags: tag_marginals(forward_backward(crf, logits, mask), mask),
+        "tag_marginals": lambda crf, logits, mask, tags: (
+            CrfScorer(crf).posteriors(logits, mask, crf.viterbi(logits, mask).tags).probabilities
+        ),
     }
     cases = []
     for name, run in runs.items():
         for constrained, start_end in [(True, True), (False, False)]:
             label = f"{name}, {'BIOUL constraints' if constrained else 'unconstrained'}"
             label += ", start/end" if start_end else ""
-            cases.append(Case(label, lambda c=constrained, s=start_end: crf_tests._crf(c, s, seed=0), _crf_inputs, run))
-    # Scores hundreds of nats apart: the rescaled products underflow and forward_backward runs
-    # again with logsumexp (after reading the underflow flag back from the device).
+            cases.append(
+                Case(
+                    label,
+                    lambda c=constrained, s=start_end: crf_tests._crf(c, s, seed=0, schedule="scan"),
+                    _crf_inputs,
+                    run,
+                )
+            )
+    # Scores hundreds of nats apart.
     for name in ("forward_backward", "tag_marginals"):
         cases.append(
             Case(
-                f"{name}, scores far apart (logsumexp fallback)",
-                lambda: crf_tests._crf(True, True, seed=0),
+                f"{name}, scores far apart",
+                lambda: crf_tests._crf(True, True, seed=0, schedule="scan"),
                 lambda: _crf_inputs(scale=30.0),
                 runs[name],
             )
         )
-    # A float64 batch as large as prediction's (confidences): rescaled matrix products on the device.
+    # A float64 batch as large as prediction's (confidences).
     for name in ("forward_backward", "tag_marginals"):
         cases.append(
             Case(
-                f"{name}, float64, 64 sentences of 40 steps (rescaled products)",
-                lambda: crf_tests._crf(True, True, seed=0).double(),
+                f"{name}, float64, 64 sentences of 40 steps",
+                lambda: crf_tests._crf(True, True, seed=0, schedule="scan").double(),
                 lambda: _crf_inputs(dtype=torch.float64, batch_size=64, num_steps=40),
                 runs[name],
             )

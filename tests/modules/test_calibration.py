@@ -13,6 +13,7 @@ from nerzoo.modules.crf.calibration import (
     scorer_site,
     site_config,
 )
+from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
 from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer
 from nerzoo.training.metrics.span_calibration import (
     SpanCalibration,
@@ -27,7 +28,7 @@ LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "L-PER", 4: "U-PER"}
 
 def _crf():
     torch.manual_seed(0)
-    crf = CrfScorer.build_crf(LABELS, "BIOUL")
+    crf = LinearChainCrf.for_labels(LABELS, "BIOUL")
     with torch.no_grad():
         for parameter in (crf.transitions, crf.start_transitions, crf.end_transitions):
             parameter.normal_()

@@ -10,7 +10,7 @@ import torch
 from allennlp.data import Vocabulary
 
 from nerzoo.data.tag_schemes import tags_to_spans
-from nerzoo.modules.crf.crf_marginals import PathPosteriors, forward_backward
+from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
 from nerzoo.modules.crf.tag_decoder import TagDecoder
 from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
@@ -153,7 +153,7 @@ def test_readable_spans_and_confidences_equal_the_per_span_reference(use_crf):
     decoder = TagDecoder(vocab)
     torch.manual_seed(0)
     index_to_label = dict(enumerate(labels))
-    scorer = CrfScorer(CrfScorer.build_crf(index_to_label)) if use_crf else SoftmaxScorer()
+    scorer = CrfScorer(LinearChainCrf.for_labels(index_to_label)) if use_crf else SoftmaxScorer()
     logits = torch.randn(4, 9, len(labels)) * 2
     lengths = [9, 5, 1, 7]
     mask = torch.tensor([[t < length for t in range(9)] for length in lengths])
@@ -165,8 +165,15 @@ def test_readable_spans_and_confidences_equal_the_per_span_reference(use_crf):
 
     if use_crf:
         with torch.no_grad():
-            on_paths = PathPosteriors(forward_backward(scorer.crf, logits, mask), logits, paths)
-        segment = on_paths.segment_log_probability
+            passes = scorer.crf.forward_backward(logits.double(), mask)
+        transitions = passes.scores.transitions
+
+        def segment(row, start, end):
+            """alpha_s + the path's scores inside + beta_e - log Z, one step at a time."""
+            path, scores = paths[row].tolist(), logits[row].double()
+            inside = sum(transitions[path[t - 1], path[t]] + scores[t, path[t]] for t in range(start + 1, end))
+            outside = passes.log_alpha[row, start, path[start]] + passes.log_beta[row, end - 1, path[end - 1]]
+            return float(outside + inside - passes.log_partition[row])
     else:
         log_softmax = torch.log_softmax(logits, dim=-1).double()
 

@@ -5,12 +5,13 @@ from allennlp.common import FromParams
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import is_distributed
 from allennlp.data import Vocabulary
-from allennlp.modules import ConditionalRandomField, FeedForward, TimeDistributed
+from allennlp.modules import FeedForward, TimeDistributed
 from allennlp.nn import Activation
 
 from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, scorer_site
+from nerzoo.modules.crf.linear_chain_crf import SCHEDULES, LinearChainCrf
 from nerzoo.modules.crf.sentence_rows import SentenceRows
 from nerzoo.modules.crf.tag_decoder import TagDecoder
 from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer, TagPosteriors
@@ -20,18 +21,18 @@ from nerzoo.training.metrics.span_calibration import SpanCalibration
 class TagHead(torch.nn.Module, FromParams):
     """
     The tagging head every nerzoo tagger composes: optional hidden layer, linear projection to tag
-    scores, then a scorer (`nerzoo.modules.crf.tag_scorers`): a linear-chain CRF (allennlp's
-    `ConditionalRandomField`, Lafferty et al., 2001) with `allowed_transitions` constraints for the
-    tag scheme, batched Viterbi decoding and likelihood (`nerzoo.modules.crf.batched_crf`) and exact
-    posterior marginals (forward-backward); and a `TagDecoder` for labels, entity spans with
-    confidences, and the metrics (computed from tag-id tensors).
+    scores, then a scorer (`nerzoo.modules.crf.tag_scorers`): a linear-chain CRF
+    (`nerzoo.modules.crf.linear_chain_crf`, Lafferty et al., 2001) with `allowed_transitions`
+    constraints for the tag scheme, batched Viterbi decoding, likelihood and exact posterior
+    marginals (forward-backward); and a `TagDecoder` for labels, entity spans with confidences, and
+    the metrics (computed from tag-id tensors).
 
     Models take it as `Lazy[TagHead]` and construct it with their encoder's output size, so a
     config only names the options that differ from the defaults (`"head": {"hidden_dim": 50}`).
 
     Confidence of a predicted entity = the exact posterior probability that its tokens carry exactly
-    its tags (see `crf_marginals.PathPosteriors`); each token also gets the marginal of its
-    predicted tag, and `tag_probabilities` holds all marginals.  The posteriors are those of the CRF
+    its tags (see `CrfScorer`); each token also gets the marginal of its predicted tag, and
+    `tag_probabilities` holds all marginals.  The posteriors are those of the CRF
     whose emission scores are divided by `temperature` and transition scores by
     `transition_temperature` (both 1 unless `allennlp calibrate` fitted them on dev data, see
     `nerzoo.modules.crf.calibration`); the Viterbi paths never change with them.  In evaluation mode
@@ -104,6 +105,10 @@ class TagHead(torch.nn.Module, FromParams):
         The epoch's metrics are the same; the progress bar's update every this many batches, and
         a training forward pass returns no `paths`.  On a GPU a small batch's Viterbi pass costs
         as many kernel launches as its likelihood, so e.g. 50 saves most of them.
+    crf_schedule : `str`, optional (default = `"auto"`)
+        How the CRF runs its recursions over time: `"steps"` one step after the other, `"scan"` as
+        parallel scans in O(log T) rounds, `"auto"` scans on an accelerator and steps on the CPU
+        (`nerzoo.modules.crf.linear_chain_crf`).
     """
 
     def __init__(
@@ -125,8 +130,11 @@ class TagHead(torch.nn.Module, FromParams):
         transition_temperature: Optional[float] = None,
         calibration_metrics: bool = True,
         training_decode_interval: int = 1,
+        crf_schedule: str = "auto",
     ) -> None:
         super().__init__()
+        if crf_schedule not in SCHEDULES:
+            raise ConfigurationError(f"crf_schedule must be one of {SCHEDULES}, got {crf_schedule!r}")
         if training_decode_interval < 1:
             raise ConfigurationError(f"training_decode_interval must be >= 1, got {training_decode_interval}")
         self.training_decode_interval = training_decode_interval
@@ -160,12 +168,12 @@ class TagHead(torch.nn.Module, FromParams):
             projection_input_dim = hidden_dim
         self.tag_projection = TimeDistributed(torch.nn.Linear(projection_input_dim, self.num_tags))
 
-        self.crf: Optional[ConditionalRandomField] = None
+        self.crf: Optional[LinearChainCrf] = None
         self.scorer: Union[CrfScorer, SoftmaxScorer] = SoftmaxScorer(temperature)
         if use_crf:
             labels = vocab.get_index_to_token_vocabulary(label_namespace)
             constraint_scheme = self.tag_scheme if constrain_crf_decoding else None
-            self.crf = CrfScorer.build_crf(labels, constraint_scheme, include_start_end_transitions)
+            self.crf = LinearChainCrf.for_labels(labels, constraint_scheme, include_start_end_transitions, crf_schedule)
             self.scorer = CrfScorer(self.crf, temperature, transition_temperature)
         self.decoder = TagDecoder(vocab, label_namespace, self.tag_scheme, verbose_metrics)
         self.auxiliary_losses = AuxiliaryLosses()

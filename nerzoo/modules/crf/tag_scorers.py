@@ -1,9 +1,7 @@
 """
 The two ways a tagger turns per-token tag scores into a loss, a prediction and posteriors:
 
-- `CrfScorer`: a linear-chain CRF (allennlp's `ConditionalRandomField` holds the parameters and the
-  transition constraints; `nerzoo.modules.crf.batched_crf` decodes and scores whole batches;
-  `nerzoo.modules.crf.crf_marginals` gives exact posteriors).
+- `CrfScorer`: a linear-chain CRF (`nerzoo.modules.crf.linear_chain_crf`);
 - `SoftmaxScorer`: an independent softmax at each position (MEMNET, Liu, Baldwin & Cohn, 2017,
   https://aclanthology.org/I17-1056, eq. 13; and Seq2Biseq's decoders).
 
@@ -15,15 +13,13 @@ Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_s
 `paths` `(batch_size, num_steps)` tag ids (any value at padding).
 """
 
-from typing import Dict, NamedTuple, Optional, Sequence, Union
+import math
+from typing import NamedTuple, Optional, Sequence, Union
 
 import numpy
 import torch
-from allennlp.modules import ConditionalRandomField
-from allennlp.modules.conditional_random_field import allowed_transitions
 
-from nerzoo.modules.crf.batched_crf import crf_log_likelihood, sequence_log_likelihood, viterbi_decode
-from nerzoo.modules.crf.crf_marginals import PathPosteriors, constrained_scores, forward_backward, tag_marginals
+from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf, chain_log_likelihood
 from nerzoo.modules.full_precision import full_precision
 
 
@@ -51,7 +47,7 @@ class CrfScorer:
     """
     # Parameters
 
-    crf : `ConditionalRandomField`
+    crf : `LinearChainCrf`
         Holds the transition scores and constraints; the model owns it as a submodule (so its
         parameters keep their names in archives), the scorer only reads it.
     temperature : `float`, optional (default = `1.0`)
@@ -63,29 +59,19 @@ class CrfScorer:
     num_temperatures = 2
 
     def __init__(
-        self, crf: ConditionalRandomField, temperature: float = 1.0, transition_temperature: Optional[float] = None
+        self, crf: LinearChainCrf, temperature: float = 1.0, transition_temperature: Optional[float] = None
     ) -> None:
         self.crf = crf
         self.temperature = float(temperature)
         self.transition_temperature = float(temperature if transition_temperature is None else transition_temperature)
 
-    @classmethod
-    def build_crf(
-        cls, labels: Dict[int, str], tag_scheme: Optional[str] = None, include_start_end_transitions: bool = True
-    ) -> ConditionalRandomField:
-        """A CRF over `labels` (tag id to tag), with the forbidden transitions of `tag_scheme` (`None`: none)."""
-        constraints = allowed_transitions(tag_scheme, labels) if tag_scheme is not None else None
-        return ConditionalRandomField(
-            len(labels), constraints, include_start_end_transitions=include_start_end_transitions
-        )
-
     def loss(self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor) -> torch.Tensor:
         """Negative log-likelihood summed over the batch, as `-ConditionalRandomField.forward`."""
-        return -crf_log_likelihood(self.crf, logits, tags, mask).sum()
+        return -self.crf.log_likelihood(logits, tags, mask).sum()
 
     def decode(self, logits: torch.Tensor, mask: torch.BoolTensor) -> torch.LongTensor:
         """Viterbi paths under the constraints, `(batch_size, num_steps)`, 0 at padding."""
-        return viterbi_decode(self.crf, logits, mask).tags
+        return self.crf.viterbi(logits, mask).tags
 
     @torch.no_grad()
     def posteriors(self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor) -> TagPosteriors:
@@ -104,9 +90,8 @@ class CrfScorer:
     ) -> TagPosteriors:
         """`posteriors` with the emissions divided by `temperatures[0]` and the transitions by
         `temperatures[-1]`, differentiable in them; computed in the dtype of `logits`."""
-        temperatures = temperatures.to(logits.device)
-        logits = logits / temperatures[0].to(logits.dtype)
-        return self._posteriors(logits, mask, paths, temperatures[-1])
+        logits = logits / temperatures[0].to(logits.device, logits.dtype)
+        return self._posteriors(logits, mask, paths, temperatures[-1].to(self.crf.transitions.device))
 
     def _posteriors(
         self,
@@ -115,10 +100,30 @@ class CrfScorer:
         paths: torch.LongTensor,
         transition_temperature: Union[float, torch.Tensor],
     ) -> TagPosteriors:
-        result = forward_backward(self.crf, logits, mask, transition_temperature)
-        on_paths = PathPosteriors(result, logits, paths)
+        """
+        The marginals, and along `paths` (typically the Viterbi paths) the posterior of any stretch:
+
+            log P(y_s..y_e = path_s..path_e | x)
+                = alpha_s[path_s] + sum_{k=s+1..e} (A[path_{k-1}, path_k] + x_k[path_k]) + beta_e[path_e] - log Z
+
+        For a predicted entity, the probability that the model gives to that entity with exactly
+        its boundaries and type, whatever the rest of the sentence carries.
+        """
+        mask = mask.bool()
+        passes = self.crf.forward_backward(logits, mask, transition_temperature)
+        log_partition = passes.log_partition.view(-1, 1)
+        on_path = paths.unsqueeze(-1)
+        alpha = passes.log_alpha.gather(2, on_path).squeeze(-1)
+        beta = passes.log_beta.gather(2, on_path).squeeze(-1)
+        steps = passes.scores.transitions[paths[:, :-1], paths[:, 1:]] + logits.gather(2, on_path).squeeze(-1)[:, 1:]
+        prefix = torch.nn.functional.pad(steps.cumsum(dim=1), (1, 0))
+        # The passes run on past a row's end, where they mean nothing: 0 there, as the softmax's.
+        log_marginals = passes.log_alpha + passes.log_beta - log_partition.unsqueeze(-1)
+        probabilities = log_marginals.masked_fill(~mask.unsqueeze(-1), -math.inf).exp()
+        path_log_marginals, segment_start = alpha + beta - log_partition, alpha - prefix - log_partition
         return TagPosteriors(
-            tag_marginals(result, mask), on_paths.tag_log_marginals, on_paths.segment_start, on_paths.segment_end
+            probabilities,
+            *(values.masked_fill(~mask, 0.0) for values in (path_log_marginals, segment_start, beta + prefix)),
         )
 
     def calibration_log_likelihood(
@@ -130,12 +135,10 @@ class CrfScorer:
         (differentiable in `temperatures`, a tensor of one or two values).
         """
         # The batches may be kept on another device than the model (`calibrate` holds them on the CPU).
-        transitions, start, end = (
-            scores.to(logits.device)
-            for scores in constrained_scores(self.crf, temperatures[-1].to(self.crf.transitions.device))
-        )
-        temperatures = temperatures.to(logits.device)
-        return sequence_log_likelihood(transitions, start, end, logits.double() / temperatures[0], tags, mask)
+        scores = self.crf.chain_scores(True, temperatures[-1].to(self.crf.transitions.device))
+        logits = logits.double() / temperatures.to(logits.device)[0]
+        scores = type(scores)(*(values.to(logits.device) for values in scores))
+        return chain_log_likelihood(scores, logits, tags, mask.bool(), self.crf.schedule_on(logits.device))
 
     def set_temperatures(self, temperatures: Sequence[float]) -> None:
         self.temperature, self.transition_temperature = float(temperatures[0]), float(temperatures[-1])
