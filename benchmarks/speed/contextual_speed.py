@@ -46,7 +46,7 @@ def prediction_passes(archive: str, sentences: List[List[str]], threads: int, pa
     return harness.timed_passes(run, passes)[0]["predict"]
 
 
-WIDTH_CONTROL = """local config = import "%(root)s/training_config/%(model)s_contextual.jsonnet";
+WIDTH_CONTROL = """local config = import "%(root)s/training_config/conll2003/%(model)s_contextual.jsonnet";
 local table = { token_indexers+: { transformer: { type: "single_id", lowercase_tokens: true } } };
 config + { dataset_reader+: table } + (if std.objectHas(config, "validation_dataset_reader") then { validation_dataset_reader+: table } else {})
 + { model+: { text_field_embedder+: { token_embedders+: { transformer: { type: "embedding", trainable: false,
@@ -95,9 +95,9 @@ def main(argv=None) -> int:
     harness.write_prefix(os.path.join(CONLL, "eng.train"), args.train_sentences, train, documents=False)
     harness.write_prefix(os.path.join(CONLL, "eng.testa"), args.dev_sentences, dev, documents=False)
     test_words = harness.write_prefix(os.path.join(CONLL, "eng.testb"), args.dev_sentences, test, documents=False)
-    env = harness.thread_env(args.threads, NERZOO_DATA="conll2003")
-    plain = f"training_config/{args.model}.jsonnet"
-    contextual = f"training_config/{args.model}_contextual.jsonnet"
+    env = harness.thread_env(args.threads)
+    plain = f"training_config/conll2003/{args.model}.jsonnet"
+    contextual = f"training_config/conll2003/{args.model}_contextual.jsonnet"
     transformer = "model.text_field_embedder.token_embedders.transformer"
     # The contextual tagger with its vectors free: a frozen random table of the transformer's width.
     width = os.path.abspath(os.path.join(args.output_root, "width_control.jsonnet"))

@@ -79,15 +79,16 @@ def row_name(model: str, precision: str) -> str:
     return f"{model} {precision}"
 
 
-def row_params(model: str, overrides: Dict[str, Any], ext_vars: Dict[str, str]) -> Any:
-    """The row's allennlp params with `overrides`."""
+def row_params(model: str, overrides: Dict[str, Any], data: str) -> Any:
+    """The row's allennlp params on `data` with `overrides`."""
     from allennlp.common.params import Params
 
-    config = f"training_config/{model.replace(GRAPHED, '').replace('crf_tagger', 'bilstm_crf')}.jsonnet"
+    name = model.replace(GRAPHED, "").replace("crf_tagger", "bilstm_crf")
+    config = f"training_config/{name}.jsonnet" if data == "fixtures" else f"training_config/{data}/{name}.jsonnet"
     if model.endswith(GRAPHED):
-        callbacks = Params.from_file(config, ext_vars=ext_vars).as_dict(quiet=True)["trainer"].get("callbacks", [])
+        callbacks = Params.from_file(config).as_dict(quiet=True)["trainer"].get("callbacks", [])
         overrides = {"trainer.callbacks": [*callbacks, {"type": "cuda_graphs"}], **overrides}
-    params = Params.from_file(config, json.dumps(overrides), ext_vars=ext_vars)
+    params = Params.from_file(config, json.dumps(overrides))
     if model == "crf_tagger":
         importlib.import_module("allennlp_models.tagging")
         return Params(reference_config(params.as_dict(quiet=True)))
@@ -107,7 +108,7 @@ def prediction_seconds(model, instances: List[Any], size: int, passes: int, cuda
         return harness.timed_passes(passes_over, passes, synchronize=sync)[0]["predict"]
 
 
-def run_row(model: str, precision: str, overrides: Dict[str, Any], args, ext_vars, work: str) -> Dict[str, Any]:
+def run_row(model: str, precision: str, overrides: Dict[str, Any], args, work: str) -> Dict[str, Any]:
     """Builds, trains and times one row; its figures."""
     import torch
     from allennlp.commands.train import TrainModel
@@ -117,7 +118,7 @@ def run_row(model: str, precision: str, overrides: Dict[str, Any], args, ext_var
     cuda = args.cuda_index >= 0
     sync = torch.cuda.synchronize if cuda else lambda: None
     overrides = {**overrides, "trainer.cuda_device": args.cuda_index, "trainer.use_amp": precision == "use_amp"}
-    params = row_params(model, overrides, ext_vars)
+    params = row_params(model, overrides, args.data)
     row = {"row": row_name(model, precision), "model": model, "precision": precision}
     prepare_environment(params)
     serialization_dir = os.path.join(work, row["row"].replace(" ", "-"))
@@ -244,9 +245,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
     """The rows of `models` x `precisions`, and the ratios between them."""
     import torch
-    from allennlp.common.params import Params
 
-    ext_vars = {**os.environ, "NERZOO_DATA": args.data}
     described = {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
     cpu = "CPU: " + harness.machine_description()
     described["device"] = torch.cuda.get_device_name(args.cuda_index) if args.cuda_index >= 0 else cpu
@@ -254,7 +253,7 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
     print(f"device: {results['device']}; torch {results['torch']}, CUDA {results['cuda']}, cuDNN {results['cudnn']}")
     rows: Dict[str, Dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="gpu_training-") as work:
-        resolved = Params.from_file("training_config/bilstm_crf.jsonnet", ext_vars=ext_vars).as_dict(quiet=True)
+        resolved = row_params("bilstm_crf", {}, args.data).as_dict(quiet=True)
         train_path, prefix = resolved["train_data_path"], os.path.join(work, "train_prefix.txt")
         overrides: Dict[str, Any] = {"trainer.num_epochs": args.epochs, "trainer.patience": None}
         overrides.update({"test_data_path": None, "evaluate_on_test": False, **json.loads(args.overrides)})
@@ -276,7 +275,7 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
                 rows[name].update(status="skipped", message=skipped)
                 continue
             try:
-                rows[name] = run_row(model, precision, overrides, args, ext_vars, work)
+                rows[name] = run_row(model, precision, overrides, args, work)
             except Exception as error:  # one failing row leaves the others measured
                 traceback.print_exc()
                 message = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"

@@ -7,12 +7,11 @@ confidences (about a kernel launch each on a GPU), and where a training step's f
 first read a value back to the host (run on the `meta` device, where any read raises; on a GPU, a
 sync).  The CRF runs the config's schedule; `--overrides` sets another.
 
-    NERZOO_DATA=conll2003 .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf deptree_ner --steps 20
+    .venv/bin/python benchmarks/speed/step_op_counts.py bilstm_crf deptree_ner --data conll2003 --steps 20
 """
 
 import argparse
 import itertools
-import os
 import sys
 import traceback
 from typing import Any, Dict, Optional
@@ -77,7 +76,7 @@ def count(config_name: str, steps: int, batch_size: int = 0, overrides: str = ""
 
     import_module_and_submodules("nerzoo")
     path = f"training_config/{config_name}.jsonnet"
-    config = Params.from_file(path, overrides, ext_vars=dict(os.environ)).as_dict(quiet=True)
+    config = Params.from_file(path, overrides).as_dict(quiet=True)
     reader = DatasetReader.from_params(Params(config["dataset_reader"]))
     instances = list(itertools.islice(reader.read(config["validation_data_path"]), 601))
     vocab = Vocabulary.from_instances(instances)
@@ -136,12 +135,13 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=50, help="training steps counted (the mean is printed)")
     parser.add_argument("--batch-size", type=int, default=0, help="default: the config's")
     parser.add_argument("--overrides", default="", help="allennlp overrides (JSON) for every config")
+    parser.add_argument("--data", default="fixtures", help="a data set: training_config/DATA/CONFIG.jsonnet")
     args = parser.parse_args()
     torch.set_num_threads(1)
     over = []
     print(f"{'config':<24} {'batch':>5} {'figure':<17} {'measured':>24} {'budget':>7}")
     for name in args.configs:
-        row = count(name, args.steps, args.batch_size, args.overrides)
+        row = count(f"{args.data}/{name}".removeprefix("fixtures/"), args.steps, args.batch_size, args.overrides)
         for figure in ("training step", "prediction batch", "host reads"):
             budget = BUDGETS.get((name, figure))
             if figure == "host reads":
