@@ -20,7 +20,6 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader  # at most 8 files come back from $OUT
 python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))"
 BENCH="python3 benchmarks/speed/gpu_training.py --data conll2003 --max-sentences 4000"
-export NERZOO_DATA=conll2003
 suite() {  # $1: seconds
   timeout "$1" python3 -m pytest -v -n 8 --dist loadgroup -p no:benchmark --timeout 150 --durations=10 -rfEs tests/gpu > "$OUT/gpu_suite.log" 2>&1
   echo "GPU suite: rc=$?"; tail -25 "$OUT/gpu_suite.log"
