@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """
 The CRF head's per-batch work, nerzoo's batched code against allennlp's, in one run: Viterbi
-(`viterbi_decode` vs `ConditionalRandomField.viterbi_tags`), the likelihood forward + backward
-(`crf_log_likelihood` vs `ConditionalRandomField.forward`), and the training metrics
+(`LinearChainCrf.viterbi` vs `ConditionalRandomField.viterbi_tags`), the likelihood forward + backward
+(`LinearChainCrf.log_likelihood` vs `ConditionalRandomField.forward`), and the training metrics
 (`TagDecoder.update_metrics` vs `ConllSpanF1` on label lists and `CategoricalAccuracy`).
 
     .venv/bin/python benchmarks/speed/crf_speed.py [--data ../shared/data/conll2003/eng.train] [--batches 100]
+        [--schedule steps|scan]
 
 Batches of consecutive sentences' BIOUL tags, random logits, a constrained CRF.  The variants alternate
 batch by batch; the medians of three passes are printed with `speedup` (allennlp / nerzoo).
@@ -23,9 +24,8 @@ from allennlp.data import Vocabulary
 from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from nerzoo.modules.crf.batched_crf import crf_log_likelihood, viterbi_decode
+from nerzoo.modules.crf.linear_chain_crf import SCHEDULES, LinearChainCrf
 from nerzoo.modules.crf.tag_decoder import TagDecoder
-from nerzoo.modules.crf.tag_scorers import CrfScorer
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -49,6 +49,7 @@ def main() -> int:
     parser.add_argument("--data", default=DEFAULT_DATA)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--batches", type=int, default=100)
+    parser.add_argument("--schedule", choices=SCHEDULES, default="auto", help="the CRF's schedule")
     args = parser.parse_args()
 
     batches = read_tag_batches(args.data, args.batch_size, args.batches)
@@ -58,7 +59,7 @@ def main() -> int:
     )
     labels = vocab.get_index_to_token_vocabulary("labels")
     torch.manual_seed(0)
-    crf = CrfScorer.build_crf(labels, "BIOUL")
+    crf = LinearChainCrf.for_labels(labels, "BIOUL", schedule=args.schedule)
     decoder = TagDecoder(vocab)
     span_f1 = ConllSpanF1.from_vocab(vocab)
     accuracy = CategoricalAccuracy()
@@ -83,11 +84,11 @@ def main() -> int:
     variants: Dict[str, Dict[str, Callable]] = {
         "viterbi": {
             "allennlp": lambda logits, mask, tags: crf.viterbi_tags(logits, mask),
-            "nerzoo": lambda logits, mask, tags: viterbi_decode(crf, logits, mask).tags.tolist(),
+            "nerzoo": lambda logits, mask, tags: crf.viterbi(logits, mask).tags.tolist(),
         },
         "likelihood forward+backward": {
             "allennlp": lambda logits, mask, tags: (-crf(logits, tags, mask)).backward(),
-            "nerzoo": lambda logits, mask, tags: (-crf_log_likelihood(crf, logits, tags, mask).sum()).backward(),
+            "nerzoo": lambda logits, mask, tags: (-crf.log_likelihood(logits, tags, mask).sum()).backward(),
         },
         "training metrics": {
             "allennlp": string_metrics,
