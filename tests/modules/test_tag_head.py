@@ -269,3 +269,21 @@ def test_per_sentence_crf_equals_the_document_chain_for_one_sentence(vocab):
     encoded, mask, tags = _batch()
     a, b = head(encoded, mask, tags), plain(encoded, mask, tags)
     assert torch.equal(a["paths"], b["paths"]) and a["loss"].item() == pytest.approx(b["loss"].item())
+
+
+def test_the_crf_schedules_give_the_same_loss_paths_and_confidences(vocab):
+    encoded, mask, tags = _batch()
+    heads = {}
+    for schedule in ("steps", "scan"):
+        torch.manual_seed(5)
+        heads[schedule] = TagHead(vocab, input_dim=6, crf_schedule=schedule).eval()
+        assert heads[schedule].crf.schedule == schedule
+    outputs = {schedule: head(encoded, mask, tags) for schedule, head in heads.items()}
+    readable = {
+        schedule: heads[schedule].make_output_human_readable(dict(output)) for schedule, output in outputs.items()
+    }
+    assert outputs["steps"]["loss"].item() == pytest.approx(outputs["scan"]["loss"].item(), rel=1e-6)
+    assert readable["steps"]["tags"] == readable["scan"]["tags"]
+    torch.testing.assert_close(readable["steps"]["tag_probabilities"], readable["scan"]["tag_probabilities"])
+    with pytest.raises(ConfigurationError, match="crf_schedule"):
+        TagHead(vocab, input_dim=6, crf_schedule="parallel")
