@@ -11,6 +11,7 @@ import json
 import pytest
 import torch
 from allennlp.commands.subcommand import Subcommand
+from allennlp.commands.train import TrainModel
 from allennlp.common import Params, Registrable
 from allennlp.data import DatasetReader, TokenIndexer, Vocabulary
 from allennlp.data.data_loaders.data_collator import DataCollator
@@ -72,6 +73,8 @@ COMPONENTS = {
     (TrainerCallback, "cuda_graphs"): {"serialization_dir": "unused", "length_multiple": 16},
     (TrainerCallback, "freeze_loaded_data"): {"serialization_dir": "unused"},
     (TrainerCallback, "fused_optimizer"): {"serialization_dir": "unused"},
+    (TrainerCallback, "leave_process_group"): {"serialization_dir": "unused"},
+    (TrainModel, "whole_test_set"): None,  # every shipped config trains with it: tests/training/test_whole_test_set.py
     (LearningRateScheduler, "geometric_decay"): None,  # needs an optimiser: tests/training/test_geometric_decay.py
     (Model, "fofe_ner"): None,  # built and trained in tests/models/test_fofe_ner.py
     (TokenIndexer, "word_and_characters"): {"lowercase_tokens": True},
