@@ -66,7 +66,7 @@ def create_app(
     by_name = {model.name: model for model in models}
     if len(by_name) != len(models):
         raise ValueError(f"two models share a name: {[model.name for model in models]}")
-    # One worker thread runs every model's forward passes, one batch at a time (see ServedModel).
+    # One worker thread runs every model's forward passes, one batch at a time (torch's threads share out each).
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="nerzoo-predict")
     batchers: Dict[str, DynamicBatcher] = {
         name: DynamicBatcher(model.predict_batch, executor, max_batch_size, max_wait) for name, model in by_name.items()

