@@ -21,7 +21,7 @@ def _model_and_batch(config: pathlib.Path):
     return model, batch.as_tensor_dict()
 
 
-def _fit(model, batch, steps: int = 30) -> None:
+def _fit(model, batch, steps: int = 60) -> None:
     """
     A few float32 Adam steps on the batch, so that its tags are decided by clear margins, as in a
     trained model: a freshly initialised model's scores are near ties, which float16 rounding may
