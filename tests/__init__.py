@@ -6,25 +6,11 @@ import sys
 import tempfile
 from typing import Optional
 
-from torch.utils._python_dispatch import TorchDispatchMode
-
 from tests import warm_allennlp
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES_ROOT = PROJECT_ROOT / "fixtures"
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
-
-
-class OperatorCalls(TorchDispatchMode):
-    """Counts the aten operator calls made inside it (`with OperatorCalls() as calls: ...; calls.calls`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls += 1
-        return func(*args, **(kwargs or {}))
 
 
 def allennlp(*args, check=True, env=None, fresh=False) -> subprocess.CompletedProcess:
