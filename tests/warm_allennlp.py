@@ -9,7 +9,7 @@ and its exit status (negative for a signal, as `subprocess` gives it) passed bac
 
 What a fork cannot give is a new interpreter: whatever the imports read from the environment at start
 (`PYTHON*`, `HF_*`, `OMP_NUM_THREADS`, ...) is the server's.  So each server serves one environment,
-less the variables read only at run time (`NERZOO_*`, `TRANSFORMER_*`, the shell's own; nerzoo is not
+less the variables read only at run time (`NERZOO_*`, the shell's own; nerzoo is not
 imported by the server); a request in another environment gets a server of its own when a test starts
 one (`start`), else runs the real command.  A server with any thread besides its main one (a thread
 pool of a BLAS library, when `OMP_NUM_THREADS` is not 1) does not fork: its callers run the real
@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Sequence
 
 DIRECTORY_VARIABLE = "NERZOO_WARM_ALLENNLP"  # where a pytest worker's servers put their sockets
 RUN_TIME_VARIABLES = {"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES"}
-RUN_TIME_PREFIXES = ("NERZOO_", "TRANSFORMER_", "PYTEST_")
+RUN_TIME_PREFIXES = ("NERZOO_", "PYTEST_")
 IDLE_SECONDS = 900  # a server with nothing to do exits after this long
 START_SECONDS = 180
 
