@@ -6,6 +6,7 @@ subcommands, the train loop), so `allennlp ... --include-package nerzoo` and the
 file both work.  It does nothing else: no environment variable is set, no other library is changed.
 """
 
+from nerzoo import other_names
 from nerzoo.commands.calibrate import Calibrate
 from nerzoo.commands.cross_validate_thread_discourse import CrossValidateThreadDiscourse
 from nerzoo.commands.draw_attention import DrawAttention
@@ -18,9 +19,7 @@ from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
 from nerzoo.data.dataset_readers.entity_spans import EntitySpansReader
 from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReader
 from nerzoo.data.dataset_readers.thread_discourse import ThreadDiscourseReader
-from nerzoo.data.fast_collator import FastCollator
 from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
-from nerzoo.data.token_indexers.fast_characters_indexer import FastCharactersIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 from nerzoo.models.bilstm_crf import BiLstmCrf
@@ -45,12 +44,10 @@ from nerzoo.modules.token_embedders.lexical_features_embedder import LexicalFeat
 from nerzoo.modules.token_embedders.word_dropout import WordDropout
 from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
 from nerzoo.predictors.thread_discourse import ThreadDiscoursePredictor
-from nerzoo.training.callbacks.compile_modules import CompileModules
 from nerzoo.training.callbacks.crf_transition_curriculum import CrfTransitionCurriculum
 from nerzoo.training.callbacks.cuda_graphs import CudaGraphs
 from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
 from nerzoo.training.callbacks.freeze_loaded_data import FreezeLoadedData
-from nerzoo.training.callbacks.fused_optimizer import FusedOptimizer
 from nerzoo.training.callbacks.leave_process_group import LeaveProcessGroupAfterTraining
 from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
@@ -61,11 +58,11 @@ from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 from nerzoo.training.whole_test_set import WholeTestSetTrainModel
 
 __all__ = [
+    "other_names",
     "BiLstmCrf",
     "Calibrate",
     "CharGatedEmbedder",
     "ChildSumTreeLstm",
-    "CompileModules",
     "ConceptErrorRate",
     "ConllColumnsReader",
     "ConllSpanF1",
@@ -82,13 +79,10 @@ __all__ = [
     "DropoutSchedule",
     "EntitySpansReader",
     "FastCharacterEncoder",
-    "FastCharactersIndexer",
-    "FastCollator",
     "FastLstm",
     "FofeEncoder",
     "FofeNer",
     "FreezeLoadedData",
-    "FusedOptimizer",
     "GeometricDecay",
     "GlobalAttention",
     "LeaveProcessGroupAfterTraining",

@@ -69,17 +69,13 @@ COMPONENTS = {
     (Seq2VecEncoder, "fofe"): {"input_dim": 6, "trainable_alpha": True},
     (Metric, "span_set_f1"): {"entity_types": ["LOC", "PER"]},
     (TrainerCallback, "dropout_schedule"): {"serialization_dir": "unused", "start": 0.4, "end": 0.1},
-    (TrainerCallback, "compile_modules"): {"serialization_dir": "unused", "mode": "reduce-overhead"},
     (TrainerCallback, "cuda_graphs"): {"serialization_dir": "unused", "length_multiple": 16},
     (TrainerCallback, "freeze_loaded_data"): {"serialization_dir": "unused"},
-    (TrainerCallback, "fused_optimizer"): {"serialization_dir": "unused"},
     (TrainerCallback, "leave_process_group"): {"serialization_dir": "unused"},
     (TrainModel, "whole_test_set"): None,  # every shipped config trains with it: tests/training/test_whole_test_set.py
     (LearningRateScheduler, "geometric_decay"): None,  # needs an optimiser: tests/training/test_geometric_decay.py
     (Model, "fofe_ner"): None,  # built and trained in tests/models/test_fofe_ner.py
     (TokenIndexer, "word_and_characters"): {"lowercase_tokens": True},
-    (TokenIndexer, "fast_characters"): {"min_padding_length": 3},
-    (DataCollator, "fast"): None,  # against allennlp's Batch in tests/data/test_fast_collator.py
     (
         TokenEmbedder,
         "contextual_word_vectors",
@@ -115,11 +111,16 @@ METRIC_INPUTS = {
 # Earlier names, kept so that archives trained under them still load: each is the same class as
 # its current name.
 ALIASES = {
-    (TokenIndexer, "batched_characters"): "fast_characters",
     (TokenEmbedder, "packed_character_encoding"): "fast_character_encoding",
     (Seq2SeqEncoder, "unpacked_lstm"): "fast_lstm",
     (DatasetReader, "forum_threads"): "thread_discourse",
     (Model, "me_crf_threads"): "me_crf_thread_discourse",
+}
+# Names under which allennlp's own components load (`nerzoo.other_names`).
+OTHER_NAMES = {
+    (DataCollator, "fast"): "allennlp",
+    (TokenIndexer, "fast_characters"): "characters",
+    (TokenIndexer, "batched_characters"): "characters",
 }
 
 
@@ -138,6 +139,12 @@ def test_every_registered_component_is_in_the_table():
 def test_earlier_name_is_the_same_component(key):
     base, earlier = key
     assert base.by_name(earlier) is base.by_name(ALIASES[key])
+
+
+@pytest.mark.parametrize("key", list(OTHER_NAMES), ids=lambda key: key[1])
+def test_other_name_is_allennlps_component(key):
+    base, name = key
+    assert base.by_name(name) is base.by_name(OTHER_NAMES[key])
 
 
 def test_names_do_not_clash_with_allennlp_models():

@@ -25,7 +25,7 @@ local config = {
     tag_scheme: "BIOUL",
     token_indexers: {
       tokens: { type: "single_id", lowercase_tokens: true },
-      token_characters: { type: "fast_characters", min_padding_length: 3 },
+      token_characters: { type: "characters", min_padding_length: 3 },
     },
   },
   train_data_path: "fixtures/conll2003/train.txt",
@@ -51,15 +51,11 @@ local config = {
     },
     encoder: { type: "fast_lstm", input_size: word_dim + char_filters, hidden_size: lstm_dim, num_layers: 1, bidirectional: true },
     dropout: 0.5,
-    // Training batches are decoded for the training metrics 50 at a time (the same epoch metrics,
-    // a sixth fewer operator calls per step: on a GPU, kernel launches).
-    head: { tag_scheme: "BIOUL", constrain_crf_decoding: true, training_decode_interval: 50 },
+    head: { tag_scheme: "BIOUL", constrain_crf_decoding: true },
   },
-  // `fast` collation: allennlp's batch tensors, padded as arrays (the host's time per sentence bounds a GPU).
-  data_loader: { batch_sampler: { type: "bucket", batch_size: 10, sorting_keys: ["tokens"] }, collate_fn: { type: "fast" } },
+  data_loader: { batch_sampler: { type: "bucket", batch_size: 10, sorting_keys: ["tokens"] } },
   validation_data_loader: {
     batch_sampler: { type: "bucket", batch_size: 64, sorting_keys: ["tokens"], shuffle: false },
-    collate_fn: { type: "fast" },
   },
   trainer: {
     // Ma & Hovy's SGD: momentum 0.9, rate 0.015 on the batch's summed loss, decayed after every epoch
@@ -70,9 +66,9 @@ local config = {
     num_epochs: 50,
     patience: 5,
     validation_metric: "+f1-measure-overall",
-    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md);
+    // Python's full garbage collections skip the loaded data sets;
     // distributed training leaves its process group when it ends (leave_process_group, last).
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "leave_process_group" }],
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "leave_process_group" }],
   },
 };
 

@@ -8,5 +8,5 @@ local data = import "data.libsonnet";
 
 data.on((import "bilstm_crf.jsonnet").fixture_config + {
   data_loader+: { batch_sampler+: { batch_size: 32 } },
-  trainer+: { grad_norm: 16.0, patience: 10, num_epochs: 60, callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "cuda_graphs" }, { type: "leave_process_group" }] },
+  trainer+: { grad_norm: 16.0, patience: 10, num_epochs: 60, callbacks: [{ type: "freeze_loaded_data" }, { type: "cuda_graphs" }, { type: "leave_process_group" }] },
 })

@@ -85,10 +85,9 @@ function(representation)
       dropout: 0.5,
       head: { tag_scheme: "BIOUL", constrain_crf_decoding: true, hidden_dim: hidden_dim, activation: "tanh" },
     },
-    data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] }, collate_fn: { type: "fast" } },
+    data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] } },
     validation_data_loader: {
       batch_sampler: { type: "bucket", batch_size: 64, sorting_keys: ["tokens"], shuffle: false },
-      collate_fn: { type: "fast" },
     },
     trainer: {
       optimizer: { type: "adam", lr: 0.002 },
@@ -96,8 +95,8 @@ function(representation)
       num_epochs: 30,
       patience: 7,
       validation_metric: "+f1-measure-overall",
-      // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md);
+      // Python's full garbage collections skip the loaded data sets;
       // distributed training leaves its process group when it ends (leave_process_group, last).
-      callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "leave_process_group" }],
+      callbacks: [{ type: "freeze_loaded_data" }, { type: "leave_process_group" }],
     },
   }

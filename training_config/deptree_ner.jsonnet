@@ -31,7 +31,7 @@ local config = {
     pos_attribute: "tag",
     token_indexers: {
       tokens: { type: "single_id", lowercase_tokens: true },
-      token_characters: { type: "fast_characters", min_padding_length: 3 },
+      token_characters: { type: "characters", min_padding_length: 3 },
     },
   },
   train_data_path: "fixtures/conll2003/train.txt",
@@ -68,7 +68,7 @@ local config = {
     syntactic_encoder: { hidden_dim: tree_dim, num_layers: 2, residual: true, dropout: 0.3 },
     relative_attention: { residual: true },
     global_attention: { attention_dim: 100, residual: true, mode: "context" },
-    head: { tag_scheme: "BIOUL", constrain_crf_decoding: true, loss_reduction: "mean", training_decode_interval: 50 },
+    head: { tag_scheme: "BIOUL", constrain_crf_decoding: true, loss_reduction: "mean" },
     dropout: 0.3,
     regularizer: {
       regexes: [
@@ -77,11 +77,9 @@ local config = {
       ],
     },
   },
-  // `fast` collation: allennlp's batch tensors, padded as arrays (the host's time per sentence bounds a GPU).
-  data_loader: { batch_sampler: { type: "bucket", batch_size: 16, sorting_keys: ["tokens"] }, collate_fn: { type: "fast" } },
+  data_loader: { batch_sampler: { type: "bucket", batch_size: 16, sorting_keys: ["tokens"] } },
   validation_data_loader: {
     batch_sampler: { type: "bucket", batch_size: 64, sorting_keys: ["tokens"], shuffle: false },
-    collate_fn: { type: "fast" },
   },
   trainer: {
     // The paper's schedule (cosine annealing with warm restarts; stop at the end of a cycle, never
@@ -95,9 +93,9 @@ local config = {
     num_epochs: 30,
     patience: 5,
     validation_metric: "+f1-measure-overall",
-    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md);
+    // Python's full garbage collections skip the loaded data sets;
     // distributed training leaves its process group when it ends (leave_process_group, last).
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "leave_process_group" }],
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "leave_process_group" }],
   },
 };
 

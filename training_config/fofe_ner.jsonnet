@@ -22,7 +22,7 @@ local config = {
     token_indexers: {
       tokens: { type: "single_id", namespace: "tokens" },
       lowercase_tokens: { type: "single_id", namespace: "lowercase_tokens", lowercase_tokens: true },
-      token_characters: { type: "fast_characters", min_padding_length: 1 },
+      token_characters: { type: "characters", min_padding_length: 1 },
     },
   },
   train_data_path: "fixtures/conll2003/train.txt",
@@ -66,7 +66,7 @@ local config = {
   trainer: {
     optimizer: { type: "adam", lr: 0.001 },
     learning_rate_scheduler: { type: "geometric_decay", final_factor: 1 / 16 },
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "dropout_schedule", start: 0.4, end: 0.1 }, { type: "leave_process_group" }],
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "dropout_schedule", start: 0.4, end: 0.1 }, { type: "leave_process_group" }],
     grad_norm: 5.0,
     num_epochs: 30,
     patience: 10,

@@ -50,11 +50,9 @@ local config = {
     memory: { hidden_dim: hidden_dim, memory_dim: hidden_dim, num_hops: 1, causal: true, dropout: 0.2 },
     head: { tag_scheme: "BIO", constrain_crf_decoding: true, crf_per_sentence: true },
   },
-  // `fast` collation: allennlp's batch tensors, padded as arrays (the host's time per sentence bounds a GPU).
-  data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] }, collate_fn: { type: "fast" } },
+  data_loader: { batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"] } },
   validation_data_loader: {
     batch_sampler: { type: "bucket", batch_size: 32, sorting_keys: ["tokens"], shuffle: false },
-    collate_fn: { type: "fast" },
   },
   trainer: {
     // The paper gives no learning rate; 0.01 learns the fixtures in about 20 epochs.
@@ -62,9 +60,9 @@ local config = {
     num_epochs: 100,
     patience: 10,
     validation_metric: "+f1-measure-overall",
-    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md);
+    // Python's full garbage collections skip the loaded data sets;
     // distributed training leaves its process group when it ends (leave_process_group, last).
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "leave_process_group" }],
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "leave_process_group" }],
   },
 };
 

@@ -57,7 +57,7 @@ local config = {
     optimizer: { type: "adam", lr: 0.01 },
     num_epochs: 50,
     validation_metric: "+joint_f1",
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "crf_transition_curriculum", frozen_epochs: 20 }, { type: "leave_process_group" }],
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "crf_transition_curriculum", frozen_epochs: 20 }, { type: "leave_process_group" }],
   },
 };
 

@@ -17,7 +17,7 @@ local reader = {
   tag_scheme: "BIO",
   token_indexers: {
     tokens: { type: "single_id", lowercase_tokens: true },
-    token_characters: { type: "fast_characters", min_padding_length: 1 },
+    token_characters: { type: "characters", min_padding_length: 1 },
   },
 };
 
@@ -64,11 +64,9 @@ local config = {
       ],
     },
   },
-  // `fast` collation: allennlp's batch tensors, padded as arrays (the host's time per sentence bounds a GPU).
-  data_loader: { batch_sampler: { type: "bucket", batch_size: 100, sorting_keys: ["tokens"] }, collate_fn: { type: "fast" } },
+  data_loader: { batch_sampler: { type: "bucket", batch_size: 100, sorting_keys: ["tokens"] } },
   validation_data_loader: {
     batch_sampler: { type: "bucket", batch_size: 100, sorting_keys: ["tokens"], shuffle: false },
-    collate_fn: { type: "fast" },
   },
   trainer: {
     optimizer: { type: "adam", lr: 0.001 },
@@ -76,9 +74,9 @@ local config = {
     num_epochs: 40,
     patience: 10,
     validation_metric: "+accuracy",
-    // Python's full garbage collections skip the loaded data sets; on a GPU the optimizer steps fused (docs/gpu.md);
+    // Python's full garbage collections skip the loaded data sets;
     // distributed training leaves its process group when it ends (leave_process_group, last).
-    callbacks: [{ type: "freeze_loaded_data" }, { type: "fused_optimizer" }, { type: "leave_process_group" }],
+    callbacks: [{ type: "freeze_loaded_data" }, { type: "leave_process_group" }],
   },
 };
 

@@ -40,12 +40,8 @@ class OperatorCalls(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def steps_as_on_a_gpu(optimizer, fused: bool) -> None:
-    """The optimiser's groups as the trainer steps them on CUDA: fused as `fused_optimizer` makes them, else `foreach`."""
-    from nerzoo.training.callbacks.fused_optimizer import use_fused_steps
-
-    if fused:
-        use_fused_steps(optimizer)
+def steps_as_on_a_gpu(optimizer) -> None:
+    """The optimiser's groups as the trainer steps them on CUDA: `foreach`."""
     optimizers = getattr(optimizer, "optimizers", {"": optimizer}).values()  # a MultiOptimizer's own
     for group in (group for each in optimizers for group in each.param_groups):
         if group.get("foreach") is None and not group.get("fused") and not group.get("differentiable"):
@@ -90,8 +86,7 @@ def count(config_name: str, steps: int, batch_size: int = 0, overrides: str = ""
     tensors = batch.as_tensor_dict()
     parameters = [[name, parameter] for name, parameter in model.named_parameters() if parameter.requires_grad]
     optimizer = Optimizer.from_params(model_parameters=parameters, params=Params(config["trainer"]["optimizer"]))
-    callbacks = [callback["type"] for callback in config["trainer"].get("callbacks", [])]
-    steps_as_on_a_gpu(optimizer, fused="fused_optimizer" in callbacks)
+    steps_as_on_a_gpu(optimizer)
     grad_norm = config["trainer"].get("grad_norm")
 
     def training_step() -> None:

@@ -10,7 +10,6 @@ from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 from allennlp.training.metrics import CategoricalAccuracy
 
-from nerzoo.models.nerzoo_model import NerzooModel
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite
 from nerzoo.modules.fofe import span_features as fofe_span_features
 from nerzoo.modules.fofe import spans as fofe_spans
@@ -25,7 +24,7 @@ from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 
 
 @Model.register("fofe_ner")
-class FofeNer(NerzooModel):
+class FofeNer(Model):
     """
     FOFE-NER, local detection of (possibly nested) entities: Xu (2017), "Fixed-size
     Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York University, chapter 5.

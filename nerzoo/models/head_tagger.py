@@ -2,14 +2,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from allennlp.data import Vocabulary
+from allennlp.models.model import Model
 from allennlp.nn.util import get_text_field_mask
 
-from nerzoo.models.nerzoo_model import NerzooModel
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector
 from nerzoo.modules.crf.tag_head import TagHead
 
 
-class HeadTagger(NerzooModel):
+class HeadTagger(Model):
     """
     The tail of every tagger whose last layer is a `TagHead` (`bilstm_crf`, `deptree_ner`,
     `me_crf`, `me_crf_thread_discourse`): a subclass embeds and encodes its input to `(batch_size,
@@ -23,7 +23,7 @@ class HeadTagger(NerzooModel):
     # Parameters
 
     vocab : `Vocabulary`, required
-    **kwargs : passed to `NerzooModel` (e.g. `regularizer`, `serialization_dir`)
+    **kwargs : passed to `Model` (e.g. `regularizer`, `serialization_dir`)
     """
 
     head: TagHead

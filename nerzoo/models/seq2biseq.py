@@ -10,7 +10,6 @@ from allennlp.nn.util import get_text_field_mask, sequence_cross_entropy_with_lo
 from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import check_tag_scheme
-from nerzoo.models.nerzoo_model import NerzooModel
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, AuxiliaryLosses
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, scorer_site
 from nerzoo.modules.crf.tag_decoder import TagDecoder
@@ -34,7 +33,7 @@ def gather_steps(values: torch.Tensor, index: torch.LongTensor) -> torch.Tensor:
 
 
 @Model.register("seq2biseq")
-class Seq2Biseq(NerzooModel):
+class Seq2Biseq(Model):
     """
     Seq2Biseq: Marco Dinarelli and Loïc Grobol, "Seq2Biseq: Bidirectional Output-wise Recurrent
     Neural Networks for Sequence Modelling", CICLing 2019, https://arxiv.org/abs/1904.04733, §3.
@@ -114,7 +113,7 @@ class Seq2Biseq(NerzooModel):
         change with it.
     initializer : `InitializerApplicator`, optional
     regularizer : `RegularizerApplicator`, optional
-        The L2 term of eq. 8 (applied as a `GroupedRegularizerApplicator`).
+        The L2 term of eq. 8.
 
     Confidences: a token's is the forward decoder's softmax probability of its predicted label
     (given the labels decoded before it); a span's is the product of its tokens'.  In evaluation

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Every GPU check, for a lent GPU machine (../shared/gpu/README.md): the GPU benchmark on CoNLL-2003
-# (the GPU recipes included), the GPU suite, and foreach Adam (the recipes step fused), fast_lstm's
-# merged directions and cuda_graphs over 4 epochs (`levers`). Logs go under $OUT (default runs/device_checks).
+# (the GPU recipes included), the GPU suite, and cuda_graphs over 4 epochs (`levers`). Logs go under $OUT (default runs/device_checks).
 #   bash ../shared/gpu/bundle.sh                                  # here: packs .gpu/
 #   bash .gpu/run.sh bash tests/gpu/device_checks.sh [first] [benchmark] [suite] [levers]   # there, .gpu carried
 # A lent machine goes back 30 s after a call and a session has 15 minutes of device time, so one call
 # of at most 600 s is what a session can count on: `first` (the default) runs the suite, then the
 # benchmark in the time left (the rows not yet measured on a GPU first). On an H200: suite ~120 s,
 # benchmark ~200 s before it timed the GPU recipe of deptree_ner, batches of 512 and the cuda_graphs
-# rows (alone at most 420 s), levers ~330 s.
+# rows (alone at most 420 s), levers ~100 s.
 set -u
 OUT=${OUT:-runs/device_checks}
 STAGES=${*:-first}
@@ -40,16 +39,6 @@ case " $STAGES " in *" suite "*)
   suite 265;;
 esac
 case " $STAGES " in *" levers "*)
-  # deptree_ner's Adam as PyTorch defaults it on CUDA (foreach), without the recipe's fused_optimizer
-  timeout 80 $BENCH --rows deptree_ner --precisions float32 --budget 60 \
-    --overrides '{"trainer.callbacks": [{"type": "freeze_loaded_data"}]}' > "$OUT/foreach_adam.log" 2>&1
-  echo "foreach Adam: rc=$?"; grep -A3 '^row ' "$OUT/foreach_adam.log"
-  # fast_lstm's directions in two cuDNN calls (the default) against one, in one process each
-  for merge in false true; do
-    timeout 80 $BENCH --rows bilstm_crf --precisions float32 --budget 60 \
-      --overrides "{\"model.encoder.merge_directions\": $merge}" > "$OUT/merge_$merge.log" 2>&1
-    echo "merge_directions $merge: rc=$?"; grep -A2 '^row ' "$OUT/merge_$merge.log"
-  done
   # bilstm_crf's recipe with cuda_graphs over 4 epochs: the first captures the graphs
   timeout 100 $BENCH --rows bilstm_crf+cuda_graphs --precisions float32 --epochs 4 --predict-batch-sizes 64 --budget 85 \
     > "$OUT/cuda_graphs.log" 2>&1

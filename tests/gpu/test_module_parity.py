@@ -292,11 +292,6 @@ def _attention_cases() -> List[Case]:
     ]
 
 
-def _merged(encoder: FastLstm) -> FastLstm:
-    encoder.merge_directions = True
-    return encoder
-
-
 def _recurrent_cases() -> List[Case]:
     run = lambda module, inputs, mask: module(inputs, mask)  # noqa: E731
     cases = [
@@ -308,18 +303,6 @@ def _recurrent_cases() -> List[Case]:
         )
         for shape in sorted(lstm_tests.SHAPES)
     ]
-    # Both directions in one cuDNN call of block-diagonal weights, against the CPU's two calls.
-    cases += [
-        Case(
-            f"fast_lstm, {shape}, merged directions",
-            lambda s=shape: lstm_tests._pair(s, torch.float32)[1],
-            lambda: lstm_tests._batch(torch.float32),
-            run,
-            lambda module, inputs, mask: _merged(module)(inputs, mask),
-        )
-        for shape in sorted(lstm_tests.SHAPES)
-        if lstm_tests.SHAPES[shape]["bidirectional"]
-    ]
     cases.append(
         Case("summed_gru", lambda: SummedGruEncoder(5, 3, output_dim=4), lambda: lstm_tests._batch(torch.float32), run)
     )
@@ -327,23 +310,14 @@ def _recurrent_cases() -> List[Case]:
 
 
 def _character_cases() -> List[Case]:
-    # On the CPU `forward` packs the real tokens; on DEVICE it encodes every slot. Each path on
-    # DEVICE is checked against the CPU's forward.
-    on_device = {
-        "forward": None,
-        "every slot": lambda module, characters: module.encode(characters, pack=False),
-        "packed": lambda module, characters: module.encode(characters, pack=True),
-    }
     cases = [
         Case(
-            f"fast_character_encoding, {encoder}, {path} on the device",
+            f"fast_character_encoding, {encoder}",
             lambda e=encoder: character_tests._pair(e)[1],
             lambda: character_tests._characters()[:1],
             lambda module, characters: module(characters),
-            run,
         )
         for encoder in sorted(character_tests.ENCODERS)
-        for path, run in on_device.items()
     ]
 
     def span_inputs():
