@@ -48,26 +48,20 @@ class NerzooTagger(Pipe):
 
     The archive's own `sequence_tagger` Predictor and dataset reader build the instances from the
     doc's tokens (whitespace tokens left out), so a doc gets what `allennlp predict` gives for
-    `{"tokens": [...]}`:
+    `{"tokens": [...]}`, tagged as one sequence, except that:
 
-    - every tagger (`bilstm_crf`, `deptree_ner`, `me_crf`, `fofe_ner`, `seq2biseq`, ...) tags the
-      whole doc as one sequence;
-    - `me_crf` (a document-level reader) reads the whole doc as one document, split into the doc's
-      sentences when it has sentence boundaries (spans never cross them);
-    - `deptree_ner` (a reader that takes trees) reads the trees of the pipeline's own parser when the
-      doc is parsed (no second parse), else parses the tokens with the archive's spaCy pipeline.
-      Put the component after the parser.
+    - `me_crf` (a document-level reader) reads the doc's sentences when it has sentence boundaries;
+    - `deptree_ner` (a reader that takes trees) reads the pipeline's own parse when the doc is parsed
+      (put the component after the parser), else parses the tokens with the archive's spaCy pipeline.
 
-    `nlp.pipe(texts, batch_size=N)` runs one forward pass per N docs, sorted by length inside the
-    batch.  An empty (or all-whitespace) doc gets no entities without a forward pass.  A doc the
-    model cannot tag goes to the pipeline's error handler (`nlp.set_error_handler`) with an error
-    naming it; spaCy's default handler raises it, a handler that returns leaves that doc untagged and
-    the other docs of the batch tagged.
+    `nlp.pipe(texts, batch_size=N)` runs one forward pass per N docs.  An empty (or all-whitespace)
+    doc gets no entities without a forward pass.  A doc the model cannot tag goes to the pipeline's
+    error handler (`nlp.set_error_handler`) with an error naming it; a handler that returns leaves
+    that doc untagged and the other docs of the batch tagged.
 
     The archive is loaded when the component first tags a doc (or on `from_disk`).  `nlp.to_disk`
-    copies the archive into the component's folder (`<path>/<name>/model.tar.gz`): the archive
-    travels with the pipeline, and `spacy.load(path)` tags with that copy, whether or not the
-    `archive` path in its config still exists.
+    copies the archive into the component's folder (`<path>/<name>/model.tar.gz`), and
+    `spacy.load(path)` tags with that copy, whether or not the `archive` path still exists.
 
     `nlp.evaluate` scores `doc.ents` (`ents_p`, `ents_r`, `ents_f`, `ents_per_type`).
 
@@ -108,9 +102,6 @@ class NerzooTagger(Pipe):
         self.existing_ents = existing_ents
         self._loaded: Optional[Tuple[SequenceTaggerPredictor, DatasetReader]] = None
 
-    # ----------------------------------------------------------------------------------------------
-    # The model
-
     @property
     def predictor(self) -> SequenceTaggerPredictor:
         """The archive's `sequence_tagger` Predictor (loads the archive on first use)."""
@@ -125,16 +116,8 @@ class NerzooTagger(Pipe):
             self._loaded = load_tagger(self.archive, self.cuda_device)
         return self._loaded[1]
 
-    @property
-    def labels(self) -> Tuple[str, ...]:
-        return ()
-
-    # ----------------------------------------------------------------------------------------------
-    # Tagging
-
     def __call__(self, doc: Doc) -> Doc:
-        error_handler = self.get_error_handler()
-        self._tag([doc], error_handler)
+        self._tag([doc], self.get_error_handler())
         return doc
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: Optional[int] = None) -> Iterator[Doc]:
@@ -179,14 +162,13 @@ class NerzooTagger(Pipe):
     def _input(self, doc: Doc, kept: List[int]) -> Dict[str, Any]:
         """The `allennlp predict` input of the doc's tokens `kept` (its tree or sentences where the reader reads them)."""
         reader = self.dataset_reader
-        words = [doc[index].text for index in kept]
         if _document_level(reader) and doc.has_annotation("SENT_START"):
             position = {index: place for place, index in enumerate(kept)}
             sentences = [
                 [doc[index].text for index in range(sent.start, sent.end) if index in position] for sent in doc.sents
             ]
             return {"sentences": [sentence for sentence in sentences if sentence]}
-        result: Dict[str, Any] = {"tokens": words}
+        result: Dict[str, Any] = {"tokens": [doc[index].text for index in kept]}
         pos_attribute = _tree_pos_attribute(reader)
         if pos_attribute is not None and doc.has_annotation("DEP"):
             result.update(_tree(doc, kept, pos_attribute))
@@ -223,9 +205,6 @@ class NerzooTagger(Pipe):
             doc.set_ents([span for span, _ in chosen], default="unmodified")
         for span, value in chosen:
             span._.confidence = value
-
-    # ----------------------------------------------------------------------------------------------
-    # Scoring and serialisation
 
     def score(self, examples: Iterable[Example], **kwargs) -> Dict[str, Any]:
         """Entity precision, recall and F1 of `doc.ents` (`ents_p`, `ents_r`, `ents_f`, `ents_per_type`)."""

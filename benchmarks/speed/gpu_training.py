@@ -40,7 +40,6 @@ PRECISIONS = ("float32", "use_amp")
 GPU_RECIPES = {"bilstm_crf_gpu": "bilstm_crf", "deptree_ner_gpu": "deptree_ner"}
 REFERENCE = "crf_tagger float32"
 ALLENNLP_SPELLING = {
-    "fast_characters": "characters",
     "fast_character_encoding": "character_encoding",
     "fast_lstm": "lstm",
 }

@@ -1,4 +1,5 @@
 import argparse
+import io
 import json
 import logging
 import os
@@ -25,7 +26,6 @@ from nerzoo.modules.crf.calibration import (
     has_spans,
     site_config,
 )
-from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +39,11 @@ class Calibrate(Subcommand):
     its config (`nerzoo.modules.crf.calibration`, Guo et al. 2017).  Predictions do not change; the
     confidences (span and tag probabilities) do.
 
-    The temperatures minimise a negative log-likelihood on `DEV_DATA`.  With `--objective span` (the
-    default) it is that of the predicted spans' correctness, each span right with probability its
-    confidence; a site without spans (POS tags, `fofe_ner`) falls back to the sequence objective.
-    With `--objective sequence` it is that of the gold labels: for a CRF head the probability of the
-    gold tag sequence under the constrained CRF, for a softmax of each gold label (Seq2Biseq: of its
-    forward decoder, running on its own predictions), for `fofe_ner` of each scored span's gold
-    class.  `--temperatures 2` gives a CRF one temperature for the emissions and one for the
-    transitions.
+    The temperatures minimise a negative log-likelihood on `DEV_DATA`: with `--objective span` (the
+    default) that of the predicted spans' correctness, each span right with probability its
+    confidence (a site without spans, POS tags or `fofe_ner`, falls back to the sequence objective);
+    with `--objective sequence` that of the gold labels (for a CRF head, of the gold tag sequence).
+    `--temperatures 2` gives a CRF one temperature for the emissions and one for the transitions.
 
     Prints the fitted temperatures and the dev metrics before and after (span F1, `span_ece`,
     `span_brier`), and, as its last line, the same as one JSON object.
@@ -106,24 +103,11 @@ def evaluate(
                 collected = module.calibration_batch(output, batch)
                 if collected is not None:
                     batches[name].append(collected)
-    pairs = [metric.pairs() for metric in span_metrics(modules)]
+    # The span confidence metrics of the sites that have spans.
+    pairs = [metric.pairs() for module in modules.values() if (metric := module.span_calibration) is not None]
     confidences = torch.cat([pair[0] for pair in pairs]) if pairs else torch.zeros(0, dtype=torch.float64)
     correct = torch.cat([pair[1] for pair in pairs]) if pairs else torch.zeros(0, dtype=torch.float64)
     return Evaluation(model.get_metrics(reset=True), batches, confidences, correct)
-
-
-def span_metrics(modules: Dict[str, CalibrationSource]) -> List[SpanCalibration]:
-    """The span confidence metrics of the sites that have spans."""
-    metrics = (module.span_calibration for module in modules.values())
-    return [metric for metric in metrics if metric is not None]
-
-
-def data_loader(archive: Archive, data_file: str, batch_size: int) -> MultiProcessDataLoader:
-    """`data_file` read by the archive's validation reader, in batches of similar lengths, the same every time."""
-    sampler = BucketBatchSampler(batch_size=batch_size, padding_noise=0.0, shuffle=False)
-    loader = MultiProcessDataLoader(archive.validation_dataset_reader, data_file, batch_sampler=sampler)
-    loader.index_with(archive.model.vocab)
-    return loader
 
 
 def write_archive(archive_file: str, output_file: str, config: Dict[str, Any]) -> None:
@@ -135,16 +119,12 @@ def write_archive(archive_file: str, output_file: str, config: Dict[str, Any]) -
     try:
         with tarfile.open(archive_file, "r:gz") as source, tarfile.open(temporary, "w:gz") as target:
             for member in source.getmembers():
-                if member.name.lstrip("./") == CONFIG_NAME:
-                    continue
-                target.addfile(member, source.extractfile(member) if member.isfile() else None)
+                if member.name.lstrip("./") != CONFIG_NAME:
+                    target.addfile(member, source.extractfile(member) if member.isfile() else None)
             data = json.dumps(config, indent=4).encode("utf-8")
             info = tarfile.TarInfo(CONFIG_NAME)
             info.size = len(data)
-            with tempfile.TemporaryFile() as buffer:
-                buffer.write(data)
-                buffer.seek(0)
-                target.addfile(info, buffer)
+            target.addfile(info, io.BytesIO(data))
         os.replace(temporary, output_file)
     finally:
         if os.path.exists(temporary):
@@ -178,7 +158,10 @@ def evaluate_archive(
     modules = calibration_modules(archive.model)
     if not modules:
         raise ConfigurationError(f"{archive_file}: {type(archive.model).__name__} has no confidences to calibrate")
-    loader = data_loader(archive, data_file, batch_size)
+    # Batches of similar lengths, the same every time.
+    sampler = BucketBatchSampler(batch_size=batch_size, padding_noise=0.0, shuffle=False)
+    loader = MultiProcessDataLoader(archive.validation_dataset_reader, data_file, batch_sampler=sampler)
+    loader.index_with(archive.model.vocab)
     return ArchiveEvaluation(archive, modules, loader, evaluate(archive.model, loader, modules, cuda_device))
 
 
@@ -186,8 +169,6 @@ def calibrate(args: argparse.Namespace) -> Dict[str, Any]:
     archive, modules, loader, before = evaluate_archive(
         args.archive_file, args.input_file, args.batch_size, args.cuda_device, args.overrides
     )
-    model = archive.model
-
     config = archive.config.duplicate().as_dict(quiet=True)
     fitted: Dict[str, FittedTemperatures] = {}
     settings: Dict[str, float] = {}
@@ -208,7 +189,7 @@ def calibrate(args: argparse.Namespace) -> Dict[str, Any]:
             settings[key] = value
     if not fitted:
         raise ConfigurationError(f"{args.input_file}: no gold labels to calibrate on")
-    after = evaluate(model, loader, modules, args.cuda_device)
+    after = evaluate(archive.model, loader, modules, args.cuda_device)
     write_archive(args.archive_file, args.output_file, config)
     return {
         "temperatures": settings,

@@ -32,15 +32,12 @@ def stratified_thread_folds(thread_lengths: Sequence[int], num_folds: int, seed:
     Splits threads into `num_folds` test folds, whole threads only, balanced by thread length.
 
     `thread_lengths[i]` is the number of posts of thread `i`.  The threads are shuffled with
-    `random.Random(seed)` (which only breaks ties), sorted by length, longest first (a stable
-    sort, so equal lengths keep their shuffled order), and dealt to the folds in serpentine order:
-    folds `0, 1, .., k-1`, then `k-1, .., 1, 0`, and so on.  Every fold therefore gets one thread
-    from each band of `k` similar lengths: the folds hold the same number of threads to within one
-    and similar numbers of posts, and the thread lengths are stratified across them.
+    `random.Random(seed)` (which only breaks ties), stably sorted by length, longest first, and dealt
+    to the folds in serpentine order (folds `0, 1, .., k-1`, then `k-1, .., 1, 0`, ...), so every
+    fold gets one thread from each band of `k` similar lengths.
 
-    Returns, per fold, the sorted indices of its (test) threads; the training threads of fold `f`
-    are all the others.  Raises `ConfigurationError` when `num_folds < 2` or there are fewer
-    threads than folds.
+    Returns, per fold, the sorted indices of its (test) threads.  Raises `ConfigurationError` when
+    `num_folds < 2` or there are fewer threads than folds.
     """
     if num_folds < 2:
         raise ConfigurationError(f"cross-validation needs at least 2 folds, got {num_folds}")
@@ -116,9 +113,8 @@ def fold_params(
 ) -> Params:
     """
     The experiment of one fold: the config with the user's overrides, trained on `train_path` only
-    (no validation, no test data: a fixed number of epochs, nothing selected on held-out data),
-    with every dialogue act of the whole data file (`dialogue_acts`) in the label vocabulary, and on
-    `cuda_device` when one is given.
+    (no validation or test data), with all `dialogue_acts` in the label vocabulary, on `cuda_device`
+    when one is given.
     """
     try:
         params = Params.from_file(config_file, overrides)
@@ -130,8 +126,7 @@ def fold_params(
         config.pop(key, None)
     config["evaluate_on_test"] = False
     namespace = config.get("dataset_reader", {}).get("label_namespace", "labels")
-    vocabulary = config.setdefault("vocabulary", {})
-    tokens_to_add = vocabulary.setdefault("tokens_to_add", {})
+    tokens_to_add = config.setdefault("vocabulary", {}).setdefault("tokens_to_add", {})
     tokens_to_add[namespace] = sorted(set(tokens_to_add.get(namespace, [])) | set(dialogue_acts))
     if cuda_device is not None:
         config.setdefault("trainer", {})["cuda_device"] = cuda_device
@@ -175,26 +170,17 @@ class CrossValidateThreadDiscourse(Subcommand):
     `allennlp cross-validate-thread-discourse CONFIG DATA.jsonl --folds 10 -s OUT [--seed 13] [-o OVERRIDES]` runs
     k-fold cross-validation of a thread discourse model (`me_crf_thread_discourse`) over a `thread_discourse`
     file, the protocol of Liu, Baldwin & Cohn (2017, §4.3): 10 folds, "stratifying at the thread
-    level".
-
-    Stratified by thread means here: whole threads go to folds, never split (posts of a thread
-    depend on each other), and the folds are balanced by thread length: threads sorted by number
-    of posts (ties broken by a shuffle seeded with `--seed`) are dealt in serpentine order, so each
-    fold holds the same number of threads to within one and a like mix of short and long threads
-    (`stratified_thread_folds`).
+    level": whole threads go to folds, balanced by thread length (`stratified_thread_folds`).
 
     For fold `k` (1-based) it writes `OUT/fold-k/train.jsonl` (the other folds' threads) and
     `OUT/fold-k/test.jsonl` (its own, in file order), trains the config on the training threads
-    into `OUT/fold-k/model/` with no validation data, for the config's fixed number of epochs
-    (as the paper, 50 epochs; nothing, not even the best epoch, is selected on the test fold; a
-    `patience` in the config never triggers without validation data), evaluates the final model on
-    the test fold into `OUT/fold-k/metrics.json`, and at the end writes `OUT/cross_validation.json`
-    (per-fold link/DA/joint precision, recall and F1, their mean and sample standard deviation
-    over the folds, and `pooled`: the micro-averaged scores over all posts, each post being tested
-    exactly once) and prints a table.  Every fold's label vocabulary holds all dialogue acts of
-    DATA (the label set is part of the task, not of the test data), so a test fold may contain a
-    DA that its training threads lack: it is then scored like any other gold DA the model misses.
-    Words are taken from the training folds only.
+    into `OUT/fold-k/model/` for the config's fixed number of epochs with no validation data
+    (nothing is selected on the test fold), evaluates the final model on the test fold into
+    `OUT/fold-k/metrics.json`, and at the end writes `OUT/cross_validation.json` (per-fold
+    link/DA/joint precision, recall and F1, their mean and sample standard deviation, and `pooled`:
+    the micro-averaged scores over all posts) and prints a table.  Every fold's label vocabulary
+    holds all dialogue acts of DATA, so a DA missing from a fold's training threads is scored as
+    any missed gold DA; words come from the training folds only.
 
     Registered as a `Subcommand` with name "cross-validate-thread-discourse".
     """

@@ -98,10 +98,7 @@ def draw(prediction: Dict[str, Any], output_path: str) -> None:
 
 
 def save_figure(figure, output_path: str) -> None:
-    """
-    Writes a matplotlib figure (SVG when `output_path` ends in `.svg`, else PNG) beside the target
-    and renames it, so no half-written file is left.
-    """
+    """Writes a matplotlib figure (SVG for a `.svg` path, else PNG) without leaving a half-written file."""
     import matplotlib.pyplot as plt
 
     figure.tight_layout()

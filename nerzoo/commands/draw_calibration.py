@@ -36,13 +36,10 @@ class DrawCalibration(Subcommand):
     gold labels needed), beside those of `--calibrated CALIBRATED.tar.gz` (e.g. the output of
     `allennlp calibrate`) when given:
 
-    - the reliability diagram: the predicted spans binned by confidence (bin edges 0, 0.5, 0.6, 0.7,
-      0.8, 0.9, 0.95, 0.99, 1), each bin's precision (spans exactly right) against its mean
-      confidence, the count of spans of each bin written beside it, and the diagonal of perfect
-      calibration; the legend gives each archive's ECE over these bins and over `--bins`
-      equal-count bins (the `span_ece` of `allennlp evaluate`);
-    - the precision / coverage curve: the precision of the spans kept when only the most confident
-      share of them is kept (coverage 5% to 100%).
+    - the reliability diagram: each confidence bin's precision (spans exactly right) against its mean
+      confidence, with its count of spans; the legend gives each archive's ECE over these bins and
+      over `--bins` equal-count bins (the `span_ece` of `allennlp evaluate`);
+    - the precision / coverage curve: the precision of the most confident 5% to 100% of the spans.
 
     The file is SVG when `--output` ends in `.svg`, PNG otherwise.
 
@@ -123,18 +120,11 @@ def _draw_calibration(args: argparse.Namespace) -> None:
     if args.bins < 1:
         sys.exit("error: --bins must be at least 1")
     try:
+        archives = [("archive", args.archive_file)] + ([("calibrated", args.calibrated)] if args.calibrated else [])
         series = [
-            SpanConfidences(
-                "archive", *span_confidences(args.archive_file, args.input_file, args.batch_size, args.cuda_device)
-            )
+            SpanConfidences(name, *span_confidences(path, args.input_file, args.batch_size, args.cuda_device))
+            for name, path in archives
         ]
-        if args.calibrated:
-            series.append(
-                SpanConfidences(
-                    "calibrated",
-                    *span_confidences(args.calibrated, args.input_file, args.batch_size, args.cuda_device),
-                )
-            )
         draw(series, args.output, args.bins)
     except (ConfigurationError, OSError) as error:
         sys.exit(f"error: {error}")

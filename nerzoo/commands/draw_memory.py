@@ -98,7 +98,7 @@ def draw(
     if not shown:
         raise ConfigurationError(f"no memory position reaches --min-weight {min_weight} in rows {start}..{end - 1}")
     # With a dummy head (threads), steps are numbered from 1 and the head is 0, as links are.
-    labels = [_short(label) for label in [NULL_LABEL] * has_null + words]
+    labels = [label if len(label) <= 24 else label[:23] + "…" for label in [NULL_LABEL] * has_null + words]
     tags = output.get("tags") or [""] * num_steps
     sentence_of = {}
     for index, (sentence_start, sentence_end) in enumerate(output.get("sentence_spans") or [(0, num_steps)]):
@@ -130,10 +130,6 @@ def draw(
     axis.set_title(f"ME-CRF memory attention p(t, i), hop {hop % weights.shape[0] + 1} of {weights.shape[0]}")
     save_figure(figure, output_path)
     return column_ticks
-
-
-def _short(label: str, limit: int = 24) -> str:
-    return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
 def _draw_memory(args: argparse.Namespace) -> None:

@@ -3,14 +3,10 @@ Dependency trees for dependency-aware NER (Aguilar and Solorio, 2019, "Dependenc
 Entity Recognition with Relative and Global Attentions"): the model reads words, POS tags and
 dependency relation labels, and runs a Tree-LSTM over the dependency tree of each sentence.
 
-This module holds what the dependency readers share:
-
-- `validate_heads` checks that a head sequence (1-based, 0 = root, as in CoNLL-U) is a tree, or a
-  forest of several rooted trees (multi-rooted sentences occur in converted and parsed data; the paper
-  averages the root states of such sentences);
-- `SpacyDependencyParser` parses pre-tokenised sentences with an installed spaCy pipeline, keeping the
-  given tokens, and caches the parses of whole files on disk;
-- `dependency_instance` builds the instance both readers produce.
+What the dependency readers share: `validate_heads` checks that heads (1-based, 0 = root, as in
+CoNLL-U) form a tree or a forest (multi-rooted sentences occur in converted and parsed data; the
+paper averages the root states of such sentences), `SpacyDependencyParser` parses pre-tokenised
+sentences with spaCy and caches whole files' parses, and `dependency_instance` builds the instances.
 """
 
 import gzip
@@ -167,9 +163,6 @@ class SpacyDependencyParser:
             )
         return nlp
 
-    # ----------------------------------------------------------------------------------------------
-    # Parsing
-
     def parse(self, sentences: Sequence[Sequence[str]]) -> List[DependencyParse]:
         """Parses the sentences (lists of words), without any cache."""
         for number, words in enumerate(sentences):
@@ -196,9 +189,6 @@ class SpacyDependencyParser:
                 heads = [0 if token.head.i == token.i else token.head.i + 1 for token in doc]
                 parses.append(DependencyParse(pos_tags, labels, heads))
         return parses
-
-    # ----------------------------------------------------------------------------------------------
-    # Cache
 
     def cache_key(self, path: str, sentences: Sequence[Sequence[str]]) -> str:
         """
@@ -325,11 +315,10 @@ def dependency_instance(
     """
     if not words:
         raise ConfigurationError("cannot build an instance from an empty token list")
-    for name, values in (("pos_tags", pos_tags), ("dependency_labels", dependency_labels), ("head_indices", heads)):
-        if len(values) != len(words):
+    columns = {"pos_tags": pos_tags, "dependency_labels": dependency_labels, "head_indices": heads, "tags": tags}
+    for name, values in columns.items():
+        if values is not None and len(values) != len(words):
             raise ConfigurationError(f"{name} has {len(values)} entries for {len(words)} words")
-    if tags is not None and len(tags) != len(words):
-        raise ConfigurationError(f"tags has {len(tags)} entries for {len(words)} words")
     text_field = TextField([Token(word) for word in words])
     fields: Dict[str, Field] = {
         "tokens": text_field,

@@ -41,10 +41,8 @@ def split_tag(tag: str) -> Tuple[str, Optional[str]]:
 
 def invalid_tag_reason(tag: str, scheme: str) -> Optional[str]:
     """Returns why `tag` is not a tag of `scheme`, or `None` if it is one."""
-    prefix, label = split_tag(tag)
-    if prefix == "O":
-        return None
-    if not prefix or prefix not in _PREFIXES[scheme]:
+    prefix, _ = split_tag(tag)
+    if prefix != "O" and (not prefix or prefix not in _PREFIXES[scheme]):
         allowed = "O or " + "/".join(p for p in _PREFIXES[scheme] if p not in "ES") + "-TYPE"
         return f"tag {tag!r} is not a {scheme} tag (expected {allowed})"
     return None

@@ -34,14 +34,10 @@ class FofeNer(Model):
     scores the spans Algorithm 1 samples; decoding (Algorithms 2-5) keeps the spans whose best class
     is not NONE, pruned per nesting level by `thresholds` and made non-overlapping by `decoding`, so
     `decoding: ["highest_first", "highest_first"]` also returns entities nested one level deep.
-    With `first_pass` it is the second pass (§5.4).  The parts, in `nerzoo.modules`: `fofe_spans`
-    (enumeration, Algorithm 1), `fofe_span_features`, `fofe_first_layer` (the feed-forward net, its
-    first layer computed at inference from per-word-position tables), `fofe_second_pass` (the
-    first pass's entities and their per-sentence cache), `fofe_span_output` (candidates, BIO tags).
+    With `first_pass` it is the second pass (§5.4).  The parts are in `nerzoo.modules.fofe`.
 
-    `make_output_human_readable` adds the `spans` and, as every nerzoo tagger does, `tags` and
-    `tag_confidences`; there are no per-tag probabilities (it is no `TagProbabilityModel` of
-    `nerzoo.contracts`).  Registered as a `Model` with name "fofe_ner".  Reads `entity_spans` instances.
+    `make_output_human_readable` adds the `spans`, `tags` and `tag_confidences` (no per-tag
+    probabilities).  Registered as a `Model` with name "fofe_ner".  Reads `entity_spans` instances.
 
     # Parameters
 
@@ -182,8 +178,7 @@ class FofeNer(Model):
         # Attached after the initializer, whose regexes would otherwise re-initialise its weights.
         self.first_pass = first_pass
         if first_pass is not None:
-            for parameter in first_pass.parameters():
-                parameter.requires_grad_(False)
+            first_pass.requires_grad_(False)
 
     def train(self, mode: bool = True) -> "FofeNer":
         super().train(mode)

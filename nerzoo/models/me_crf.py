@@ -27,15 +27,11 @@ class MeCrf(HeadTagger):
     linear-chain CRF (eq. 7-10, `TagHead`).  Attention reaches every earlier word of the document,
     across sentence boundaries.  With the head's `crf_per_sentence: true` (the shipped config) the
     CRF runs over each sentence on its own, as in the paper, where `x_t` is "a word in a sentence"
-    (§3); with `false` one chain runs over the whole document, its transitions crossing sentence
-    boundaries.  Spans are counted per sentence either way (the reader's `sentence_spans`), so the
-    scores equal conlleval's on the sentences.
+    (§3); with `false` one chain runs over the whole document.  Spans are counted per sentence
+    either way (the reader's `sentence_spans`).
 
-    `forward` also returns the attention of every hop, for `allennlp draw-memory` (a
-    `MemoryAttentionModel`, `nerzoo.contracts`).
-
-    Span confidence: `TagHead`'s, the CRF posterior of the span's exact tags (in its sentence's
-    chain with `crf_per_sentence`; temperature-scaled once `allennlp calibrate` has fitted them).
+    `forward` also returns the attention of every hop, for `allennlp draw-memory`.  Span
+    confidence: `TagHead`'s, the CRF posterior of the span's exact tags.
 
     Registered as a `Model` with name "me_crf".
 

@@ -58,8 +58,7 @@ class MeCrfThreadDiscourse(HeadTagger):
     batch, eq. 9, or MEMNET's summed cross-entropy) and `l_t` is the post's most recent link (the
     reader's `links`; "we only include the most recent linked post during training", §4.2).  A
     probability that underflows to 0 is clamped to the smallest positive float, so the loss stays
-    finite (about 87 per such post in float32) instead of becoming infinite.  Evaluation is
-    against all gold links and DAs of every post (`ThreadDiscourseF1`, from the metadata).
+    finite.  Evaluation is against all gold links and DAs of every post (`ThreadDiscourseF1`).
 
     Registered as a `Model` with name "me_crf_thread_discourse".
 
@@ -232,18 +231,11 @@ class MeCrfThreadDiscourse(HeadTagger):
         """
         # Shape: (batch_size, num_posts); every real post has at least one title token.
         post_mask = get_text_field_mask(titles, num_wrapping_dims=1).any(dim=-1)
-        # x_t = [Phi_title; Phi_text]. Shape: (batch_size, num_posts, 2 * post_dim)
-        posts = torch.cat(
+        # x'_t = [Phi_title; Phi_text; W_s Phi_s; W_p Phi_p]. Shape: (batch_size, num_posts, memory input_dim)
+        features = torch.cat(
             [
                 self._encode_posts(titles, self.title_encoder, self.title_projection, post_mask),
                 self._encode_posts(texts, self.text_encoder, self.text_projection, post_mask),
-            ],
-            dim=-1,
-        )
-        # x'_t = [x_t; W_s Phi_s; W_p Phi_p]. Shape: (batch_size, num_posts, memory input_dim)
-        features = torch.cat(
-            [
-                posts,
                 self.structural_projection(structural_features),
                 self.punctuation_projection(punctuation_features),
             ],
@@ -254,9 +246,7 @@ class MeCrfThreadDiscourse(HeadTagger):
         # Column i = link target i (0 = head, i = post i). Shape: (batch_size, num_posts, num_posts + 1)
         link_probabilities = attention.dense_weights()[:, self.link_hop]
         # Post t (row t - 1) may link to 0 .. t - 1. Shape: (num_posts, num_posts + 1)
-        candidates = torch.arange(num_posts + 1, device=post_mask.device) <= torch.arange(
-            num_posts, device=post_mask.device
-        ).unsqueeze(1)
+        candidates = torch.ones(num_posts, num_posts + 1, dtype=torch.bool, device=post_mask.device).tril()
         predicted_links = link_probabilities.masked_fill(~candidates, -1.0).argmax(dim=-1)
         lengths = post_mask.sum(dim=1).tolist()
         link_lists = [row[:length] for row, length in zip(predicted_links.tolist(), lengths)]
@@ -275,8 +265,7 @@ class MeCrfThreadDiscourse(HeadTagger):
             gold_probabilities = link_probabilities.gather(-1, links.clamp_min(0).unsqueeze(-1)).squeeze(-1)
             tiny = torch.finfo(gold_probabilities.dtype).tiny
             link_loss = -(gold_probabilities.clamp_min(tiny).log() * gold_mask).sum()
-            da_loss = output["loss"]
-            output["da_loss"] = da_loss
+            output["da_loss"] = da_loss = output["loss"]
             output["link_loss"] = link_loss
             # Eq. 12.
             output["loss"] = self.alpha * da_loss + (1.0 - self.alpha) * link_loss

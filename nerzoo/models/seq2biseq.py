@@ -50,19 +50,14 @@ class Seq2Biseq(Model):
       argmax is the model's prediction.
     - While training (and for the loss whenever gold tags are given) both decoders read the gold
       labels (teacher forcing); otherwise they read their own argmax predictions, the backward pass
-      first, then the forward pass over its states (§4.3).  Decoding is batched over sentences; the
-      only loop is over positions, and teacher forcing runs each decoder GRU over the whole
-      sequence at once.  Rows are reversed within their lengths for the backward decoder, so padding
-      always comes after the words and never reaches their states.
+      first, then the forward pass over its states (§4.3).  Rows are reversed within their lengths
+      for the backward decoder, so padding never reaches the words' states.
     - Dropout (§4.2: "on the embeddings and the output of the hidden layers"): on `[E_w; h_c]`, on
       `h_w`, on the label embeddings `E_l(e)` the decoders read and on both decoders' states.
     - Loss (eq. 8): `-1/2 (log p(->e_i) + log p(<-e_i))`, averaged over the tokens of the batch, plus
-      the L2 term through the model's `regularizer` (eq. 8 regularises every parameter; the shipped
-      configs leave out the pretrained word and the character embedding tables, whose rows for
-      words absent from a batch would otherwise receive only the L2 gradient, which Adam turns into
-      a step of about `lr` towards 0 at every update).  With `backward_loss_weight = w` the
-      backward decoder gets `w * -log p(<-e_i)` on top: the two-optimiser variant (Seq2Biseq_2-opt,
-      end of §4.3), see below.
+      the L2 term through the model's `regularizer` (the shipped configs leave the embedding tables
+      out).  With `backward_loss_weight = w` the backward decoder gets `w * -log p(<-e_i)` on top:
+      the two-optimiser variant (Seq2Biseq_2-opt, end of §4.3), see below.
     - The terms of its auxiliary loss sources (`nerzoo.modules.auxiliary_loss`, e.g. the
       `char_gated` embedder's cosine loss) are added to the loss and reported as `<name>_loss`.
 
@@ -71,15 +66,11 @@ class Seq2Biseq(Model):
     nerzoo builds the equivalent gradient in one backward pass: with `backward_loss_scope:
     "backward_decoder"` (default) the extra term's gradient reaches only the backward decoder
     (`GRU_bw` and `W_bw` of eq. 5-6), never the label embeddings or the encoder, so every other
-    parameter gets exactly eq. 8's gradient.  For SGD (with or without momentum) and no gradient
-    clipping, two optimisers with the same learning rate (schedule) and momentum move the
-    parameters exactly as one optimiser on this gradient, because the update is linear in the
-    gradient and the two momentum buffers add up (`tests/models/test_seq2biseq.py::
-    test_two_optimisers_equal_one_optimiser_on_the_restricted_sum` checks it).  So
-    `backward_loss_weight: 1` with `sgd` and no `grad_norm` is Seq2Biseq_2-opt.  With Adam each of
-    two optimisers would normalise its own gradient; one Adam on the sum is then a close variant,
-    not the paper's procedure.  `backward_loss_scope: "all"` sends the extra term to every
-    parameter (one optimiser on the plain sum of the two losses).
+    parameter gets exactly eq. 8's gradient.  SGD (with or without momentum, no gradient clipping)
+    is linear in the gradient, so two such optimisers with the same learning rate and momentum
+    move the parameters exactly as one on this gradient: `backward_loss_weight: 1` with `sgd` and
+    no `grad_norm` is Seq2Biseq_2-opt (with Adam, a close variant).  `backward_loss_scope: "all"`
+    sends the extra term to every parameter (one optimiser on the plain sum of the two losses).
 
     Registered as a `Model` with name "seq2biseq".
 
@@ -186,9 +177,6 @@ class Seq2Biseq(Model):
         self._auxiliary_loss_sources = AuxiliaryLossCollector()
         initializer(self)
 
-    # ----------------------------------------------------------------------------------------------
-    # Decoders
-
     def _decoder_inputs(self, lexical: torch.Tensor, previous_labels: torch.LongTensor) -> torch.Tensor:
         """`[h_w_i; E_l(e)]` (or `E_l(e)` alone), `(batch_size, steps, decoder_input_dim)`."""
         embedded = self.dropout(self.label_embedding(previous_labels))
@@ -267,25 +255,16 @@ class Seq2Biseq(Model):
         term `sum(p * g) - sum(p * g).detach()`, which is 0 and has gradient `g` with respect to `p`.
         """
         extra = self.backward_loss_weight * backward_nll
-        # Outside training the value is all that counts (and cuDNN's RNNs have no backward pass in
-        # evaluation mode).
         if self.backward_loss_weight == 0 or self.backward_loss_scope == "all" or not extra.requires_grad:
             return extra
-        if not self.training:
-            return extra.detach()
-        parameters = [p for p in self._backward_decoder_parameters() if p.requires_grad]
-        if not parameters:
+        backward_decoder = [*self.backward_decoder.parameters(), *self.backward_output.parameters()]  # eq. 5-6
+        parameters = [p for p in backward_decoder if p.requires_grad]
+        # Outside training the value is all that counts (cuDNN's RNNs have no backward pass in eval mode).
+        if not self.training or not parameters:
             return extra.detach()
         gradients = torch.autograd.grad(extra, parameters, retain_graph=True)
         carrier = sum((p * g).sum() for p, g in zip(parameters, gradients))
         return extra.detach() + carrier - carrier.detach()
-
-    def _backward_decoder_parameters(self) -> List[torch.nn.Parameter]:
-        """`GRU_bw` and `W_bw` of eq. 5-6."""
-        return list(self.backward_decoder.parameters()) + list(self.backward_output.parameters())
-
-    # ----------------------------------------------------------------------------------------------
-    # Model API
 
     def forward(  # type: ignore
         self,
@@ -319,8 +298,7 @@ class Seq2Biseq(Model):
             forward_nll = sequence_cross_entropy_with_logits(forward_logits, tags, mask, average="token")
             backward_nll = sequence_cross_entropy_with_logits(backward_logits, tags, mask, average="token")
             loss = 0.5 * (forward_nll + backward_nll) + self._extra_backward_loss(backward_nll)
-            loss = self.auxiliary_losses.add_to(loss, auxiliary_losses)
-            output["loss"] = loss
+            output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
         if tags is None or not self.training:
             forward_logits, backward_logits = self.decode(lexical, mask)
         output["logits"] = forward_logits

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import JsonDict
 from allennlp.data import Instance
+from allennlp.predictors.predictor import Predictor
 
 from nerzoo.data.spacy_pipelines import MissingSpacyPipeline
 
@@ -61,9 +62,8 @@ def predict_lines(
     """
     One result per input, in order.  `to_instance` turns an input into an `Instance`, or into a
     finished result (a dict) when there is nothing to predict (e.g. an empty text); the instances
-    are predicted together by `predict_instances`.  An input whose `to_instance` raises one of
-    `INPUT_ERRORS` gets `_error_result` and a logged warning; a missing spaCy pipeline concerns every
-    input and is raised.
+    are predicted together by `predict_instances`.  An input error (`INPUT_ERRORS`) gets
+    `_error_result`; a missing spaCy pipeline concerns every input and is raised.
     """
     results: List[Optional[JsonDict]] = [None] * len(inputs)
     instances: List[Instance] = []
@@ -88,3 +88,39 @@ def predict_lines(
         for position, result in zip(positions, predict_instances(instances)):
             results[position] = result
     return results  # type: ignore[return-value]
+
+
+class LinePredictor(Predictor):
+    """
+    A predictor whose every input line gives one output line: `load_line` numbers the lines and
+    `predict_batch_json` gives an unusable input an error result (`predict_lines`).  Subclasses
+    build an input's instance (or its finished result) in `_instance_or_result` and the result of a
+    model output in `_format(instance, output)`.
+    """
+
+    _lines_read = 0
+
+    def _instance_or_result(self, json_dict: JsonDict) -> Union[Instance, JsonDict]:
+        return self._json_to_instance(json_dict)
+
+    def load_line(self, line: str) -> JsonDict:
+        self._lines_read += 1
+        return parse_line(line, self._lines_read)
+
+    def predict_json(self, inputs: JsonDict) -> JsonDict:
+        """Raises `ConfigurationError` on unusable input, except for lines read by `load_line`."""
+        if isinstance(inputs, InputLine):
+            return self.predict_batch_json([inputs])[0]
+        built = self._instance_or_result(inputs)
+        return built if isinstance(built, dict) else self.predict_instance(built)
+
+    def predict_batch_json(self, inputs: List[JsonDict]) -> List[JsonDict]:
+        """One result per input; an unusable input gets `{"error": ..., "line": ...}` and costs no other."""
+        return predict_lines(inputs, self._instance_or_result, self.predict_batch_instance)
+
+    def predict_instance(self, instance: Instance) -> JsonDict:
+        return self.predict_batch_instance([instance])[0]
+
+    def predict_batch_instance(self, instances: List[Instance]) -> List[JsonDict]:
+        outputs = self._model.forward_on_instances(instances)
+        return [self._format(instance, output) for instance, output in zip(instances, outputs)]

@@ -12,14 +12,14 @@ from allennlp.predictors.predictor import Predictor
 
 from nerzoo.contracts import AttentionModel, TagProbabilityModel
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
-from nerzoo.predictors.input_lines import InputLine, parse_line, predict_lines
+from nerzoo.predictors.input_lines import LinePredictor
 
 OUTPUT_FORMATS = ("json", "conll")
 PARSE_KEYS = ("pos_tags", "dependency_labels", "head_indices")
 
 
 @Predictor.register("sequence_tagger")
-class SequenceTaggerPredictor(Predictor):
+class SequenceTaggerPredictor(LinePredictor):
     """
     Tags raw text or pre-tokenised input with any nerzoo tagger (entities, chunks, POS) and returns
     its tags and spans.
@@ -33,27 +33,21 @@ class SequenceTaggerPredictor(Predictor):
     `text`, token offsets `start`/`end` (end exclusive), character offsets `char_start`/`char_end`
     and `confidence`.
 
-    Every model gives the same keys, read from its `make_output_human_readable`: `tags` and
-    `tag_confidences` (one per token), `spans` and, with `return_tag_probabilities`,
-    `tag_probabilities` (keyed by the labels in `tag_probability_labels`) from a
-    `TagProbabilityModel` (`nerzoo.contracts`).  Span classifiers (`fofe_ner`) tag their outermost
-    spans in BIO and have no tag probabilities (asking for them is an error); their spans have
-    `score` (the span's probability) and `level` (1 = outermost, 2 = nested inside a level-1 span,
-    ...) instead of `confidence`.
+    Every model gives these keys (`nerzoo.contracts`).  Span classifiers (`fofe_ner`) tag their
+    outermost spans in BIO and have no tag probabilities (asking for them is an error); their spans
+    have `score` (the span's probability) and `level` (1 = outermost, 2 = nested inside a level-1
+    span, ...) instead of `confidence`.
 
-    An input with no tokens (an empty or blank text, an empty token list) gives empty lists, as
-    spaCy gives an empty document for an empty string.  `predict_json` raises `ConfigurationError`
-    on an input it cannot use (not an object, no known key, wrong types); `predict_batch_json`, and
-    `allennlp predict` whatever its batch size, give that input `{"error": ..., "line": N}` instead
-    (`N` counts the non-blank input lines; a warning names it too) and predict every other one.
-    With `output_format` `"conll"` the error is a `# input line N: ...` line.
+    An input with no tokens (an empty or blank text, an empty token list) gives empty lists.
+    `predict_json` raises `ConfigurationError` on an input it cannot use (not an object, no known
+    key, wrong types); `predict_batch_json` and `allennlp predict` give it `{"error": ..., "line":
+    N}` (`N` counts the non-blank input lines; in `"conll"`, a `# input line N: ...` line) instead.
 
     Whole documents (for `me_crf`, whose memory spans the document) are `{"document": "Raw text.
-    More text."}`, split into sentences by the spaCy pipeline (its parser or, for "blank:en", a
-    rule-based sentencizer), or pre-tokenised `{"sentences": [["Peter", ...], ["He", ...]]}`
-    (character offsets then refer to the tokens joined by single spaces, sentences included).  The
-    model sees one instance; spans never cross a sentence boundary; the output adds `sentences`,
-    the `[start, end)` token offsets of each sentence.
+    More text."}`, split into sentences by the spaCy pipeline (its parser, else a rule-based
+    sentencizer), or pre-tokenised `{"sentences": [["Peter", ...], ["He", ...]]}` (offsets as for
+    `tokens`).  The model sees one instance; spans never cross a sentence boundary; the output adds
+    `sentences`, the `[start, end)` token offsets of each sentence.
 
     Models over dependency trees (`deptree_ner`) read through a dependency reader, which parses
     the tokens with its spaCy pipeline; pre-parsed input adds `pos_tags`, `dependency_labels` and
@@ -101,7 +95,6 @@ class SequenceTaggerPredictor(Predictor):
                 f"{type(model).__name__} classifies spans and has no tag probabilities; "
                 f"its spans carry their own `score`: drop return_tag_probabilities"
             )
-        self._lines_read = 0
 
     def tokenize(self, text: str) -> Tuple[List[str], List[Tuple[int, int]]]:
         """spaCy tokens of `text` (whitespace tokens dropped) and their character offsets."""
@@ -124,22 +117,6 @@ class SequenceTaggerPredictor(Predictor):
             if len(words) > start:
                 sentence_spans.append((start, len(words)))
         return words, offsets, sentence_spans
-
-    def load_line(self, line: str) -> JsonDict:
-        """Numbers the lines it reads, so that an unusable one gets an error naming it."""
-        self._lines_read += 1
-        return parse_line(line, self._lines_read)
-
-    def predict_json(self, inputs: JsonDict) -> JsonDict:
-        """Raises `ConfigurationError` on unusable input, except for lines read by `load_line` (see `predict_lines`)."""
-        if isinstance(inputs, InputLine):
-            return self.predict_batch_json([inputs])[0]
-        built = self._instance_or_result(inputs)
-        return built if isinstance(built, dict) else self.predict_instance(built)
-
-    def predict_batch_json(self, inputs: List[JsonDict]) -> List[JsonDict]:
-        """One result per input; an unusable input gets `{"error": ..., "line": ...}` and costs no other."""
-        return predict_lines(inputs, self._instance_or_result, self.predict_batch_instance)
 
     def _json_to_instance(self, json_dict: JsonDict) -> Instance:
         built = self._instance_or_result(json_dict)
@@ -212,13 +189,6 @@ class SequenceTaggerPredictor(Predictor):
         if self.return_tag_probabilities:
             result["tag_probabilities"] = []
         return result
-
-    def predict_instance(self, instance: Instance) -> JsonDict:
-        return self.predict_batch_instance([instance])[0]
-
-    def predict_batch_instance(self, instances: List[Instance]) -> List[JsonDict]:
-        outputs = self._model.forward_on_instances(instances)
-        return [self._format(instance, output) for instance, output in zip(instances, outputs)]
 
     def _format(self, instance: Instance, output: Dict[str, Any]) -> JsonDict:
         """One instance's output as plain JSON types (str, int, float, lists, dicts)."""
@@ -303,12 +273,10 @@ def _sparse_memory_attention(weights, key_positions, length: int) -> List[List[L
     `(num_hops, num_tokens, num_keys)` band weights and `(num_tokens, num_keys)` positions ->
     per hop, per token, `[position, weight]` pairs (position -1 = a dummy head) with weight >= 1e-6.
     """
-    hops = []
-    for hop in weights:
-        rows = []
-        for row, positions in zip(hop[:length], key_positions[:length]):
-            rows.append(
-                [[int(position), round(float(weight), 6)] for position, weight in zip(positions, row) if weight >= 1e-6]
-            )
-        hops.append(rows)
-    return hops
+    return [
+        [
+            [[int(position), round(float(weight), 6)] for position, weight in zip(positions, row) if weight >= 1e-6]
+            for row, positions in zip(hop[:length], key_positions[:length])
+        ]
+        for hop in weights
+    ]

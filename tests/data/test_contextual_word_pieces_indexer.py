@@ -27,21 +27,15 @@ def tensors(indexer, sentences):
 
 
 @pytest.mark.parametrize("max_length", [None, 8])
-@pytest.mark.parametrize("cache_size", [200000, 3, 0])
-def test_pieces_offsets_and_tensors_equal_allennlps_indexer(max_length, cache_size):
+def test_pieces_offsets_and_tensors_equal_allennlps_indexer(max_length):
     reference = tensors(PretrainedTransformerMismatchedIndexer(MODEL, max_length=max_length), SENTENCES)
-    indexer = ContextualWordPiecesIndexer(MODEL, max_length=max_length, cache_size=cache_size)
-    for _ in range(2):  # the second pass reads the memo
-        output = tensors(indexer, SENTENCES)
-        assert output.keys() == reference.keys()
-        for key in reference:
-            assert output[key].equal(reference[key]), key
+    output = tensors(ContextualWordPiecesIndexer(MODEL, max_length=max_length), SENTENCES)
+    assert output.keys() == reference.keys()
+    for key in reference:
+        assert output[key].equal(reference[key]), key
     assert (reference["offsets"] == -1).any()  # the word with no piece is covered
-    assert len(indexer._pieces) == min(cache_size, len({w for words in SENTENCES for w in words}))
 
 
-def test_a_negative_memo_size_and_a_missing_model_are_refused(tmp_path):
-    with pytest.raises(ConfigurationError, match="cache_size"):
-        ContextualWordPiecesIndexer(MODEL, cache_size=-1)
+def test_a_missing_model_is_refused(tmp_path):
     with pytest.raises(ConfigurationError, match="make install-contextual"):
         ContextualWordPiecesIndexer(str(tmp_path / "absent"))

@@ -126,6 +126,17 @@ def test_metrics_equal_the_string_metrics(seed, with_concepts):
     assert 0.0 < metrics["accuracy"] < 1.0
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_span_counts_on_the_device_equal_the_listed_spans_counts(seed):
+    decoder = TagDecoder(_vocab())
+    gold, mask, _, sentence_spans = _random_batch(seed)
+    predicted = torch.where(torch.rand(gold.shape) < 0.3, torch.randint(len(LABELS), gold.shape), gold)
+    sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
+    expected = decoder.span_counts(*decoder.match(predicted, gold, mask, sentence_starts))
+    assert torch.equal(decoder.dense_span_counts(predicted, gold, mask, sentence_starts), expected)
+    assert expected[:, 0].sum() > 0 and expected[:, 1:].sum() > 0
+
+
 def test_accuracy_counts_only_unmasked_tokens():
     decoder = TagDecoder(_vocab(["O", "U-A"]))
     gold = torch.tensor([[0, 1, 1], [1, 0, 0]])

@@ -55,10 +55,7 @@ def parse_held_out_path(file_path) -> Tuple[str, Optional[Tuple[str, int]]]:
 
 
 def select_held_out(sentences: Iterable[T], key: str, n: int) -> Iterator[T]:
-    """
-    Every `n`-th item (0-based index `i` with `i % n == n - 1`) for `key` "held_out", all the other
-    items for "without_held_out", in order.
-    """
+    """Every `n`-th item (index `i % n == n - 1`) for `key` "held_out", the others for "without_held_out"."""
     if key not in HELD_OUT_KEYS:
         raise ConfigurationError(f"unknown held-out selection {key!r}; expected one of {HELD_OUT_KEYS}")
     keep_held_out = key == "held_out"
@@ -99,38 +96,24 @@ class ConllColumnsReader(DatasetReader):
     at most `segment_length` tokens gives one instance, the whole sentence.  This is the training
     regime of Seq2Biseq (Marco Dinarelli and Loïc Grobol, 2019, "Seq2Biseq: Bidirectional
     Output-wise Recurrent Neural Networks for Sequence Modelling", §4.2 and §4.3; segments of 10 or
-    15 tokens): mini-batches of short inputs of one length, instead of padding every sentence to the
-    longest one (a few sentences are very long) and back-propagating through all of it, which "did
-    not appear to impair the performances"; on the small, noisy MEDIA corpus it worked better than
-    length-clustered whole sentences, as the network sees every token at the start of a segment.
-    Tags are converted to `tag_scheme` on the whole sentence first and then cut, so a window may
-    start with `I-`/`L-` (inside an entity) or end with `B-`/`I-`: each token keeps the tag it has
-    in its sentence.  A segment's metadata has the usual keys, with `sentence_ids` = `[its
-    sentence]`, `sentence_spans` = `[(0, length)]`, `segment_start` (the window's offset in its
-    sentence) and `source` = `path:line` of the segment's own first token.  Segments are meant for
-    the training reader only: give the trainer a `validation_dataset_reader` without
-    `segment_length`, so that validation and `allennlp evaluate` see whole sentences.  (A CRF whose
-    decoding is constrained to `tag_scheme` still trains on such windows: allennlp constrains only
-    its Viterbi decoding, not its likelihood.)
+    15 tokens).  Tags are converted to `tag_scheme` on the whole sentence first and then cut, so
+    each token keeps the tag it has in its sentence (a window may start with `I-`/`L-`).  A
+    segment's metadata has the usual keys, with `sentence_ids` = `[its sentence]`, `sentence_spans`
+    = `[(0, length)]`, `segment_start` (the window's offset in its sentence) and `source` =
+    `path:line` of its own first token.  Segments are meant for the training reader only: give the
+    trainer a `validation_dataset_reader` without `segment_length`.
 
-    **Held-out sentences.**  The data path may select a fixed subset of a file's sentences, so that
-    one reader reads a development set carved out of a training file (CoNLL-2000 has none) while
-    `allennlp evaluate` on a test file still reads the whole file:
+    **Held-out sentences.**  The data path may select a fixed subset of a file's sentences, e.g. a
+    development set carved out of a training file (CoNLL-2000 has none):
 
-    - `<file>?held_out=<n>` reads only the sentences whose 0-based index `i` in the file (counted
-      over the whole file, in order, across `-DOCSTART-` documents) has `i % n == n - 1`, i.e.
-      every `n`-th sentence;
+    - `<file>?held_out=<n>` reads every `n`-th sentence: those whose 0-based index `i` over the
+      whole file (across `-DOCSTART-` documents) has `i % n == n - 1`;
     - `<file>?without_held_out=<n>` reads all the others, in order.
 
-    `n` is an integer of at least 2.  The two selections of one file with the same `n` are
-    disjoint and together hold every sentence once.  For CoNLL-2000, `train.txt?held_out=9` gives
-    992 development sentences out of 8,936 and `train.txt?without_held_out=9` the other 7,944.  The
-    whole file is still read and checked, and ids and `source` are those of the full file (the
-    first held-out sentence above is `train.txt:d0:s8`, source `train.txt:269`).  The selection is
-    made before segmenting and before sharding among workers.  Not available with
-    `document_level`.  In a local path a `?` always starts a selection (an unknown key is an error);
-    in a URL (`scheme://...`) only a `held_out`/`without_held_out` key is taken, any other query
-    string being the URL's own.
+    `n` is an integer of at least 2.  The whole file is still read and checked, and ids and
+    `source` are those of the full file.  The selection is made before segmenting and sharding.
+    Not available with `document_level`.  In a local path a `?` always starts a selection; in a URL
+    (`scheme://...`) only a `held_out`/`without_held_out` key is taken.
 
     # Parameters
 
@@ -187,9 +170,6 @@ class ConllColumnsReader(DatasetReader):
             if document_level:
                 raise ConfigurationError("segment_length cuts sentences and cannot be used with document_level")
         self.segment_length = segment_length
-
-    # ----------------------------------------------------------------------------------------------
-    # Parsing
 
     def _read(self, file_path: str) -> Iterable[Instance]:
         name, selection = parse_held_out_path(file_path)
@@ -304,13 +284,12 @@ class ConllColumnsReader(DatasetReader):
         features: Dict[str, List[str]] = {name: [] for name in self.feature_columns}
         sentence_spans: List[Tuple[int, int]] = []
         for _, _, rows in sentences:
-            start = len(words)
             sentence_words, sentence_tags, sentence_features = self._sentence_columns(rows)
+            sentence_spans.append((len(words), len(words) + len(sentence_words)))
             words.extend(sentence_words)
             tags.extend(sentence_tags)
             for name, values in sentence_features.items():
                 features[name].extend(values)
-            sentence_spans.append((start, len(words)))
         first_id, first_line, _ = sentences[0]
         metadata = {
             "document_id": document_id,
@@ -324,7 +303,6 @@ class ConllColumnsReader(DatasetReader):
         """The overlapping `segment_length`-token windows of one sentence (or the whole sentence)."""
         assert self.segment_length is not None
         sentence_id, first_line, rows = sentence
-        # Tags are converted on the whole sentence, then cut.
         words, tags, features = self._sentence_columns(rows)
         length = min(self.segment_length, len(words))
         stem = _file_stem(sentence_id)
@@ -344,9 +322,6 @@ class ConllColumnsReader(DatasetReader):
                 {name: values[start:end] for name, values in features.items()},
                 metadata,
             )
-
-    # ----------------------------------------------------------------------------------------------
-    # Instances
 
     def text_to_instance(  # type: ignore
         self,

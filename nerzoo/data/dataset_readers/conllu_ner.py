@@ -80,9 +80,8 @@ class ConlluNerReader(DatasetReader):
     labels, for POS tagging (e.g. UPOS tagging of UD English-EWT, as in Seq2Biseq, Marco Dinarelli
     and Loïc Grobol, 2019, "Seq2Biseq: Bidirectional Output-wise Recurrent Neural Networks for
     Sequence Modelling"): no tag scheme is checked or converted, MISC is not read, and every word
-    must have a tag (`_` is an error naming file and line).  When `tag_source` is also the
-    `pos_column` (e.g. "upos" with the default `pos_column`), instances have no `pos_tags` field, so
-    that no model is given the gold tags as input; `text_to_instance` leaves it out too.
+    must have a tag.  When `tag_source` is also the `pos_column`, instances (from `text_to_instance`
+    too) have no `pos_tags` field, so that no model is given the gold tags as input.
 
     Instances (see `nerzoo.data.dependency_trees.dependency_instance`): `tokens`, `pos_tags`,
     `dependency_labels`, `head_indices` (1-based, 0 = root), `tags` (in `tag_scheme`, when annotated)
@@ -114,13 +113,10 @@ class ConlluNerReader(DatasetReader):
         Parses input given to `text_to_instance` without a tree (raw text at prediction time), with
         UPOS tags when `pos_column` is "upos" and fine-grained tags otherwise.
     cache_directory : `str`, optional (default = `None`)
-        Handed to the spaCy parser (see `SpacyDependencyParser`); this reader parses only
-        `text_to_instance` input and does not cache it.
+        Handed to `SpacyDependencyParser` (which does not cache `text_to_instance` input).
     tag_source : `str`, optional (default = `"ner"`)
-        What the `tags` field holds: `"ner"` the NER tags (from MISC or `ner_column`, in
-        `tag_scheme`), `"upos"` the UPOS column (4th) or `"xpos"` the XPOS column (5th), as plain
-        labels in `label_namespace`.  With "upos" or "xpos", `file_tag_scheme`, `tag_scheme` and
-        `misc_ner_key` are ignored, and `ner_column`, `drop_entity_types` and `treebank` are errors.
+        What the `tags` field holds: `"ner"` the NER tags, `"upos"` or `"xpos"` that column (see
+        above); with the latter two `ner_column`, `drop_entity_types` and `treebank` are errors.
     """
 
     def __init__(
@@ -152,16 +148,10 @@ class ConlluNerReader(DatasetReader):
             raise ConfigurationError(
                 f"tag_source must be one of {', '.join(repr(source) for source in TAG_SOURCES)}, not {tag_source!r}"
             )
-        if tag_source != "ner":
-            for option, value in (
-                ("ner_column", ner_column),
-                ("drop_entity_types", drop_entity_types),
-                ("treebank", treebank),
-            ):
-                if value:
-                    raise ConfigurationError(
-                        f"{option} reads NER tags and cannot be used with tag_source {tag_source!r}"
-                    )
+        ner_options = {"ner_column": ner_column, "drop_entity_types": drop_entity_types, "treebank": treebank}
+        for option, value in ner_options.items():
+            if tag_source != "ner" and value:
+                raise ConfigurationError(f"{option} reads NER tags and cannot be used with tag_source {tag_source!r}")
         self.tag_source = tag_source
         self._tag_index: Optional[int] = {"ner": None, "upos": _UPOS, "xpos": _XPOS}[tag_source]
         # The POS input would be the answer when it is the column being predicted.
@@ -182,14 +172,11 @@ class ConlluNerReader(DatasetReader):
         )
         self._treebank_index: Optional[Dict[str, _Sentence]] = None
 
-    # ----------------------------------------------------------------------------------------------
-    # Reading
-
     def _read(self, file_path: str) -> Iterable[Instance]:
         path = cached_path(file_path)
         name = str(file_path)
         if self.treebank is None:
-            sentences = self._conllu_sentences(path, name, read_tags=True)
+            sentences = ((sentence, {}) for sentence in self._conllu_sentences(path, name, read_tags=True))
         else:
             sentences = self._joined_sentences(path, name)
         for sentence in self.shard_iterable(self._checked(sentences, name)):
@@ -210,11 +197,9 @@ class ConlluNerReader(DatasetReader):
 
     def _to_instance(self, item: Tuple[_Sentence, Dict[str, Any]]) -> Instance:
         sentence, extra = item
-        tags = None
-        if sentence.tags is not None and self._tag_index is not None:
-            tags = sentence.tags  # POS tags: plain labels
-        elif sentence.tags is not None:
-            spans = [span for span in tags_to_spans(sentence.tags) if span[0] not in self.drop_entity_types]
+        tags = sentence.tags
+        if tags is not None and self._tag_index is None:  # NER tags (POS tags are plain labels)
+            spans = [span for span in tags_to_spans(tags) if span[0] not in self.drop_entity_types]
             tags = spans_to_tags(spans, len(sentence.words), self.tag_scheme)
         metadata = {
             "sentence_id": sentence.sentence_id,
@@ -277,7 +262,7 @@ class ConlluNerReader(DatasetReader):
         if rows:
             yield _Block(first_line, sentence_id, document_id, rows)
 
-    def _conllu_sentences(self, path: str, name: str, read_tags: bool) -> Iterator[Tuple[_Sentence, Dict[str, Any]]]:
+    def _conllu_sentences(self, path: str, name: str, read_tags: bool) -> Iterator[_Sentence]:
         """
         Reads a CoNLL-U file; `read_tags` takes the tags of `tag_source`: NER tags from MISC or
         `ner_column`, or a POS column.
@@ -369,20 +354,16 @@ class ConlluNerReader(DatasetReader):
                     name, block.first_line, "the sentence has no words (only multiword tokens or empty nodes)"
                 )
             any_token = True
-            sentence_id = block.sentence_id or f"{os.path.basename(name)}:s{number}"
-            yield (
-                _Sentence(
-                    name,
-                    block.first_line,
-                    sentence_id,
-                    block.document_id,
-                    words,
-                    pos_tags,
-                    labels,
-                    heads,
-                    tags if annotated else None,
-                ),
-                {},
+            yield _Sentence(
+                name,
+                block.first_line,
+                block.sentence_id or f"{os.path.basename(name)}:s{number}",
+                block.document_id,
+                words,
+                pos_tags,
+                labels,
+                heads,
+                tags if annotated else None,
             )
         if not any_token:
             raise ColumnFormatError(name, None, "the file holds no token lines")
@@ -390,17 +371,11 @@ class ConlluNerReader(DatasetReader):
     def _tag_of(self, columns: List[str]) -> Optional[str]:
         if self.ner_column is not None:
             return columns[self.ner_column]
-        misc = columns[_MISC]
-        if misc == "_":
-            return None
-        for entry in misc.split("|"):
+        for entry in columns[_MISC].split("|"):
             key, separator, value = entry.partition("=")
             if separator and key == self.misc_ner_key:
                 return value
         return None
-
-    # ----------------------------------------------------------------------------------------------
-    # Universal NER files joined with a treebank
 
     def _joined_sentences(self, path: str, name: str) -> Iterator[Tuple[_Sentence, Dict[str, Any]]]:
         index = self.treebank_index()
@@ -469,13 +444,12 @@ class ConlluNerReader(DatasetReader):
         """`sent_id` -> tree of every sentence of the `treebank` files, built once per reader."""
         if self._treebank_index is not None:
             return self._treebank_index
-        pattern = os.path.expanduser(str(self.treebank))
-        paths = sorted(glob.glob(pattern))
+        paths = sorted(glob.glob(os.path.expanduser(str(self.treebank))))
         if not paths:
             raise ConfigurationError(f"treebank {self.treebank!r} matches no file")
         index: Dict[str, _Sentence] = {}
         for treebank_path in paths:
-            for sentence, _ in self._conllu_sentences(treebank_path, treebank_path, read_tags=False):
+            for sentence in self._conllu_sentences(treebank_path, treebank_path, read_tags=False):
                 if sentence.sentence_id in index:
                     other = index[sentence.sentence_id]
                     raise ConfigurationError(
@@ -486,9 +460,6 @@ class ConlluNerReader(DatasetReader):
         logger.info("treebank %s: %d sentences from %d files", self.treebank, len(index), len(paths))
         self._treebank_index = index
         return index
-
-    # ----------------------------------------------------------------------------------------------
-    # Instances
 
     def text_to_instance(  # type: ignore
         self,

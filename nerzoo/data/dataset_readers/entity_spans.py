@@ -10,18 +10,14 @@ from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, ConllColumnsReader
-from nerzoo.data.json_lines import numbered_lines
+from nerzoo.data.json_lines import is_int, numbered_lines, type_name
 from nerzoo.data.tag_schemes import tags_to_spans
 
 FILE_FORMATS = ("conll", "jsonl")
 # Value of the `entities` matrix wherever no entity starts and ends (and in the padding of a batch).
 NO_ENTITY = -1
-# Options of `ConllColumnsReader` that the `conll` parameter may set: the ones that change how a
-# file is parsed and its tags are read.  `token_indexers` and `label_namespace` are options of this
-# reader itself; `feature_columns` and `document_level` are not supported (an instance is one
-# sentence, with no feature fields).
+# The `ConllColumnsReader` options that `conll` may set (an instance is one sentence without feature fields).
 CONLL_OPTIONS = ("tag_column", "file_tag_scheme", "tag_scheme", "delimiter")
-# Where `text_to_instance` input comes from when the caller gives no `source`.
 NO_SOURCE = "<input>"
 
 _ENTITY_KEYS = {"start", "end", "type"}
@@ -36,25 +32,17 @@ class EntitySpansFormatError(ColumnFormatError):
     """
 
 
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _check_words(words: Any, where: str) -> List[str]:
     if words is None:
         raise EntitySpansFormatError(where, None, "missing 'tokens'")
     if isinstance(words, str) or not isinstance(words, (list, tuple)):
-        raise EntitySpansFormatError(where, None, f"'tokens' must be a list of strings, got {_type_name(words)}")
+        raise EntitySpansFormatError(where, None, f"'tokens' must be a list of strings, got {type_name(words)}")
     if not words:
         raise EntitySpansFormatError(where, None, "'tokens' is empty")
     for position, word in enumerate(words):
         if not isinstance(word, str):
             raise EntitySpansFormatError(
-                where, None, f"tokens[{position}] must be a string, got {_type_name(word)} {word!r}"
+                where, None, f"tokens[{position}] must be a string, got {type_name(word)} {word!r}"
             )
         if not word.strip():
             raise EntitySpansFormatError(where, None, f"tokens[{position}] is empty or only whitespace: {word!r}")
@@ -88,16 +76,16 @@ def _entity_parts(entity: Any, where: str, position: int) -> Tuple[Any, Any, Any
 
 def _check_entities(entities: Any, num_tokens: int, where: str) -> List[EntitySpan]:
     if isinstance(entities, (str, dict)) or not isinstance(entities, (list, tuple)):
-        raise EntitySpansFormatError(where, None, f"'entities' must be a list of entities, got {_type_name(entities)}")
+        raise EntitySpansFormatError(where, None, f"'entities' must be a list of entities, got {type_name(entities)}")
     checked: List[EntitySpan] = []
     first_seen: Dict[Tuple[int, int], int] = {}
     for position, entity in enumerate(entities):
         start, end, label = _entity_parts(entity, where, position)
         shown = f"entities[{position}] [{start!r}, {end!r}, {label!r}]"
-        if not _is_int(start) or not _is_int(end):
+        if not is_int(start) or not is_int(end):
             raise EntitySpansFormatError(where, None, f"{shown}: start and end must be integers")
         if not isinstance(label, str):
-            raise EntitySpansFormatError(where, None, f"{shown}: the type must be a string, got {_type_name(label)}")
+            raise EntitySpansFormatError(where, None, f"{shown}: the type must be a string, got {type_name(label)}")
         if not label.strip():
             raise EntitySpansFormatError(where, None, f"{shown}: the type is empty")
         if start >= end:
@@ -132,9 +120,7 @@ def validate_sentence(
     `EntitySpansFormatError` prefixed with `where` (a `path:line`).
     """
     checked_words = _check_words(words, where)
-    if entities is None:
-        return checked_words, None
-    return checked_words, _check_entities(entities, len(checked_words), where)
+    return checked_words, None if entities is None else _check_entities(entities, len(checked_words), where)
 
 
 @DatasetReader.register("entity_spans")
@@ -169,10 +155,7 @@ class EntitySpansReader(DatasetReader):
       (`nerzoo.data.tag_schemes.tags_to_spans`), so they never nest.  Each sentence is an instance.
 
     The first problem in a file raises `EntitySpansFormatError` (a `ConfigurationError`) with a
-    message `"path:line: ..."`: invalid JSON or UTF-8, a line that is not an object, missing, empty
-    or non-string tokens, an entity of the wrong shape, with `start >= end`, out of range, with an
-    empty type or the span of an earlier entity, and a file without sentences.  CoNLL files raise
-    `ColumnFormatError` in the same form.
+    message `"path:line: ..."`; CoNLL files raise `ColumnFormatError` in the same form.
 
     Each sentence of T tokens is an instance with the fields
 
@@ -239,9 +222,6 @@ class EntitySpansReader(DatasetReader):
         except (TypeError, ValueError) as error:
             raise ConfigurationError(f"invalid 'conll' options {options}: {error}") from None
 
-    # ----------------------------------------------------------------------------------------------
-    # Parsing
-
     def _read(self, file_path: str) -> Iterable[Instance]:
         name = str(file_path)
         path = cached_path(file_path)
@@ -268,29 +248,25 @@ class EntitySpansReader(DatasetReader):
         for sentence_id, first_line, rows in self.shard_iterable(sentences):
             words = [row[0] for row in rows]
             tags = [row[reader.tag_column] for row in rows]
-            # The file's tags were checked against `file_tag_scheme` by `read_documents`; the
-            # conlleval decoding gives the same spans for every scheme (and for `convert_tags`).
+            # `read_documents` checked the tags; conlleval decoding gives the same spans in every scheme.
             entities = [(start, end, label) for label, start, end in tags_to_spans(tags)]
             yield self.text_to_instance(words, entities, {"source": f"{name}:{first_line}", "id": sentence_id})
 
     @staticmethod
-    def _parse_line(line: str, where: str) -> Tuple[List[str], Optional[List[EntitySpan]], Optional[str]]:
+    def _parse_line(line: str, where: str) -> Tuple[Any, Any, Optional[str]]:
+        """The raw `tokens`, `entities` and `id` of a line (`text_to_instance` checks the first two)."""
         try:
             sentence = json.loads(line)
         except json.JSONDecodeError as error:
             raise EntitySpansFormatError(where, None, f"invalid JSON ({error.msg} at column {error.colno})") from None
         if not isinstance(sentence, dict):
             raise EntitySpansFormatError(
-                where, None, f"expected a JSON object with 'tokens', got {_type_name(sentence)}"
+                where, None, f"expected a JSON object with 'tokens', got {type_name(sentence)}"
             )
         sentence_id = sentence.get("id")
         if sentence_id is not None and not isinstance(sentence_id, str):
             raise EntitySpansFormatError(where, None, f"'id' must be a string, got {sentence_id!r}")
-        words, entities = validate_sentence(sentence.get("tokens"), sentence.get("entities"), where)
-        return words, entities, sentence_id
-
-    # ----------------------------------------------------------------------------------------------
-    # Instances
+        return sentence.get("tokens"), sentence.get("entities"), sentence_id
 
     def text_to_instance(  # type: ignore
         self,
@@ -302,8 +278,7 @@ class EntitySpansReader(DatasetReader):
         Builds the instance of one pre-tokenised sentence; `entities` are `(start, end, type)` with
         `end` exclusive (`None` for an unlabelled sentence, `[]` for one without entities).
         Predictors call it with words alone.  Entries of `metadata` are added to (or override) the
-        instance metadata; its `source`, when given, prefixes validation errors.  The token
-        indexers are set by `apply_token_indexers`.
+        instance metadata; its `source`, when given, prefixes validation errors.
         """
         extra = dict(metadata or {})
         where = extra.get("source") or NO_SOURCE

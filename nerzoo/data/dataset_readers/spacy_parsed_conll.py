@@ -105,31 +105,22 @@ class SpacyParsedConllReader(DatasetReader):
             for sentence_id, first_line, rows in document
         ]
         parses = self.parser.parse_file(path, [[row[0] for row in rows] for _, _, _, rows in sentences])
-        items = []
         multi_root = most_roots = 0
-        for (document_id, sentence_id, first_line, rows), parse in zip(sentences, parses):
+        for (_, sentence_id, first_line, _), parse in zip(sentences, parses):
             roots = validate_heads(parse.heads, f"{name}:{first_line} (sentence {sentence_id}, parsed by spaCy)")
             multi_root += roots > 1
             most_roots = max(most_roots, roots)
-            items.append((document_id, sentence_id, first_line, rows, parse))
         logger.info(
-            "%s: %d sentences, %d with more than one root (at most %d roots)", name, len(items), multi_root, most_roots
+            "%s: %d sentences, %d with more than one root (at most %d roots)", name, len(parses), multi_root, most_roots
         )
-        for document_id, sentence_id, first_line, rows, parse in self.shard_iterable(items):
+        for (document_id, sentence_id, first_line, rows), parse in self.shard_iterable(zip(sentences, parses)):
             tags = [row[self.tag_column] for row in rows]
             if self.file_tag_scheme is not None:
                 tags = convert_tags(tags, self.tag_scheme)
-            pos_tags = parse.pos_tags if self.pos_column is None else [row[self.pos_column] for row in rows]
+            if self.pos_column is not None:
+                parse = parse._replace(pos_tags=[row[self.pos_column] for row in rows])
             metadata = {"sentence_id": sentence_id, "document_id": document_id, "source": f"{stem}:{first_line}"}
-            yield dependency_instance(
-                [row[0] for row in rows],
-                pos_tags,
-                parse.dependency_labels,
-                parse.heads,
-                tags,
-                metadata,
-                self.label_namespace,
-            )
+            yield dependency_instance([row[0] for row in rows], *parse, tags, metadata, self.label_namespace)
 
     def text_to_instance(  # type: ignore
         self,

@@ -12,13 +12,10 @@ from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import SpacyTokenizer, Token, Tokenizer
 
-from nerzoo.data.json_lines import numbered_lines
+from nerzoo.data.json_lines import is_int, numbered_lines, type_name
 
-# The one token of an empty (or all-whitespace) title or text, so that every post has a non-empty
-# TextField and the title/text encoders always see at least one word.
+# The one token of an empty (or all-whitespace) title or text: every post's TextField is non-empty.
 EMPTY_POST_TOKEN = "@@EMPTY@@"
-# Link target of a post answering nothing earlier in the thread (the first post): the virtual head.
-HEAD_LINK = 0
 # Padding of the `links` field in a batch of threads of different lengths.
 LINK_PADDING = -1
 # The dialogue acts of Kim, Wang and Baldwin (2010), "Tagging and linking web forum posts" (CNET
@@ -52,16 +49,9 @@ class ThreadFormatError(ConfigurationError):
     """
 
     def __init__(self, where: str, message: str, thread_id: Optional[str] = None, post: Optional[int] = None) -> None:
-        subject = []
-        if thread_id is not None:
-            subject.append(f"thread {thread_id}")
-        if post is not None:
-            subject.append(f"post {post}")
-        prefix = f"{where}: " + (", ".join(subject) + ": " if subject else "")
-        super().__init__(prefix + message)
-        self.where = where
-        self.thread_id = thread_id
-        self.post = post
+        subject = [f"thread {thread_id}"] if thread_id is not None else []
+        subject += [f"post {post}"] if post is not None else []
+        super().__init__(f"{where}: " + (", ".join(subject) + ": " if subject else "") + message)
 
 
 class ForumPost(NamedTuple):
@@ -73,14 +63,6 @@ class ForumPost(NamedTuple):
     initiator: bool
     links: Optional[List[int]]
     dialogue_acts: Optional[List[str]]
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def validate_thread_posts(posts: Any, where: str, thread_id: Optional[str] = None) -> List[ForumPost]:
@@ -96,23 +78,22 @@ def validate_thread_posts(posts: Any, where: str, thread_id: Optional[str] = Non
     if posts is None:
         fail("the thread has no 'posts'")
     if not isinstance(posts, list):
-        fail(f"'posts' must be a list of post objects, got {_type_name(posts)}")
+        fail(f"'posts' must be a list of post objects, got {type_name(posts)}")
     if not posts:
         fail("'posts' is empty")
 
     labelled: Optional[bool] = None  # as post 1 is
-    checked: List[Dict[str, Any]] = []
     for t, post in enumerate(posts, start=1):
         if not isinstance(post, dict):
-            fail(f"a post must be a JSON object, got {_type_name(post)}", t)
+            fail(f"a post must be a JSON object, got {type_name(post)}", t)
         for key in ("title", "text"):
             if key not in post:
                 fail(f"missing '{key}' (an empty string is allowed)", t)
             if not isinstance(post[key], str):
-                fail(f"'{key}' must be a string, got {_type_name(post[key])}", t)
+                fail(f"'{key}' must be a string, got {type_name(post[key])}", t)
         author = post.get("author")
         if author is not None and not isinstance(author, str):
-            fail(f"'author' must be a string, got {_type_name(author)}", t)
+            fail(f"'author' must be a string, got {type_name(author)}", t)
         initiator = post.get("initiator")
         if initiator is not None and not isinstance(initiator, bool):
             fail(f"'initiator' must be true or false, got {initiator!r}", t)
@@ -133,7 +114,7 @@ def validate_thread_posts(posts: Any, where: str, thread_id: Optional[str] = Non
                 t,
             )
         if has_labels:
-            if not isinstance(links, list) or not all(_is_int(link) for link in links):
+            if not isinstance(links, list) or not all(is_int(link) for link in links):
                 fail(f"'links' must be a list of integers, got {links!r}", t)
             if not links:
                 fail("'links' is empty; the first post links to 0 (the thread head)", t)
@@ -146,11 +127,10 @@ def validate_thread_posts(posts: Any, where: str, thread_id: Optional[str] = Non
                 fail(f"'dialogue_acts' must be a list of non-empty strings, got {acts!r}", t)
             if len(acts) != len(links):
                 fail(f"{len(links)} links but {len(acts)} dialogue acts (one dialogue act per link)", t)
-        checked.append(post)
 
-    first_author = checked[0].get("author")
+    first_author = posts[0].get("author")
     result = []
-    for t, post in enumerate(checked, start=1):
+    for t, post in enumerate(posts, start=1):
         initiator = post.get("initiator")
         if initiator is None:
             if first_author is None:
@@ -158,27 +138,13 @@ def validate_thread_posts(posts: Any, where: str, thread_id: Optional[str] = Non
             if post.get("author") is None:
                 fail("no 'initiator' and no 'author' to derive it from", t)
             initiator = post["author"] == first_author
-        links = post.get("links")
-        acts = post.get("dialogue_acts")
-        result.append(
-            ForumPost(
-                title=post["title"],
-                text=post["text"],
-                author=post.get("author"),
-                initiator=initiator,
-                links=None if links is None else list(links),
-                dialogue_acts=None if acts is None else list(acts),
-            )
-        )
+        labels = (None, None) if post.get("links") is None else (list(post["links"]), list(post["dialogue_acts"]))
+        result.append(ForumPost(post["title"], post["text"], post.get("author"), initiator, *labels))
     return result
 
 
 def punctuation_counts(title: str, text: str) -> Tuple[int, int, int]:
-    """
-    `(question marks, exclamation marks, URLs)` in the title and text of a post.  URLs are
-    `http://`, `https://` or `www.` up to the next whitespace; "?" and "!" inside them are not
-    counted.
-    """
+    """`(question marks, exclamation marks, URLs)` in the title and text of a post, "?" and "!" outside URLs."""
     combined = f"{title}\n{text}"
     urls = URL_PATTERN.findall(combined)
     rest = URL_PATTERN.sub(" ", combined)
@@ -227,9 +193,7 @@ class ThreadDiscourseReader(DatasetReader):
     `links` and `dialogue_acts` are absent (or `null`) in every post of an unlabelled thread (input
     for prediction) and present in every post of a labelled one.  Other keys are ignored.  The first
     problem in a file raises `ThreadFormatError` (a `ConfigurationError`) with a message
-    `"path:line: thread <id>, post <t>: ..."`, for invalid JSON, missing or empty `posts`, wrong
-    types, links out of range, duplicate or empty links, as many dialogue acts as links, or a
-    thread labelled in some posts only.
+    `"path:line: thread <id>, post <t>: ..."`.
 
     Each thread is an instance with, for a thread of P posts,
 
@@ -283,9 +247,6 @@ class ThreadDiscourseReader(DatasetReader):
         self.max_text_tokens = max_text_tokens
         self.label_namespace = label_namespace
 
-    # ----------------------------------------------------------------------------------------------
-    # Parsing
-
     def _read(self, file_path: str) -> Iterable[Instance]:
         name = str(file_path)
         path = cached_path(file_path)
@@ -307,16 +268,13 @@ class ThreadDiscourseReader(DatasetReader):
         except json.JSONDecodeError as error:
             raise ThreadFormatError(where, f"invalid JSON ({error.msg} at column {error.colno})") from None
         if not isinstance(thread, dict):
-            raise ThreadFormatError(where, f"expected a JSON object with 'posts', got {_type_name(thread)}")
+            raise ThreadFormatError(where, f"expected a JSON object with 'posts', got {type_name(thread)}")
         thread_id = thread.get("thread_id")
         if thread_id is None:
             thread_id = default_id
         elif not isinstance(thread_id, str):
             raise ThreadFormatError(where, f"'thread_id' must be a string, got {thread_id!r}")
         return thread_id, thread.get("posts")
-
-    # ----------------------------------------------------------------------------------------------
-    # Instances
 
     def text_to_instance(  # type: ignore
         self,

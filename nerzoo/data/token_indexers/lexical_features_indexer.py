@@ -76,9 +76,6 @@ class LexicalFeaturesIndexer(TokenIndexer):
         See `TokenIndexer`.
     """
 
-    def __init__(self, token_min_padding_length: int = 0) -> None:
-        super().__init__(token_min_padding_length)
-
     def count_vocab_items(self, token: Token, counter: Dict[str, Dict[str, int]]):
         pass
 

@@ -8,10 +8,6 @@ from allennlp.data.token_indexers.token_indexer import IndexedTokenList, TokenIn
 from allennlp.data.tokenizers import Token
 from allennlp.data.vocabulary import Vocabulary
 
-# Prefixes that keep the padding-length keys of the two parts apart inside this indexer.
-_WORD_PREFIX = "word__"
-_CHARACTER_PREFIX = "characters__"
-
 
 @TokenIndexer.register("word_and_characters")
 class WordAndCharactersIndexer(TokenIndexer):
@@ -25,10 +21,8 @@ class WordAndCharactersIndexer(TokenIndexer):
     out-of-vocabulary words.  An AllenNLP `TokenEmbedder` only receives the tensors of one indexer,
     so this indexer hands both to the same embedder.
 
-    It is a composition of allennlp's `SingleIdTokenIndexer` (the word id, optionally lower-cased)
-    and `TokenCharactersIndexer` (the characters, always with their original case, so that the
-    character model sees capitalisation even when the word vocabulary is lower-cased).  Vocabulary
-    counting, indexing, padding and tensors are delegated to the two parts.
+    It delegates to allennlp's `SingleIdTokenIndexer` (the word id, optionally lower-cased) and
+    `TokenCharactersIndexer` (the characters, always in their original case).
 
     Output keys, the arguments of `CharGatedEmbedder.forward`:
 
@@ -56,8 +50,7 @@ class WordAndCharactersIndexer(TokenIndexer):
     min_padding_length : `int`, optional (default = `0`)
         Minimum number of characters per word after padding, as in `TokenCharactersIndexer`.  The
         default 0 suits an LSTM character encoder (the paper's); with a `CnnEncoder` set it to the
-        largest n-gram filter size.  (`TokenCharactersIndexer`'s warning about the default is
-        therefore not repeated here.)
+        largest n-gram filter size.
     token_min_padding_length : `int`, optional (default = `0`)
         See `TokenIndexer`; applied to both parts.
     """
@@ -88,44 +81,33 @@ class WordAndCharactersIndexer(TokenIndexer):
         self._word_indexer.count_vocab_items(token, counter)
         self._character_indexer.count_vocab_items(token, counter)
 
+    def _parts(self):
+        """`(output key, key inside the part, padding-length prefix, indexer)` of the two parts."""
+        return (
+            ("token_ids", "tokens", "word__", self._word_indexer),
+            ("token_characters", "token_characters", "characters__", self._character_indexer),
+        )
+
     def tokens_to_indices(self, tokens: List[Token], vocabulary: Vocabulary) -> IndexedTokenList:
-        word_ids = self._word_indexer.tokens_to_indices(tokens, vocabulary)["tokens"]
-        characters = self._character_indexer.tokens_to_indices(tokens, vocabulary)["token_characters"]
-        return {"token_ids": word_ids, "token_characters": characters}
+        return {key: indexer.tokens_to_indices(tokens, vocabulary)[inner] for key, inner, _, indexer in self._parts()}
 
     def get_empty_token_list(self) -> IndexedTokenList:
-        return {
-            "token_ids": self._word_indexer.get_empty_token_list()["tokens"],
-            "token_characters": self._character_indexer.get_empty_token_list()["token_characters"],
-        }
+        return {key: indexer.get_empty_token_list()[inner] for key, inner, _, indexer in self._parts()}
 
     def get_padding_lengths(self, indexed_tokens: IndexedTokenList) -> Dict[str, int]:
-        word_lengths = self._word_indexer.get_padding_lengths(self._word_part(indexed_tokens))
-        character_lengths = self._character_indexer.get_padding_lengths(self._character_part(indexed_tokens))
-        padding_lengths = {_WORD_PREFIX + key: length for key, length in word_lengths.items()}
-        padding_lengths.update({_CHARACTER_PREFIX + key: length for key, length in character_lengths.items()})
-        return padding_lengths
+        return {
+            prefix + name: length
+            for key, inner, prefix, indexer in self._parts()
+            for name, length in indexer.get_padding_lengths({inner: indexed_tokens[key]}).items()
+        }
 
     def as_padded_tensor_dict(
         self, tokens: IndexedTokenList, padding_lengths: Dict[str, int]
     ) -> Dict[str, torch.Tensor]:
-        word_lengths = self._strip_prefix(padding_lengths, _WORD_PREFIX)
-        character_lengths = self._strip_prefix(padding_lengths, _CHARACTER_PREFIX)
-        word_ids = self._word_indexer.as_padded_tensor_dict(self._word_part(tokens), word_lengths)["tokens"]
-        characters = self._character_indexer.as_padded_tensor_dict(self._character_part(tokens), character_lengths)[
-            "token_characters"
-        ]
-        return {"token_ids": word_ids, "token_characters": characters}
-
-    @staticmethod
-    def _word_part(indexed_tokens: IndexedTokenList) -> IndexedTokenList:
-        # The key under which `SingleIdTokenIndexer` keeps its ids.
-        return {"tokens": indexed_tokens["token_ids"]}
-
-    @staticmethod
-    def _character_part(indexed_tokens: IndexedTokenList) -> IndexedTokenList:
-        return {"token_characters": indexed_tokens["token_characters"]}
-
-    @staticmethod
-    def _strip_prefix(padding_lengths: Dict[str, int], prefix: str) -> Dict[str, int]:
-        return {key[len(prefix) :]: length for key, length in padding_lengths.items() if key.startswith(prefix)}
+        tensors = {}
+        for key, inner, prefix, indexer in self._parts():
+            lengths = {
+                name[len(prefix) :]: length for name, length in padding_lengths.items() if name.startswith(prefix)
+            }
+            tensors[key] = indexer.as_padded_tensor_dict({inner: tokens[key]}, lengths)[inner]
+        return tensors

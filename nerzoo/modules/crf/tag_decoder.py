@@ -100,6 +100,16 @@ class TagDecoder(torch.nn.Module):
         self.register_buffer("_starts", starts, persistent=False)
         self.register_buffer("_ends", ends, persistent=False)
         self.register_buffer("_types", types, persistent=False)
+        # What a metric needs of a token, as one code: bit 0, the chunk holding it closes after it
+        # (`_close_codes[current, next]`); bit 1, a chunk opens at it, and the bits above, its chunk's
+        # type + 1, 0 for none (`_open_codes[previous, current]`; a chunk's tokens share its type,
+        # since a change of type opens a new chunk).
+        open_codes = 2 * starts.long() + 4 * (types + 1).view(1, size)
+        self.register_buffer("_open_codes", open_codes, persistent=False)
+        self.register_buffer("_close_codes", ends.long(), persistent=False)
+        # Where each of the three counts (correct, predicted, gold) starts in one flat tensor.
+        offsets = torch.arange(3).view(3, 1, 1) * (len(self.entity_types) + 1)
+        self.register_buffer("_count_offsets", offsets, persistent=False)
 
     # ----------------------------------------------------------------------------------------------
     # Sentences and spans
@@ -153,6 +163,42 @@ class TagDecoder(torch.nn.Module):
             next_starts = torch.cat([sentence_starts[:, 1:], sentence_starts.new_zeros(tags.size(0), 1)], dim=1)
             following = following.masked_fill(next_starts, boundary)
         return tags, self._starts[previous, tags], self._ends[tags, following]
+
+    def dense_span_counts(
+        self,
+        predicted: torch.LongTensor,
+        tags: torch.LongTensor,
+        mask: torch.BoolTensor,
+        sentence_starts: Optional[torch.BoolTensor] = None,
+    ) -> torch.Tensor:
+        """
+        `span_counts` of the predicted against the gold tag ids, `(num_types, 3)`, computed on
+        their device without reading anything back to the host.
+
+        A predicted chunk is right when every token it covers has the same code (opens, closes,
+        type) in the gold tags: then gold has a chunk with the same start, end and type.
+        """
+        boundary = self.num_tags
+        both = torch.stack([predicted, tags]).masked_fill(~mask.bool(), boundary)  # (2, batch, steps)
+        edged = torch.nn.functional.pad(both, (1, 1), value=boundary)
+        previous, following = edged[..., :-2], edged[..., 2:]
+        if sentence_starts is not None:
+            previous = previous.masked_fill(sentence_starts, boundary)
+            following = following.masked_fill(torch.nn.functional.pad(sentence_starts[:, 1:], (0, 1)), boundary)
+        codes = self._open_codes[previous, both] + self._close_codes[both, following]
+        predicted_codes, gold_codes = codes.unbind()
+        steps = torch.arange(1, both.size(-1) + 1, device=both.device)
+        # The last predicted opening (2 * step) and the last token whose codes differ (step), up to each token.
+        last_open = ((predicted_codes & 2) * steps).cummax(dim=-1).values
+        last_difference = ((predicted_codes != gold_codes) * steps).cummax(dim=-1).values
+        # (2, batch, steps): type + 1 where a predicted (gold) chunk closes, else 0.
+        closing_types = (codes >> 2) * (codes & 1)
+        correct_types = closing_types[0] * (2 * last_difference < last_open)
+        counted = torch.cat([correct_types.unsqueeze(0), closing_types]) + self._count_offsets
+        found = counted.new_zeros(self._count_offsets.numel() * (len(self.entity_types) + 1))
+        found.index_add_(0, counted.view(-1), counted.new_ones(counted.numel()))
+        true_positives, predicted_total, gold_total = found.view(3, -1)[:, 1:].unbind()
+        return torch.stack([true_positives, predicted_total - true_positives, gold_total - true_positives], dim=1)
 
     def match(
         self,
@@ -214,6 +260,9 @@ class TagDecoder(torch.nn.Module):
         counts = torch.stack([((predicted == tags) & mask).sum(), mask.sum()])
         self._token_counts = counts if self._token_counts is None else self._token_counts.to(counts.device) + counts
         if self.span_f1 is None:
+            return
+        if posteriors is None and self.concept_error_rate is None:
+            self.span_f1.add_counts(self.dense_span_counts(predicted, tags, mask, sentence_starts))
             return
         predicted_spans, gold_spans, correct = self.match(predicted, tags, mask, sentence_starts)
         self.span_f1.add_counts(self.span_counts(predicted_spans, gold_spans, correct))

@@ -76,11 +76,8 @@ def fofe_matrix(
     distance = positions.unsqueeze(1) - positions.unsqueeze(0)  # t - s
     if reverse:
         distance = -distance
-    below = distance >= 0
-    # Clamped so that no negative power is ever formed (it could overflow, and its gradient would
-    # turn the masked zeros into NaN).
-    powers = alpha_powers(alpha, distance.clamp(min=0), dtype)
-    return powers * below.to(dtype)
+    # No negative power is formed: it could overflow, and its gradient would turn masked zeros into NaN.
+    return alpha_powers(alpha, distance.clamp(min=0), dtype) * (distance >= 0).to(dtype)
 
 
 def _left_to_right(inputs: torch.Tensor, alpha: Alpha, block_size: int) -> torch.Tensor:
@@ -94,8 +91,7 @@ def _left_to_right(inputs: torch.Tensor, alpha: Alpha, block_size: int) -> torch
     same recursion with factor `alpha^block_size` (`c_b = alpha^K c_{b-1} + l_b`, `l_b` the last
     in-block code of block `b`), so they are computed by the same function, one level up, and
     added as `alpha^(k+1) * carry` to in-block position `k`.  Each level divides the length by
-    `block_size`; every power of alpha is non-negative, so the result is exact to rounding for any
-    length.
+    `block_size`; no power of alpha is negative.
     """
     batch_size, num_steps, dim = inputs.shape
     if num_steps <= block_size:
@@ -196,9 +192,7 @@ def prefix_codes(
     block_size : `int`, optional (default = `64`)
     """
     codes = _unmasked_codes(inputs, mask, alpha, reverse, block_size)
-    if reverse:
-        return torch.nn.functional.pad(codes, (0, 0, 0, 1))
-    return torch.nn.functional.pad(codes, (0, 0, 1, 0))
+    return torch.nn.functional.pad(codes, (0, 0, 0, 1) if reverse else (0, 0, 1, 0))
 
 
 def span_codes(
@@ -230,8 +224,6 @@ def span_codes(
     reverse : `bool`, optional (default = `False`)
     """
     batch_size, num_positions, dim = prefix.shape
-    # One row gather from the flattened codes (index_select copies whole rows, several times
-    # faster on CPU than `torch.gather` with an index expanded over `dim`).
     rows = prefix.reshape(batch_size * num_positions, dim)
     row_offsets = torch.arange(batch_size, device=prefix.device).unsqueeze(1) * num_positions
 
@@ -240,6 +232,5 @@ def span_codes(
         return rows.index_select(0, flat).view(*positions.shape, dim)
 
     decay = alpha_powers(alpha, ends - starts, prefix.dtype).unsqueeze(-1)
-    if reverse:
-        return gather(starts) - decay * gather(ends)
-    return gather(ends) - decay * gather(starts)
+    near, far = (starts, ends) if reverse else (ends, starts)
+    return gather(near) - decay * gather(far)

@@ -9,11 +9,11 @@ words, `alpha^(number of characters)` for characters), e.g. the left context inc
 fragment `alpha^(j-i) L[i] + (L[j] - alpha^(j-i) L[i]) = L[j]`.  The layer being linear, its weights
 are applied once per word position to the codes read there, giving tables of rows for span starts
 and ends (and for their decayed parts), and each span is a weighted sum of a few rows, gathered and
-summed in one `embedding_bag`.  The bag of words is a row of window sums of projected words (at
-most `max_span_width` of them; the difference of two running sums would lose digits to
-cancellation).  Only the character CNN features are projected per span.
+summed in one `embedding_bag`.  The bag of words is a row of window sums of projected words (not
+a difference of running sums, which would lose digits).  Only the CNN features are projected per span.
 """
 
+import itertools
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -162,17 +162,12 @@ def weighted_row_sums(terms: List[Tuple[torch.Tensor, torch.LongTensor, Optional
     `sum_k weight_k[s] * table_k[rows_k[s]]` for every s (`weight_k` `None` is 1): the tables
     `(num_rows_k, dim)` end to end, each sum one bag of `embedding_bag`.  `(num_sums, dim)`.
     """
-    offsets = [0]
-    for table, _, _ in terms[:-1]:
-        offsets.append(offsets[-1] + table.size(0))
+    offsets = itertools.accumulate((table.size(0) for table, _, _ in terms[:-1]), initial=0)
     indices = torch.stack([rows + offset for (_, rows, _), offset in zip(terms, offsets)], dim=1)
-    ones = None
-    weights = []
-    for table, rows, weight in terms:
-        if weight is None:
-            ones = ones if ones is not None else torch.ones(rows.shape, dtype=table.dtype, device=rows.device)
-            weight = ones
-        weights.append(weight)
+    weights = [
+        torch.ones(rows.shape, dtype=table.dtype, device=rows.device) if weight is None else weight
+        for table, rows, weight in terms
+    ]
     table = torch.cat([table for table, _, _ in terms])
     return torch.nn.functional.embedding_bag(indices, table, mode="sum", per_sample_weights=torch.stack(weights, dim=1))
 

@@ -9,7 +9,7 @@ interpolates its probabilities with the first pass's.  The first pass is frozen 
 sentence at a time, so its results can be kept per sentence (`FirstPassCache`) and computed once.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -123,31 +123,15 @@ class FirstPassCache:
         threshold: float,
     ) -> FirstPassResults:
         """
-        `run_first_pass` on a batch, run only on the sentences not kept.
-
-        # Parameters
-
-        first_pass : the frozen first pass, in evaluation mode
-        tokens, mask : the batch
-        words : `Sequence[Sequence[str]]`, the sentences' words (the keys); without them nothing is kept
-        threshold : `float`, of the first pass's level-1 entities
-
-        # Returns
-
-        The per-token entity tensors `(batch, num_tokens)` and the probabilities of all the batch's
-        spans `(num_spans, num_classes)`, as `run_first_pass` on the whole batch gives them.
+        The entity tensors `(batch, num_tokens)` and span probabilities `(num_spans, num_classes)`
+        of `run_first_pass` on the whole batch, running it only on the sentences not kept.  `words`,
+        the sentences' words, are the keys; without them nothing is kept.
         """
         if words is None or self.max_size == 0:
             return run_first_pass(first_pass, tokens, mask, threshold)[:2]
         keys = [tuple(sentence) for sentence in words]
-        entries: Dict[int, FirstPassResults] = {}
-        missing: List[int] = []
-        for row, key in enumerate(keys):
-            cached = self._entries.get(key)
-            if cached is None:
-                missing.append(row)
-            else:
-                entries[row] = cached
+        entries = {row: self._entries[key] for row, key in enumerate(keys) if key in self._entries}
+        missing = [row for row in range(len(keys)) if row not in entries]
         lengths = mask.sum(1).tolist()
         if missing:
             index = torch.tensor(missing, device=mask.device)
@@ -159,11 +143,10 @@ class FirstPassCache:
                 first_pass, sub_tokens, mask.index_select(0, index), threshold
             )
             for position, (row, row_probabilities) in enumerate(zip(missing, probabilities.split(counts.tolist()))):
-                length = lengths[row]
-                entry = ({name: values[position, :length] for name, values in entities.items()}, row_probabilities)
-                entries[row] = entry
+                row_entities = {name: values[position, : lengths[row]] for name, values in entities.items()}
+                entries[row] = (row_entities, row_probabilities)
                 if len(self._entries) < self.max_size:
-                    self._entries[keys[row]] = entry
+                    self._entries[keys[row]] = entries[row]
         num_tokens = mask.size(1)
         entities = {
             name: torch.stack(

@@ -13,9 +13,8 @@ def range_max(values: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTe
     `max(values[b, starts[b, s] : ends[b, s]])` for every query, 0 for an empty range.
 
     A sparse table (level k holds the maxima of the windows of 2^k positions starting at each
-    position) answers each query with two row lookups, so all spans are served without a loop
-    over them.  The table is built over the batch laid end to end: a window that runs past the end
-    of its row mixes in the next row, but a query only reads windows inside its own range.
+    position), built over the batch laid end to end, answers each query with two row lookups
+    inside its own range.
 
     # Parameters
 
@@ -48,22 +47,13 @@ def _sparse_table(rows: torch.Tensor, num_levels: int) -> torch.Tensor:
     `(num_levels * num_rows, channels)`: level k (rows `k * num_rows` on) holds at row p the maximum
     of `rows[p : p + 2^k]` (cut short at the end).
     """
-    num_rows, channels = rows.shape
-    if torch.is_grad_enabled() and rows.requires_grad:
-        levels = [rows]
-        for level in range(1, num_levels):
-            shift = min(2 ** (level - 1), num_rows)
-            previous = levels[-1]
-            levels.append(torch.cat([torch.maximum(previous[:-shift], previous[shift:]), previous[num_rows - shift :]]))
-        return torch.cat(levels)
-    # Without autograd, each level is written once into one buffer.
-    table = rows.new_empty(num_levels, num_rows, channels)
-    table[0] = rows
+    num_rows = rows.size(0)
+    levels = [rows]
     for level in range(1, num_levels):
         shift = min(2 ** (level - 1), num_rows)
-        torch.maximum(table[level - 1, :-shift], table[level - 1, shift:], out=table[level, : num_rows - shift])
-        table[level, num_rows - shift :] = table[level - 1, num_rows - shift :]
-    return table.view(num_levels * num_rows, channels)
+        previous = levels[-1]
+        levels.append(torch.cat([torch.maximum(previous[:-shift], previous[shift:]), previous[num_rows - shift :]]))
+    return torch.cat(levels)
 
 
 class SpanCharacterCnn(torch.nn.Module):
@@ -110,10 +100,8 @@ class SpanCharacterCnn(torch.nn.Module):
 
         Returns `(batch_size, num_spans, output_dim)`.
         """
-        # All kernel heights as one convolution: each kernel zero-padded to the largest height.  The
-        # sequence is zero-padded to a multiple of _LENGTH_QUANTUM (windows that reach the padding are
-        # never read), so that batches share a few shapes: oneDNN builds a primitive per new shape,
-        # which costs more than the convolution itself when every batch has its own length.
+        # All kernel heights as one convolution, each kernel zero-padded to the largest height; the
+        # sequence zero-padded to a multiple of _LENGTH_QUANTUM so that batches share a few shapes.
         largest = max(self.kernel_sizes)
         num_characters = characters.size(1)
         padded_length = -(-(num_characters + largest - 1) // _LENGTH_QUANTUM) * _LENGTH_QUANTUM

@@ -13,10 +13,8 @@ Offsets are 0-based token offsets with an exclusive end: the thesis' 1-based fra
 `[w_i, ..., w_j]` is `ScoredSpan(i - 1, j, ...)` here.
 
 Ties.  Whenever two candidates compete, the preferred one is, in order: the higher score, the
-longer span, the earlier start, the earlier position in the input.  The last two keys only
-matter between candidates of equal score and length; the last one only between candidates with
-the same boundaries.  `highest_first_mask` uses exactly the same order, with the position along
-the `num_spans` dimension as the input position.
+longer span, the earlier start, the earlier position in the input (for `highest_first_mask` the
+position along `num_spans`).
 """
 
 from dataclasses import dataclass, replace
@@ -89,12 +87,8 @@ def merge_adjacent_same_type(spans: Sequence[ScoredSpan]) -> List[ScoredSpan]:
         if previous is not None and span.start < previous.end:
             raise ValueError(f"cannot merge overlapping spans {previous} and {span}")
         if previous is not None and span.start == previous.end and span.label == previous.label:
-            confidence = None
-            if previous.confidence is not None or span.confidence is not None:
-                confidence = max(
-                    previous.score if previous.confidence is None else previous.confidence,
-                    span.score if span.confidence is None else span.confidence,
-                )
+            parts = [part.score if part.confidence is None else part.confidence for part in (previous, span)]
+            confidence = None if previous.confidence is None and span.confidence is None else max(parts)
             merged[-1] = replace(previous, end=span.end, score=max(previous.score, span.score), confidence=confidence)
         else:
             merged.append(span)
@@ -106,9 +100,7 @@ def highest_first(candidates: Sequence[ScoredSpan], merge_adjacent: bool = True)
     *Highest-first* decoding, literally as Algorithm 4 of Xu (2017), §5.3: for every word, of
     the candidates covering it all but the highest-scoring one are marked removed, and the
     candidates never marked are returned.  So a candidate survives if and only if it is the
-    preferred candidate at every word it covers: the highest-scoring one, ties going to the
-    longer, then the earlier-starting, then the earlier-listed candidate.  The survivors never
-    overlap.
+    preferred candidate (module docstring) at every word it covers; the survivors never overlap.
 
     This is not greedy selection (take the best candidate, drop what overlaps it, repeat): a
     candidate can be removed by a rival that is itself removed elsewhere.  With `(0, 2)` scored
@@ -156,9 +148,6 @@ def longest_first(candidates: Sequence[ScoredSpan], merge_adjacent: bool = True)
     (summed exactly), then the one containing the preferred candidate, in highest-first's order
     (module docstring), among those in which the two subsets differ.  That makes the result
     unique and independent of the input order, except between identical candidates.
-
-    One pass over the sentence, looking at each candidate once; the exact totals (fractions) and
-    tie-break weights (big integers) cost little for the few candidates of a sentence.
 
     # Parameters
 

@@ -130,9 +130,8 @@ def substituted_contexts(
     first_word = in_entity & ~interior
     is_unit = mask & ~interior
     units_before = torch.nn.functional.pad(torch.cumsum(is_unit.long(), dim=1), (1, 0))  # (batch, T + 1)
-    unit_values = torch.where(first_word.unsqueeze(-1), type_embedding(entities["type"]), embedded) * is_unit.unsqueeze(
-        -1
-    )
+    unit_values = torch.where(first_word.unsqueeze(-1), type_embedding(entities["type"]), embedded)
+    unit_values = unit_values * is_unit.unsqueeze(-1)
     batch_index = torch.arange(batch_size, device=mask.device).unsqueeze(1).expand(-1, num_tokens)
     units = embedded.new_zeros(embedded.shape).index_put(
         (batch_index[is_unit], units_before[:, :-1][is_unit]), unit_values[is_unit]
@@ -210,13 +209,8 @@ def character_codes(
     """
     flat_ids, token_offsets, token_lengths = join_words(character_ids, mask, embedding.num_embeddings - 1)
     embedded = embedding(flat_ids).unsqueeze(0)
-    return CharacterCodes(
-        flat_ids=flat_ids,
-        token_offsets=token_offsets,
-        token_lengths=token_lengths,
-        left=prefix_codes(embedded, None, alpha)[0],
-        right=prefix_codes(embedded, None, alpha, reverse=True)[0],
-    )
+    left, right = prefix_codes(embedded, None, alpha)[0], prefix_codes(embedded, None, alpha, reverse=True)[0]
+    return CharacterCodes(flat_ids, token_offsets, token_lengths, left, right)
 
 
 def join_words(

@@ -55,8 +55,7 @@ def enumerate_spans(
     widths = torch.arange(1, max_width + 1, device=mask.device)
     starts = positions.unsqueeze(1).expand(num_tokens, max_width).reshape(1, -1)
     ends = (positions.unsqueeze(1) + widths.unsqueeze(0)).reshape(1, -1)
-    lengths = mask.sum(1, keepdim=True)
-    span_mask = ends <= lengths
+    span_mask = ends <= mask.sum(1, keepdim=True)
     return starts.expand(batch_size, -1), ends.expand(batch_size, -1).clamp(max=num_tokens), span_mask
 
 

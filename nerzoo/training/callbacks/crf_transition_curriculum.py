@@ -39,46 +39,22 @@ class CrfTransitionCurriculum(TrainerCallback):
 
     Registered as a `TrainerCallback` with name "crf_transition_curriculum".
 
-    `A` of eq. 7 scores the moves `y_t -> y_{t+1}` for `t = 0 .. T`, that is from a start state and
-    into an end state too, so "A = 0" covers allennlp's `start_transitions` and `end_transitions`
-    (when the CRF has them) as well as `transitions`.  With all three at 0 the CRF's
-    log-likelihood is exactly the sum of per-token log-softmax scores (the normaliser factorises
-    over positions): during the frozen epochs the model is trained as independent maxent
-    classifiers, as the paper intends.  The tag scheme's constraints are not undone: allennlp keeps
-    them in a separate mask (`_constraint_mask`) that Viterbi decoding, and nerzoo's posteriors,
-    apply on top of `transitions` (forbidden moves still score -10000).  allennlp's training
-    likelihood never applies that mask, with or without this callback.
+    `A` of eq. 7 scores the moves `y_t -> y_{t+1}` for `t = 0 .. T`, from a start state and into an
+    end state too, so "A = 0" covers allennlp's `start_transitions` and `end_transitions` as well as
+    `transitions`.  With all three at 0 the CRF's log-likelihood is the sum of per-token log-softmax
+    scores: the frozen epochs train independent maxent classifiers.  The tag scheme's constraints
+    (allennlp's `_constraint_mask`) still apply in decoding and posteriors.
 
-    How the freezing works, and what it touches:
-
-    - In `on_start`, after the trainer has built its optimizer (and, under distributed training,
-      wrapped the model in DDP), the parameters are zeroed.  They keep `requires_grad = True` and
-      stay in the optimizer's parameter groups, so DDP, which fixes the parameters it reduces when
-      it wraps the model, reduces them like any other, and the curriculum has the same effect in
-      one process and in several.  Two hooks hold them, both public torch APIs:
-      a gradient hook on each parameter replaces its gradient with zeros as backward computes it
-      (before DDP reduces it), so the trainer's `grad_norm` and `grad_clipping` see nothing of it;
-      and a pre-step hook on the optimizer sets their `.grad` to `None` just before every step.
-      Every torch optimizer, allennlp's `DenseSparseAdam` and transformers' `AdamW` skip a
-      parameter whose `.grad` is `None`, so neither the update, momentum nor weight decay
-      (L2-in-the-gradient or decoupled) moves it: the values stay exactly 0.  Adam's moments for
-      them are created at their first step after the release, so they start fresh.  (The frozen
-      parameters are not left out of the trainer's `no_grad` option instead: parameters frozen
-      before the optimizer is built are left out of it for good.)
-    - They are released (both hooks removed) at the end of epoch `frozen_epochs - 1` (0-based),
-      that is once `frozen_epochs` epochs have completed, or when training ends first (the values
-      then stay 0).  `frozen_epochs = 0` freezes nothing.  Every worker of a distributed run
-      releases them after the same epoch.
-    - A moving average (the trainer's `moving_average` option) copies the parameters when the
-      trainer is built, before `on_start`; its averaged transitions then decay from their random
-      initial values towards 0 during the frozen epochs rather than being 0, and validation and
-      the saved best model use the averages.  A warning is logged when one is configured (this
-      callback reads the trainer's state, never writes it).
-    - The number of completed epochs is part of this callback's `state_dict`, which allennlp saves
-      in its checkpoints and restores before `on_start`; a run resumed after the frozen epochs
-      therefore leaves the trained transitions alone.  Should a checkpoint lack that state, the
-      `on_batch` guard releases the parameters at the first batch of an epoch past
-      `frozen_epochs`, but `on_start` has zeroed them by then.
+    - `on_start` (after the optimizer is built and DDP wraps the model) zeroes the parameters.  They
+      stay trainable and in the optimizer, so DDP reduces them as any other; a gradient hook gives
+      them zero gradients (so `grad_norm` and clipping see nothing of them), and an optimizer
+      pre-step hook sets their `.grad` to `None`, so no update, momentum or weight decay moves them.
+    - They are released once `frozen_epochs` epochs have completed (`0` freezes nothing), or when
+      training ends first (they then stay 0).
+    - A `moving_average` copies the parameters before `on_start`: its averages are not 0 during
+      the frozen epochs (a warning says so).
+    - The completed epochs are this callback's `state_dict`, restored from checkpoints before
+      `on_start`: a run resumed after the frozen epochs leaves the trained transitions alone.
 
     # Parameters
 

@@ -23,23 +23,17 @@ class ConceptErrorRate(Metric):
 
     In each sentence the concepts are the labels of the chunks decoded from its tags by
     `nerzoo.data.tag_schemes.tags_to_spans` (conlleval rules), in order: the tags
-    `B-PER L-PER O U-LOC` give the concept sequence `PER LOC`; `O` tokens are no concept, and
-    chunk boundaries count only through the concepts they make.  The hypothesis sequence is aligned
-    to the reference one with the Levenshtein distance (unit costs for a substitution, a deletion
-    and an insertion; a match is free), giving the numbers of substitutions `S`, deletions `D` and
-    insertions `I` of a minimum-cost alignment (see `levenshtein_counts`).  Over the corpus
+    `B-PER L-PER O U-LOC` give the concept sequence `PER LOC`.  The hypothesis sequence is aligned
+    to the reference one with unit-cost Levenshtein edits, giving the numbers of substitutions `S`,
+    deletions `D` and insertions `I` of a minimum-cost alignment (`levenshtein_counts`).  Over the corpus
 
         CER = (S + D + I) / N
 
-    with every count summed over all sentences (pooled, not averaged per sentence) and `N` the
-    number of reference concepts.  With no reference concept the rate is 0.0 when nothing was
-    inserted either and `S + D + I` (as if `N` were 1) otherwise.  Like a word error rate it may
-    exceed 1.
+    with every count summed over all sentences and `N` the number of reference concepts (taken as
+    1 when there is none).  Like a word error rate it may exceed 1.
 
-    The counts live in one integer tensor summed across workers by `get_metric`, so distributed
-    training gets the exact corpus-level rate.  `get_metric` returns the single key
-    `concept_error_rate`; this worker's counts are the attributes `substitutions`, `deletions`,
-    `insertions` and `reference_concepts`.
+    `get_metric` sums the counts across workers and returns the key `concept_error_rate`; this
+    worker's counts are the attributes `substitutions`, `deletions`, `insertions` and `reference_concepts`.
 
     # Parameters
 
@@ -82,14 +76,11 @@ class ConceptErrorRate(Metric):
         """
         if len(references) != len(hypotheses):
             raise ValueError(f"{len(hypotheses)} predicted but {len(references)} gold sequences")
-        batch_counts = [0, 0, 0, 0]
-        for reference, hypothesis in zip(references, hypotheses):
-            substitutions, deletions, insertions = levenshtein_counts(reference, hypothesis)
-            batch_counts[_SUBSTITUTIONS] += substitutions
-            batch_counts[_DELETIONS] += deletions
-            batch_counts[_INSERTIONS] += insertions
-            batch_counts[_REFERENCE] += len(reference)
-        self._counts += torch.tensor(batch_counts, dtype=torch.long)
+        counts = [
+            [*levenshtein_counts(reference, hypothesis), len(reference)]
+            for reference, hypothesis in zip(references, hypotheses)
+        ]
+        self._counts += torch.tensor(counts, dtype=torch.long).view(-1, 4).sum(0)
 
     def _concepts(self, tags: Sequence[str], index: int, side: str) -> List[str]:
         for tag in tags:
@@ -98,25 +89,12 @@ class ConceptErrorRate(Metric):
                 raise ValueError(f"{side} sequence {index}: {reason}")
         return concept_sequence(tags)
 
-    @property
-    def substitutions(self) -> int:
-        """This worker's substitutions so far."""
-        return int(self._counts[_SUBSTITUTIONS])
-
-    @property
-    def deletions(self) -> int:
-        """This worker's deletions (reference concepts missing from the hypothesis) so far."""
-        return int(self._counts[_DELETIONS])
-
-    @property
-    def insertions(self) -> int:
-        """This worker's insertions (hypothesis concepts not in the reference) so far."""
-        return int(self._counts[_INSERTIONS])
-
-    @property
-    def reference_concepts(self) -> int:
-        """This worker's number of reference concepts so far (`N`)."""
-        return int(self._counts[_REFERENCE])
+    # This worker's counts so far: deletions are reference concepts missing from the hypothesis,
+    # insertions hypothesis concepts not in the reference, `reference_concepts` is `N`.
+    substitutions = property(lambda self: int(self._counts[_SUBSTITUTIONS]))
+    deletions = property(lambda self: int(self._counts[_DELETIONS]))
+    insertions = property(lambda self: int(self._counts[_INSERTIONS]))
+    reference_concepts = property(lambda self: int(self._counts[_REFERENCE]))
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
         counts = dist_reduce_sum(self._counts).cpu().tolist()
@@ -149,11 +127,7 @@ def levenshtein_counts(reference: Sequence[str], hypothesis: Sequence[str]) -> T
     """
     rows, columns = len(reference) + 1, len(hypothesis) + 1
     # cost[i][j]: edit distance between reference[:i] and hypothesis[:j].
-    cost = [[0] * columns for _ in range(rows)]
-    for i in range(rows):
-        cost[i][0] = i
-    for j in range(columns):
-        cost[0][j] = j
+    cost = [list(range(columns))] + [[i] + [0] * (columns - 1) for i in range(1, rows)]
     for i in range(1, rows):
         for j in range(1, columns):
             diagonal = cost[i - 1][j - 1] + (reference[i - 1] != hypothesis[j - 1])

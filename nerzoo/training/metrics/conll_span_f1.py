@@ -20,13 +20,8 @@ class ConllSpanF1(Metric):
     Spans are decoded with `nerzoo.data.tag_schemes.tags_to_spans`, which follows conlleval's chunk
     rules for IOB1, BIO and BIOUL/BIOES alike.
 
-    The decoded spans are counted by a `SpanSetF1` (composition): one `(num_types, 3)` integer
-    tensor (true positives, false positives, false negatives) over a type list fixed at
-    construction, so under distributed training `get_metric` sums them exactly across workers
-    (allennlp's `SpanBasedF1Measure` refuses to).
-
-    The metric keys match allennlp's `SpanBasedF1Measure`: `precision-overall`, `recall-overall`,
-    `f1-measure-overall` and `precision-TYPE`, `recall-TYPE`, `f1-measure-TYPE`.
+    The decoded spans are counted by a `SpanSetF1`, whose counts sum exactly across distributed
+    workers.  The metric keys are those of allennlp's `SpanBasedF1Measure` (`f1-measure-overall`, ...).
 
     # Parameters
 

@@ -18,17 +18,13 @@ class SpanCalibration(Metric):
     Registered as a `Metric` with name "span_calibration".
 
     A predicted span is right when a gold span has its start, end and label.  The spans are sorted by
-    confidence and cut into `num_bins` bins of (nearly) equal counts; ECE is the span-weighted mean
-    over the bins of |mean confidence - precision|.  Equal-mass bins, because a trained tagger puts
-    most of its spans above 0.99, where fixed-width bins would lump them into one bin.  The Brier
-    score is the mean of (confidence - right)^2 over the spans.  Gold spans that no prediction
-    matches (the recall side) do not enter either figure.
+    confidence and cut into `num_bins` bins of (nearly) equal counts (a trained tagger puts most
+    spans above 0.99); ECE is the span-weighted mean over the bins of |mean confidence - precision|.
+    The Brier score is the mean of (confidence - right)^2 over the spans.  Unmatched gold spans
+    enter neither figure.
 
-    Both figures are functions of the multiset of `(confidence, right)` pairs, not of the order in
-    which the spans came: `get_metric` sorts the pairs by confidence, then rightness, before binning
-    and summing, so spans of equal confidence fall into the bins the same way whatever the batches.
-    Under distributed training `get_metric` gathers every worker's pairs (every worker must call
-    it, as allennlp's trainer does), so the figures are those of one process over all the data.
+    `get_metric` gathers every worker's `(confidence, right)` pairs (every worker must call it) and
+    sorts them by confidence, then rightness, so the figures do not depend on the batches.
 
     Keys: `span_ece`, `span_brier`, both absent before any span has been counted (by any worker).
 
@@ -54,10 +50,7 @@ class SpanCalibration(Metric):
         The confidences and the 0/1 correctness of every span this worker counted since the last
         reset, `(num_spans,)` each, in the order they were counted.
         """
-        return (
-            torch.tensor(self._confidences, dtype=torch.float64),
-            torch.tensor(self._correct, dtype=torch.float64),
-        )
+        return torch.tensor(self._confidences, dtype=torch.float64), torch.tensor(self._correct, dtype=torch.float64)
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
         if not self._confidences and not is_distributed():
@@ -74,8 +67,7 @@ class SpanCalibration(Metric):
         return metrics
 
     def reset(self) -> None:
-        self._confidences = []
-        self._correct = []
+        self._confidences, self._correct = [], []
 
 
 def sorted_pairs(confidences: torch.Tensor, correct: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -24,11 +24,8 @@ class SpanSetF1(Metric):
     entities this is exactly `ConllSpanF1` given the same spans.
 
     Counts live in one `(num_types, 3)` integer tensor (true positives, false positives, false
-    negatives) over a type list fixed at construction, summed across workers by `get_metric`, so
-    distributed training gets the exact corpus-level scores.
-
-    The metric keys are those of `ConllSpanF1`: `precision-overall`, `recall-overall`,
-    `f1-measure-overall` and `precision-TYPE`, `recall-TYPE`, `f1-measure-TYPE`.
+    negatives), summed across workers by `get_metric`.  The metric keys are `precision-overall`,
+    `recall-overall`, `f1-measure-overall` and `precision-TYPE`, `recall-TYPE`, `f1-measure-TYPE`.
 
     # Parameters
 
@@ -81,9 +78,8 @@ class SpanSetF1(Metric):
         """
         if counts.shape != self._counts.shape:
             raise ValueError(f"counts of shape {tuple(counts.shape)}, expected {tuple(self._counts.shape)}")
-        if self._counts.device != counts.device:
-            # The counts stay where they are made (a GPU) until `get_metric` reads them.
-            self._counts = self._counts.to(counts.device)
+        # The counts stay where they are made (a GPU) until `get_metric` reads them.
+        self._counts = self._counts.to(counts.device)
         self._counts += counts.to(dtype=self._counts.dtype)
 
     def _index(self, label: str) -> int:
@@ -101,7 +97,6 @@ class SpanSetF1(Metric):
         }
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
-        # One read back from the device for every count.
         counts: List[List[int]] = dist_reduce_sum(self._counts).tolist()
         metrics: Dict[str, float] = {}
         for label, row in zip(self.entity_types, counts):

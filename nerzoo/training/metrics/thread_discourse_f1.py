@@ -41,9 +41,7 @@ class ThreadDiscourseF1(Metric):
     multi-headed posts cost recall only.  Precision, recall and F1 are 0 when their denominator is
     0.
 
-    The counts are one `(3, 3)` integer tensor (rows link, DA, joint; columns true positives,
-    predictions, gold items), so under distributed training `get_metric` sums them exactly over
-    the workers.
+    `get_metric` sums the counts over distributed workers.
 
     Keys: `link_precision`, `link_recall`, `link_f1`, and the same for `da_` and `joint_`.
     """
@@ -91,20 +89,16 @@ class ThreadDiscourseF1(Metric):
                     raise ValueError(
                         f"thread {thread}: a post has {len(post_links)} gold links but {len(post_acts)} gold DAs"
                     )
-                link = int(link)
-                gold_link_set: Set[int] = {int(gold) for gold in post_links}
-                gold_act_set: Set[Hashable] = set(post_acts)
                 gold_pairs: Set = {(int(gold), gold_act) for gold, gold_act in zip(post_links, post_acts)}
-                for row, (correct, num_gold) in enumerate(
-                    (
-                        (link in gold_link_set, len(gold_link_set)),
-                        (act in gold_act_set, len(gold_act_set)),
-                        ((link, act) in gold_pairs, len(gold_pairs)),
-                    )
-                ):
-                    batch_counts[row][0] += int(correct)
+                gold_links_acts = (
+                    {gold for gold, _ in gold_pairs},
+                    {gold_act for _, gold_act in gold_pairs},
+                    gold_pairs,
+                )
+                for row, (prediction, gold) in enumerate(zip((int(link), act, (int(link), act)), gold_links_acts)):
+                    batch_counts[row][0] += prediction in gold
                     batch_counts[row][1] += 1
-                    batch_counts[row][2] += num_gold
+                    batch_counts[row][2] += len(gold)
         self._counts += torch.tensor(batch_counts, dtype=torch.long)
 
     @property
@@ -119,10 +113,8 @@ class ThreadDiscourseF1(Metric):
         metrics: Dict[str, float] = {}
         for row, task in enumerate(TASKS):
             true_positives, predicted, gold = (int(value) for value in counts[row])
-            precision = _ratio(true_positives, predicted)
-            recall = _ratio(true_positives, gold)
-            metrics[f"{task}_precision"] = precision
-            metrics[f"{task}_recall"] = recall
+            metrics[f"{task}_precision"] = precision = _ratio(true_positives, predicted)
+            metrics[f"{task}_recall"] = recall = _ratio(true_positives, gold)
             metrics[f"{task}_f1"] = _ratio(2 * precision * recall, precision + recall)
         if reset:
             self.reset()
