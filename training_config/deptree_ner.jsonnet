@@ -50,7 +50,7 @@ local config = {
         tokens: { type: "embedding", embedding_dim: glove_dim, pretrained_file: glove, trainable: true },
         token_characters: {
           type: "fast_character_encoding",
-          embedding: { embedding_dim: char_dim },
+          embedding: { embedding_dim: char_dim, vocab_namespace: "token_characters" },
           encoder: { type: "cnn", embedding_dim: char_dim, num_filters: char_filters, ngram_filter_sizes: [3], conv_layer_activation: "relu" },
         },
       },
