@@ -51,7 +51,8 @@ local config = {
     },
     encoder: { type: "fast_lstm", input_size: word_dim + char_filters, hidden_size: lstm_dim, num_layers: 1, bidirectional: true },
     dropout: 0.5,
-    head: { tag_scheme: "BIOUL", constrain_crf_decoding: true },
+    // Training batches are decoded for the training metrics 50 at a time (the same epoch metrics).
+    head: { tag_scheme: "BIOUL", constrain_crf_decoding: true, training_decode_interval: 50 },
   },
   data_loader: { batch_sampler: { type: "bucket", batch_size: 10, sorting_keys: ["tokens"] } },
   validation_data_loader: {

@@ -68,7 +68,7 @@ local config = {
     syntactic_encoder: { hidden_dim: tree_dim, num_layers: 2, residual: true, dropout: 0.3 },
     relative_attention: { residual: true },
     global_attention: { attention_dim: 100, residual: true, mode: "context" },
-    head: { tag_scheme: "BIOUL", constrain_crf_decoding: true, loss_reduction: "mean" },
+    head: { tag_scheme: "BIOUL", constrain_crf_decoding: true, loss_reduction: "mean", training_decode_interval: 50 },
     dropout: 0.3,
     regularizer: {
       regexes: [

@@ -92,3 +92,8 @@ class AuxiliaryLosses:
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         return {f"{name}_loss": mean.get_metric(reset) for name, mean in self._means.items()}
+
+    @property
+    def recorded(self) -> bool:
+        """Whether any term has been added (and so has a running mean among the metrics)."""
+        return bool(self._means)

@@ -3,6 +3,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import torch
 from allennlp.common import FromParams
 from allennlp.common.checks import ConfigurationError
+from allennlp.common.util import is_distributed
 from allennlp.data import Vocabulary
 from allennlp.modules import FeedForward, TimeDistributed
 from allennlp.nn import Activation
@@ -98,7 +99,12 @@ class TagHead(torch.nn.Module, FromParams):
         whole document.  Loss, Viterbi paths and posteriors are those of each sentence on its own;
         instances without `sentence_spans` are one sentence.  `False`: one chain per instance.
     training_decode_interval : `int`, optional (default = `1`)
-        Accepted so that configs naming it load; every batch is decoded for the metrics.
+        In training, the batches are decoded for the training metrics (accuracy, span F1) this many
+        at a time, in one padded batch, when the metrics are read (the trainer reads them after
+        every batch) or reset (at the end of the epoch), instead of each in its own forward pass.
+        The epoch's metrics are the same; the progress bar's update every this many batches, and
+        a training forward pass returns no `paths`.  On a GPU a small batch's Viterbi pass costs
+        as many kernel launches as its likelihood, so e.g. 50 saves most of them.
     crf_schedule : `str`, optional (default = `"auto"`)
         How the CRF runs its recursions over time: `"steps"` one step after the other, `"scan"` as
         parallel scans in O(log T) rounds, `"auto"` scans on an accelerator and steps on the CPU
@@ -129,6 +135,14 @@ class TagHead(torch.nn.Module, FromParams):
         super().__init__()
         if crf_schedule not in SCHEDULES:
             raise ConfigurationError(f"crf_schedule must be one of {SCHEDULES}, got {crf_schedule!r}")
+        if training_decode_interval < 1:
+            raise ConfigurationError(f"training_decode_interval must be >= 1, got {training_decode_interval}")
+        self.training_decode_interval = training_decode_interval
+        # Training batches waiting to be decoded for the metrics: (logits, tags, mask, sentence_starts).
+        self._pending: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]] = []
+        # Whether the decoder counted anything since the metrics were last read, and that read.
+        self._counted = False
+        self._last_read: Optional[Dict[str, float]] = None
         if temperature <= 0 or (transition_temperature is not None and transition_temperature <= 0):
             raise ConfigurationError(
                 f"temperatures must be > 0, got temperature={temperature}, transition_temperature={transition_temperature}"
@@ -232,11 +246,16 @@ class TagHead(torch.nn.Module, FromParams):
         if sentence_spans is None:
             sentence_spans = self.sentence_spans(metadata, mask)
         rows = self._sentence_rows(sentence_spans, mask)
-        if rows is None:
-            paths = self.scorer.decode(logits, mask)
-        else:
-            paths = rows.scatter(self.scorer.decode(rows.gather(logits), rows.mask), mask.size(0))
-        output: Dict[str, Any] = {"logits": logits, "mask": mask, "sentence_spans": sentence_spans, "paths": paths}
+        output: Dict[str, Any] = {"logits": logits, "mask": mask, "sentence_spans": sentence_spans}
+        deferred = self.training and tags is not None and self.training_decode_interval > 1
+        if not self.training and self._pending:
+            self._decode_pending()  # counted before the batches of another mode
+        if not deferred:
+            if rows is None:
+                paths = self.scorer.decode(logits, mask)
+            else:
+                paths = rows.scatter(self.scorer.decode(rows.gather(logits), rows.mask), mask.size(0))
+            output["paths"] = paths
         if not self.training:
             # Lists are read on the host; a training step never needs them.
             output["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
@@ -244,11 +263,15 @@ class TagHead(torch.nn.Module, FromParams):
             if loss is None:
                 loss = self._loss(logits, tags, mask, rows)
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
+            if deferred:
+                self._defer(logits, tags, mask, sentence_spans, rows)
+                return output
             posteriors = None
             if not self.training and self.span_calibration is not None:
                 posteriors = self.posteriors(logits, mask, paths, sentence_spans)
             sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
             self.decoder.update_metrics(paths, tags, mask, sentence_starts, posteriors)
+            self._counted = True
         return output
 
     def _loss(
@@ -260,6 +283,37 @@ class TagHead(torch.nn.Module, FromParams):
         else:
             loss = self.scorer.loss(rows.gather(logits), rows.gather(tags), rows.mask)
         return loss / max(mask.size(0), 1) if self.loss_reduction == "mean" else loss
+
+    def _defer(self, logits, tags, mask, sentence_spans, rows: Optional[SentenceRows]) -> None:
+        """Keeps a training batch for `_decode_pending`, one row per CRF chain."""
+        if rows is None:
+            sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
+            self._pending.append((logits.detach(), tags, mask, sentence_starts))
+        else:
+            self._pending.append((rows.gather(logits.detach()), rows.gather(tags), rows.mask, None))
+
+    def _decode_pending(self) -> None:
+        """Decodes the kept training batches as one batch padded to the longest, and counts them."""
+        pending, self._pending = self._pending, []
+        num_steps = max(batch[2].size(1) for batch in pending)
+
+        def padded(tensor: Optional[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+            if tensor is None:  # no sentence boundaries inside these rows
+                tensor = torch.zeros_like(like, dtype=torch.bool)
+            if tensor.size(1) == num_steps:
+                return tensor
+            return torch.cat(
+                [tensor, tensor.new_zeros(tensor.size(0), num_steps - tensor.size(1), *tensor.shape[2:])], 1
+            )
+
+        logits, tags, mask, starts = (
+            torch.cat([padded(batch[index], batch[2]) for batch in pending]) if len(pending) > 1 else pending[0][index]
+            for index in range(4)
+        )
+        if len(pending) > 1 and all(batch[3] is None for batch in pending):
+            starts = None
+        self.decoder.update_metrics(self.scorer.decode(logits, mask), tags, mask, starts)
+        self._counted = True
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
         """
@@ -339,7 +393,19 @@ class TagHead(torch.nn.Module, FromParams):
         return self.crf_per_sentence and any(len(spans) > 1 for spans in sentence_spans)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        """The decoder's metrics and the auxiliary losses' means."""
+        """
+        The decoder's metrics and the auxiliary losses' means.  Between two decodings of the kept
+        training batches nothing new is counted, so a read then returns the previous read's values
+        without reading the device (the trainer reads after every batch; on a GPU each read waits
+        for the device).
+        """
+        if self._pending and (reset or len(self._pending) >= self.training_decode_interval):
+            self._decode_pending()
+        unchanged = not self._counted and not self.auxiliary_losses.recorded and not is_distributed()
+        if not reset and unchanged and self._last_read is not None:
+            return dict(self._last_read)
         metrics = self.decoder.get_metrics(reset)
         metrics.update(self.auxiliary_losses.get_metrics(reset))
+        self._counted = False
+        self._last_read = None if reset else dict(metrics)
         return metrics
