@@ -10,7 +10,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import JsonDict
-from allennlp.data import Instance
+from allennlp.data import DatasetReader, Instance
+from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
 from nerzoo.data.spacy_pipelines import MissingSpacyPipeline
@@ -98,7 +99,9 @@ class LinePredictor(Predictor):
     model output in `_format(instance, output)`.
     """
 
-    _lines_read = 0
+    def __init__(self, model: Model, dataset_reader: DatasetReader, frozen: bool = True) -> None:
+        super().__init__(model, dataset_reader, frozen)
+        self._lines_read = 0
 
     def _instance_or_result(self, json_dict: JsonDict) -> Union[Instance, JsonDict]:
         return self._json_to_instance(json_dict)
