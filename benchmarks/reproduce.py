@@ -50,6 +50,10 @@ MODELS: Dict[str, Dict[str, Any]] = {
             ("model.dropout", "model.semantic_encoder.dropout", "model.syntactic_encoder.dropout"), 0.5
         ),
     },
+    "deptree_ner_top_down": {"config": DEPTREE, "overrides": {"model.syntactic_encoder.top_down": True}},
+    # Controls: a chain (each word's head the next word) in place of the parse; the file's own POS column.
+    "deptree_ner_chain": {"config": DEPTREE, "overrides": {"dataset_reader.tree": "chain"}},
+    "deptree_ner_file_pos": {"config": DEPTREE, "overrides": {"dataset_reader.pos_column": 1}},
     "blstm_only": {"config": DEPTREE, "overrides": {"model.syntactic_encoder": None}},
     # The same shell with no syntax at all: no Tree-LSTM, no POS or relation embeddings.
     "no_syntax": {

@@ -51,9 +51,9 @@ def on_fixtures(config: pathlib.Path, overrides: str = "") -> Params:
     return Params.from_file(str(config), {**tiny, **overrides_dict})
 
 
-def build_on_fixtures(config: pathlib.Path):
+def build_on_fixtures(config: pathlib.Path, overrides: str = ""):
     """The config's model and its first 8 training instances, with the vocabulary built from them."""
-    params = on_fixtures(config)
+    params = on_fixtures(config, overrides)
     assert "fixtures/" in params["train_data_path"], "shipped configs train on the fixtures by default"
     reader = DatasetReader.from_params(params.pop("dataset_reader"))
     instances = list(reader.read(params.pop("train_data_path")))[:8]

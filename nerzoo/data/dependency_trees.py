@@ -305,6 +305,7 @@ def dependency_instance(
     tags: Optional[Sequence[str]] = None,
     metadata: Optional[Dict[str, Any]] = None,
     label_namespace: str = "labels",
+    tree: str = "parse",
 ) -> Instance:
     """
     The instance of both dependency readers: `tokens`, `pos_tags` (namespace "pos"),
@@ -312,9 +313,14 @@ def dependency_instance(
     not indexed, padded with 0), `tags` when given (already in the reader's scheme) and `metadata`
     (`words`, `sentence_id`, `source`, `num_roots`, `tree_depth`, `sentence_spans`, `document_id`,
     updated with `metadata`).  The heads should have been checked with `validate_heads`; this only counts roots.
+    With `tree="chain"` (a control) the tree is replaced by a chain: each word's head is the next
+    word, every relation `"chain"`.
     """
     if not words:
         raise ConfigurationError("cannot build an instance from an empty token list")
+    check_tree_option(tree)
+    if tree == "chain":
+        heads, dependency_labels = [*range(2, len(words) + 1), 0], ["chain"] * len(words)
     columns = {"pos_tags": pos_tags, "dependency_labels": dependency_labels, "head_indices": heads, "tags": tags}
     for name, values in columns.items():
         if values is not None and len(values) != len(words):
@@ -341,6 +347,11 @@ def dependency_instance(
     full_metadata.update(metadata or {})
     fields["metadata"] = MetadataField(full_metadata)
     return Instance(fields)
+
+
+def check_tree_option(tree: str) -> None:
+    if tree not in ("parse", "chain"):
+        raise ConfigurationError(f'tree must be "parse" or "chain", got {tree!r}')
 
 
 def given_or_parsed(

@@ -145,6 +145,22 @@ def test_other_options():
     assert named[0]["tags"]._label_namespace == "ner_labels"
 
 
+def test_a_chain_tree_in_place_of_the_parse():
+    parsed = list(ConlluNerReader().read(NER_MISC))
+    chained = list(ConlluNerReader(tree="chain").read(NER_MISC))
+    for tree, chain in zip(parsed, chained):
+        length = len(tree["tokens"])
+        assert chain["head_indices"].labels == [*range(2, length + 1), 0]
+        assert chain["dependency_labels"].labels == ["chain"] * length
+        assert chain["pos_tags"].labels == tree["pos_tags"].labels
+        assert chain["tags"].labels == tree["tags"].labels
+        assert chain["metadata"]["tree_depth"] == length - 1
+    served = ConlluNerReader(tree="chain").text_to_instance(["a", "b", "c"], ["X"] * 3, ["dep"] * 3, [0, 1, 1])
+    assert served["head_indices"].labels == [2, 3, 0]
+    with pytest.raises(ConfigurationError, match="tree must be"):
+        ConlluNerReader(tree="linear")
+
+
 def test_ner_column():
     instances = list(ConlluNerReader(ner_column=10).read(UD / "ner_column.conllu"))
     assert len(instances) == 3

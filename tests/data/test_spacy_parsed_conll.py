@@ -87,6 +87,16 @@ def test_pos_column_and_pos_attribute(cache):
     assert len(_cache_files(cache)) == 2
 
 
+def test_a_chain_tree_in_place_of_the_parse(cache):
+    parsed = list(SpacyParsedConllReader(tag_column=3, cache_directory=str(cache)).read(DEV))
+    chained = list(SpacyParsedConllReader(tag_column=3, cache_directory=str(cache), tree="chain").read(DEV))
+    for tree, chain in zip(parsed, chained):
+        length = len(tree["tokens"])
+        assert chain["head_indices"].labels == [*range(2, length + 1), 0]
+        assert chain["dependency_labels"].labels == ["chain"] * length
+        assert chain["pos_tags"].labels == tree["pos_tags"].labels  # spaCy's tags kept
+
+
 def test_second_read_hits_the_cache(cache, monkeypatch, pipeline_calls):
     reader = SpacyParsedConllReader(tag_column=3, cache_directory=str(cache))
     first = list(reader.read(DEV))

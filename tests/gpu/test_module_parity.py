@@ -126,9 +126,17 @@ def _crf_cases() -> List[Case]:
     return cases
 
 
-def _tree_lstm(input_dim: int, num_layers: int, residual: bool, projected_residual: bool) -> ChildSumTreeLstm:
+def _tree_lstm(
+    input_dim: int, num_layers: int, residual: bool, projected_residual: bool, top_down: bool = False
+) -> ChildSumTreeLstm:
     module = ChildSumTreeLstm(
-        input_dim, 5, num_layers=num_layers, residual=residual, dropout=0.2, projected_residual=projected_residual
+        input_dim,
+        5,
+        num_layers=num_layers,
+        residual=residual,
+        dropout=0.2,
+        projected_residual=projected_residual,
+        top_down=top_down,
     )
     for layer in module.layers:
         if layer.layer_norm is not None:  # a non-trivial affine part
@@ -145,15 +153,22 @@ def _tree_inputs(input_dim: int, seed: int):
 
 
 def _tree_cases() -> List[Case]:
-    shapes = [(6, 1, False, True), (6, 2, True, True), (5, 2, True, True), (6, 2, True, False)]
+    shapes = [
+        (6, 1, False, True, False),
+        (6, 2, True, True, False),
+        (5, 2, True, True, False),
+        (6, 2, True, False, False),
+        (6, 2, True, True, True),
+    ]
     return [
         Case(
-            f"child_sum_tree_lstm, input {dim}, {layers} layer(s), residual {residual}, projected {projected}",
-            lambda d=dim, n=layers, r=residual, p=projected: _tree_lstm(d, n, r, p),
+            f"child_sum_tree_lstm, input {dim}, {layers} layer(s), residual {residual}, projected {projected}"
+            + (", top-down" if top_down else ""),
+            lambda d=dim, n=layers, r=residual, p=projected, t=top_down: _tree_lstm(d, n, r, p, t),
             lambda d=dim, s=seed: _tree_inputs(d, s),
             lambda module, inputs, mask, heads: module.encode(inputs, mask, heads),
         )
-        for seed, (dim, layers, residual, projected) in enumerate(shapes)
+        for seed, (dim, layers, residual, projected, top_down) in enumerate(shapes)
     ]
 
 

@@ -17,6 +17,7 @@ from nerzoo.training.step_graphs import StepGraphs, use_step_graphs
 from tests import PROJECT_ROOT
 from tests.gpu.device_under_test import DEVICE, skip_unless_the_device_is_available
 from tests.test_training_configs import build_on_fixtures
+from tests.training.test_cuda_graphs import TOP_DOWN
 
 skip_unless_the_device_is_available()
 
@@ -40,11 +41,15 @@ def _step(model, tensors, autocast):
     return output["loss"].detach().clone(), output["logits"].detach().clone(), gradients
 
 
-@pytest.mark.parametrize("config", ["bilstm_crf.jsonnet", "deptree_ner.jsonnet"])
+@pytest.mark.parametrize(
+    "config, overrides",
+    [("bilstm_crf.jsonnet", ""), ("deptree_ner.jsonnet", ""), ("deptree_ner.jsonnet", TOP_DOWN)],
+    ids=["bilstm_crf", "deptree_ner", "deptree_ner_top_down"],
+)
 @pytest.mark.parametrize("autocast", [False, True], ids=["float32", "autocast"])
-def test_graphed_training_steps_equal_the_eager_ones(config, autocast, ieee_float32):
+def test_graphed_training_steps_equal_the_eager_ones(config, overrides, autocast, ieee_float32):
     torch.manual_seed(0)
-    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config)
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config, overrides)
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0

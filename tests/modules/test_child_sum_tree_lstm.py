@@ -75,22 +75,34 @@ def gradients(module, inputs, run):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize(
-    "input_dim, num_layers, residual, projected_residual",
+    "input_dim, num_layers, residual, projected_residual, top_down",
     [
-        (6, 1, False, True),
-        (6, 2, False, True),
-        (5, 1, True, True),
-        (5, 2, True, True),
-        (6, 2, True, True),
-        (6, 1, True, True),
-        (6, 2, True, False),
+        (6, 1, False, True, False),
+        (6, 2, False, True, False),
+        (5, 1, True, True, False),
+        (5, 2, True, True, False),
+        (6, 2, True, True, False),
+        (6, 1, True, True, False),
+        (6, 2, True, False, False),
+        (6, 1, False, True, True),
+        (6, 2, True, True, True),
+        (10, 2, True, True, True),
+        (6, 2, True, False, True),
     ],
 )
-def test_level_batched_equals_node_by_node_reference(seed, input_dim, num_layers, residual, projected_residual):
+def test_level_batched_equals_node_by_node_reference(
+    seed, input_dim, num_layers, residual, projected_residual, top_down
+):
     torch.manual_seed(seed)
     mask, head_indices = random_batch(seed)
     module = ChildSumTreeLstm(
-        input_dim, 5, num_layers=num_layers, residual=residual, dropout=0.2, projected_residual=projected_residual
+        input_dim,
+        5,
+        num_layers=num_layers,
+        residual=residual,
+        dropout=0.2,
+        projected_residual=projected_residual,
+        top_down=top_down,
     )
     module = module.double().eval()  # eval: dropout off, as in the reference
     if residual:  # make the LayerNorms non-trivial
@@ -155,6 +167,48 @@ def test_chain_rooted_at_first_word_is_a_reversed_lstm():
         torch.testing.assert_close(states[row, :length], outputs[0].flip(0))
         torch.testing.assert_close(root[row], last_state[0, 0])
         assert states[row, length:].abs().sum() == 0
+
+
+def test_top_down_on_a_chain_is_an_lstm_from_the_root():
+    # Heads 0, 1, 2, ...: the top-down pass runs from the first word on, reading each head's
+    # bottom-up state as extra input; with those weights zero it is a plain LSTM.
+    torch.manual_seed(0)
+    lengths = [9, 4, 1]
+    mask, head_indices = pad([list(range(length)) for length in lengths])
+    module = ChildSumTreeLstm(4, 3, top_down=True).double()
+    down = module.layers[0].top_down
+    with torch.no_grad():
+        down.state_linearity.weight[:, :3].zero_()  # W_h h^up_p
+    lstm = torch.nn.LSTM(4, 3, batch_first=True).double()
+    w_i, w_f, w_o, w_u = down.input_linearity.weight.split(3)
+    b_i, b_f, b_o, b_u = down.input_linearity.bias.split(3)
+    u_i, u_f, u_o, u_u = down.state_linearity.weight[:, 3:].split(3)
+    with torch.no_grad():
+        lstm.weight_ih_l0.copy_(torch.cat([w_i, w_f, w_u, w_o]))
+        lstm.weight_hh_l0.copy_(torch.cat([u_i, u_f, u_u, u_o]))
+        lstm.bias_ih_l0.copy_(torch.cat([b_i, b_f, b_u, b_o]))
+        lstm.bias_hh_l0.zero_()
+    inputs = torch.randn(len(lengths), 9, 4, dtype=torch.double)
+    states = module(inputs, mask, head_indices)
+    assert states.shape == (3, 9, 6)
+    for row, length in enumerate(lengths):
+        outputs, _ = lstm(inputs[row : row + 1, :length])
+        torch.testing.assert_close(states[row, :length, 3:], outputs[0])
+
+
+def test_top_down_reaches_a_leaf_from_its_governor_and_siblings():
+    # "Jason called Mary": Jason (a leaf) changes with called (its head) and Mary (its sibling)
+    # only through the top-down pass.
+    torch.manual_seed(0)
+    mask, head_indices = pad([[2, 0, 2]])
+    for top_down, moves in ((False, False), (True, True)):
+        module = ChildSumTreeLstm(4, 3, top_down=top_down).eval()
+        inputs = torch.randn(1, 3, 4)
+        for changed in (1, 2):
+            other = inputs.clone()
+            other[0, changed] += 1.0
+            before, after = module(inputs, mask, head_indices), module(other, mask, head_indices)
+            assert (not torch.allclose(before[0, 0], after[0, 0])) == moves
 
 
 def test_masked_positions_do_not_change_real_outputs():
@@ -269,6 +323,12 @@ def test_dimensions_and_registration():
     module = Seq2SeqEncoder.from_params(Params({"type": "child_sum_tree_lstm", "input_dim": 8, "hidden_dim": 6}))
     assert isinstance(module, ChildSumTreeLstm)
     assert (module.get_input_dim(), module.get_output_dim(), module.is_bidirectional()) == (8, 6, False)
+    both = Seq2SeqEncoder.from_params(
+        Params({"type": "child_sum_tree_lstm", "input_dim": 8, "hidden_dim": 6, "num_layers": 2, "top_down": True})
+    )
+    assert both.get_output_dim() == 12 and both(
+        torch.randn(1, 2, 8), torch.ones(1, 2, dtype=torch.bool), torch.tensor([[0, 1]])
+    ).shape == (1, 2, 12)
     with pytest.raises(ValueError):
         module(torch.randn(1, 2, 7), torch.ones(1, 2, dtype=torch.bool), torch.tensor([[0, 1]]))
 
@@ -355,14 +415,19 @@ def test_the_fixed_depth_levels_hold_the_exact_levels_and_empty_slots(seed):
 
 
 @pytest.mark.parametrize(
-    "seed, input_dim, num_layers, residual, projected_residual",
-    [(0, 6, 1, False, True), (1, 5, 2, True, True), (2, 6, 2, True, False)],
+    "seed, input_dim, num_layers, residual, projected_residual, top_down",
+    [
+        (0, 6, 1, False, True, False),
+        (1, 5, 2, True, True, False),
+        (2, 6, 2, True, False, False),
+        (1, 5, 2, True, True, True),
+    ],
 )
-def test_the_fixed_depth_pass_equals_the_exact_one(seed, input_dim, num_layers, residual, projected_residual):
+def test_the_fixed_depth_pass_equals_the_exact_one(seed, input_dim, num_layers, residual, projected_residual, top_down):
     torch.manual_seed(seed)
     mask, head_indices = random_batch(seed)
     module = ChildSumTreeLstm(
-        input_dim, 5, num_layers=num_layers, residual=residual, projected_residual=projected_residual
+        input_dim, 5, num_layers=num_layers, residual=residual, projected_residual=projected_residual, top_down=top_down
     ).double()
     inputs = torch.randn(*mask.shape, input_dim, dtype=torch.double)
     # The chain of 40 has depth 39: 40 levels are needed, more only add empty ones.
@@ -402,10 +467,11 @@ class Encode(torch.nn.Module):
 
 
 @pytest.mark.parametrize("num_levels", [None, 4])
-def test_gradcheck_on_a_small_forest(num_levels):
+@pytest.mark.parametrize("top_down", [False, True])
+def test_gradcheck_on_a_small_forest(num_levels, top_down):
     torch.manual_seed(0)
     mask, head_indices = pad([[0, 1, 1, 2, 0], [2, 0, 2]])
-    encode = Encode(ChildSumTreeLstm(3, 2, num_layers=2, residual=True).double(), num_levels)
+    encode = Encode(ChildSumTreeLstm(3, 2, num_layers=2, residual=True, top_down=top_down).double(), num_levels)
     names = [name for name, _ in encode.named_parameters()]
     inputs = torch.randn(*mask.shape, 3, dtype=torch.double, requires_grad=True)
     parameters = [parameter.detach().clone().requires_grad_() for parameter in encode.parameters()]
@@ -434,13 +500,15 @@ def test_inference_mode_gives_the_outputs_of_a_training_pass(num_levels):
     assert all(parameter.grad is not None for parameter in module.parameters())
 
 
-def test_the_fixed_depth_pass_reads_nothing_back_from_the_device():
+@pytest.mark.parametrize("top_down", [False, True])
+def test_the_fixed_depth_pass_reads_nothing_back_from_the_device(top_down):
     # Every read of tensor data fails on the meta device: a CUDA graph can hold this pass.
     mask, head_indices = random_batch(5)
     meta = torch.device("meta")
-    module = ChildSumTreeLstm(5, 6, num_layers=2, residual=True, dropout=0.3).to(meta).train()
+    module = ChildSumTreeLstm(5, 6, num_layers=2, residual=True, dropout=0.3, top_down=top_down).to(meta).train()
     inputs = torch.empty(*mask.shape, 5, device=meta, requires_grad=True)
     output = module.encode(inputs, mask.to(meta), head_indices.to(meta), num_levels=8)
     (output.states.sum() + output.root.sum()).backward()
-    assert output.states.shape == (*mask.shape, 6) and output.root.shape == (mask.size(0), 6)
+    size = module.get_output_dim()
+    assert output.states.shape == (*mask.shape, size) and output.root.shape == (mask.size(0), size)
     assert inputs.grad.shape == inputs.shape

@@ -50,11 +50,21 @@ def test_pad_rounds_tokens_and_characters_up_with_zeros():
         StepGraphs(length_multiple=0)
 
 
+TOP_DOWN = '{"model.syntactic_encoder.top_down": true}'
+
+
 @pytest.mark.parametrize(
-    "config", ["bilstm_crf.jsonnet", "bilstm_crf_gpu.jsonnet", "deptree_ner.jsonnet", "deptree_ner_gpu.jsonnet"]
+    "config, overrides",
+    [
+        ("bilstm_crf.jsonnet", ""),
+        ("bilstm_crf_gpu.jsonnet", ""),
+        ("deptree_ner.jsonnet", ""),
+        ("deptree_ner_gpu.jsonnet", ""),
+        ("deptree_ner.jsonnet", TOP_DOWN),
+    ],
 )
-def test_a_step_through_the_padded_loss_is_the_plain_step(config):
-    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config)
+def test_a_step_through_the_padded_loss_is_the_plain_step(config, overrides):
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config, overrides)
     assert isinstance(model, GraphedModel)
     plain = _without_dropout(model)
     graphed = copy.deepcopy(plain)
@@ -89,9 +99,11 @@ def test_a_step_through_the_padded_loss_is_the_plain_step(config):
     assert graphs.eager_runs == len(lengths)
 
 
-@pytest.mark.parametrize("config", ["bilstm_crf.jsonnet", "deptree_ner.jsonnet"])
-def test_the_padded_loss_reads_nothing_back_from_the_device(config):
-    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config)
+@pytest.mark.parametrize(
+    "config, overrides", [("bilstm_crf.jsonnet", ""), ("deptree_ner.jsonnet", ""), ("deptree_ner.jsonnet", TOP_DOWN)]
+)
+def test_the_padded_loss_reads_nothing_back_from_the_device(config, overrides):
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config, overrides)
     meta = torch.device("meta")
     model.to(meta).train()
     use_step_graphs(model, StepGraphs(capture=False))

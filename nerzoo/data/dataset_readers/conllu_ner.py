@@ -13,6 +13,7 @@ from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError
 from nerzoo.data.dependency_trees import (
     SpacyDependencyParser,
+    check_tree_option,
     dependency_instance,
     given_or_parsed,
     validate_heads,
@@ -117,6 +118,9 @@ class ConlluNerReader(DatasetReader):
     tag_source : `str`, optional (default = `"ner"`)
         What the `tags` field holds: `"ner"` the NER tags, `"upos"` or `"xpos"` that column (see
         above); with the latter two `ner_column`, `drop_entity_types` and `treebank` are errors.
+    tree : `str`, optional (default = `"parse"`)
+        `"chain"` replaces every tree by a chain (each word's head the next word, one relation
+        `"chain"`; the POS tags kept): a control for what the tree itself adds.
     """
 
     def __init__(
@@ -133,6 +137,7 @@ class ConlluNerReader(DatasetReader):
         spacy_model: str = DEFAULT_SPACY_PIPELINE,
         cache_directory: Optional[str] = None,
         tag_source: str = "ner",
+        tree: str = "parse",
         **kwargs,
     ) -> None:
         super().__init__(manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs)
@@ -167,6 +172,8 @@ class ConlluNerReader(DatasetReader):
         self.treebank = treebank
         self.spacy_model = spacy_model
         self.cache_directory = cache_directory
+        check_tree_option(tree)
+        self.tree = tree
         self.parser = SpacyDependencyParser(
             spacy_model, pos_attribute="pos" if pos_column == "upos" else "tag", cache_directory=cache_directory
         )
@@ -215,6 +222,7 @@ class ConlluNerReader(DatasetReader):
             tags,
             metadata,
             self.label_namespace,
+            self.tree,
         )
         return self._without_target_input(instance)
 
@@ -477,7 +485,7 @@ class ConlluNerReader(DatasetReader):
         it with words (and metadata) alone.
         """
         parse = given_or_parsed(self.parser, words, pos_tags, dependency_labels, head_indices)
-        instance = dependency_instance(words, *parse, tags, metadata, self.label_namespace)
+        instance = dependency_instance(words, *parse, tags, metadata, self.label_namespace, self.tree)
         return self._without_target_input(instance)
 
     def apply_token_indexers(self, instance: Instance) -> None:

@@ -10,6 +10,7 @@ from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.dependency_trees import (
     SpacyDependencyParser,
+    check_tree_option,
     dependency_instance,
     given_or_parsed,
     validate_heads,
@@ -60,6 +61,9 @@ class SpacyParsedConllReader(DatasetReader):
         Input parsed by `text_to_instance` still gets spaCy's tags, so keep `pos_attribute` the
         tag set of that column.
     cache_directory : `str`, optional (default = `$NERZOO_CACHE/spacy_parses` or `~/.cache/nerzoo/spacy_parses`)
+    tree : `str`, optional (default = `"parse"`)
+        `"chain"` replaces every parse by a chain (each word's head the next word, one relation
+        `"chain"`; spaCy's POS tags kept): a control for what the tree itself adds.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class SpacyParsedConllReader(DatasetReader):
         pos_attribute: str = "tag",
         pos_column: Optional[int] = None,
         cache_directory: Optional[str] = None,
+        tree: str = "parse",
         **kwargs,
     ) -> None:
         super().__init__(manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs)
@@ -92,6 +97,8 @@ class SpacyParsedConllReader(DatasetReader):
         self.tag_scheme = tag_scheme
         self.label_namespace = label_namespace
         self.pos_column = pos_column
+        check_tree_option(tree)
+        self.tree = tree
         self.spacy_model = spacy_model
         self.parser = SpacyDependencyParser(spacy_model, pos_attribute=pos_attribute, cache_directory=cache_directory)
 
@@ -120,7 +127,8 @@ class SpacyParsedConllReader(DatasetReader):
             if self.pos_column is not None:
                 parse = parse._replace(pos_tags=[row[self.pos_column] for row in rows])
             metadata = {"sentence_id": sentence_id, "document_id": document_id, "source": f"{stem}:{first_line}"}
-            yield dependency_instance([row[0] for row in rows], *parse, tags, metadata, self.label_namespace)
+            words = [row[0] for row in rows]
+            yield dependency_instance(words, *parse, tags, metadata, self.label_namespace, self.tree)
 
     def text_to_instance(  # type: ignore
         self,
@@ -137,7 +145,7 @@ class SpacyParsedConllReader(DatasetReader):
         `tags` are already in `tag_scheme`.
         """
         parse = given_or_parsed(self.parser, words, pos_tags, dependency_labels, head_indices)
-        return dependency_instance(words, *parse, tags, metadata, self.label_namespace)
+        return dependency_instance(words, *parse, tags, metadata, self.label_namespace, self.tree)
 
     def apply_token_indexers(self, instance: Instance) -> None:
         instance["tokens"].token_indexers = self._token_indexers  # type: ignore

@@ -5,19 +5,20 @@ Shapes: `inputs` `(batch_size, num_tokens, input_dim)`, `mask` and `head_indices
 `(batch_size, num_tokens)`, outputs `(batch_size, num_tokens, hidden_dim)`.
 """
 
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
 
+from nerzoo.modules.seq2seq_encoders.top_down_tree_lstm import TopDownTreeLstmLayer, top_down_states
 from nerzoo.modules.seq2seq_encoders.tree_levels import TreeLevels, fixed_depth_levels, tree_levels
 from nerzoo.modules.variational_dropout import VariationalDropout
 
 
 class TreeLstmOutput(NamedTuple):
-    states: torch.Tensor  # (batch_size, num_tokens, hidden_dim), zero at masked positions
-    root: torch.Tensor  # (batch_size, hidden_dim): mean of the root states, zero for an empty row
+    states: torch.Tensor  # (batch_size, num_tokens, output_dim), zero at masked positions
+    root: torch.Tensor  # (batch_size, output_dim): mean of the root states, zero for an empty row
 
 
 class ChildSumTreeLstmLayer(torch.nn.Module):
@@ -28,24 +29,29 @@ class ChildSumTreeLstmLayer(torch.nn.Module):
     - `input_linearity`: `W x + b` for the gates `i, o, u, f`, in that order, `(input_dim -> 4 * hidden_dim)`;
     - `state_linearity`: `U h~` for `i, o, u`, `(hidden_dim -> 3 * hidden_dim)`, no bias;
     - `forget_state_linearity`: `U_f h_k` for the per-child forget gate, `(hidden_dim -> hidden_dim)`, no bias;
+    - `top_down`: the top-down pass's parameters, or `None` for a bottom-up layer;
     - `layer_norm`: the residual connection's `LayerNorm`, or `None` for a layer without one;
-    - `residual_projection`: `P` of a residual layer whose input size is not `hidden_dim`, `(input_dim
-      -> hidden_dim)`, no bias, or `None`.
+    - `residual_projection`: `P` of a residual layer whose input size is not its output size
+      (`hidden_dim`, twice that with `top_down`), no bias, or `None`.
     """
 
-    def __init__(self, input_dim: int, hidden_dim: int, residual: bool, projected_residual: bool = True) -> None:
+    def __init__(
+        self, input_dim: int, hidden_dim: int, residual: bool, projected_residual: bool = True, top_down: bool = False
+    ) -> None:
         super().__init__()
         self.input_dim = input_dim
         self.hidden_dim = hidden_dim
+        self.output_dim = 2 * hidden_dim if top_down else hidden_dim
         self.input_linearity = torch.nn.Linear(input_dim, 4 * hidden_dim, bias=True)
         self.state_linearity = torch.nn.Linear(hidden_dim, 3 * hidden_dim, bias=False)
         self.forget_state_linearity = torch.nn.Linear(hidden_dim, hidden_dim, bias=False)
-        projected = residual and projected_residual and input_dim != hidden_dim
+        self.top_down = TopDownTreeLstmLayer(input_dim, hidden_dim) if top_down else None
+        projected = residual and projected_residual and input_dim != self.output_dim
         self.layer_norm: Optional[torch.nn.LayerNorm] = (
-            torch.nn.LayerNorm(hidden_dim) if residual and (input_dim == hidden_dim or projected) else None
+            torch.nn.LayerNorm(self.output_dim) if residual and (input_dim == self.output_dim or projected) else None
         )
         self.residual_projection: Optional[torch.nn.Linear] = (
-            torch.nn.Linear(input_dim, hidden_dim, bias=False) if projected else None
+            torch.nn.Linear(input_dim, self.output_dim, bias=False) if projected else None
         )
         with torch.no_grad():
             # Forget-gate bias 1, as usual for LSTMs, so that children's memories pass up early in training.
@@ -69,7 +75,9 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         c_j = i_j * u_j + sum_{k in C(j)} f_jk * c_k
         h_j = o_j * tanh(c_j)
 
-    The output at each token is `h_j`.  When every node has one child (a chain whose root is the first
+    The output at each token is `h_j`; with `top_down=True` it is `[h_j ; h^down_j]`, where a
+    top-down pass (`top_down_tree_lstm.py`) runs from the roots down, each word reading its head's
+    `h` and `h^down` (the bidirectional Tree-LSTM of Miwa and Bansal, 2016).  When every node has one child (a chain whose root is the first
     word) this is an LSTM run over the reversed sentence (the paper's footnote 2).  `encode` also
     returns the sentence vector `h_root`: the mean of the root tokens' outputs ("in the case of
     multi-rooted phrases, we simply average the root vectors"), from the last layer.
@@ -83,7 +91,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
 
     Computation: the tokens of the whole batch are computed one level at a time, a level being the
     tokens of one depth (root = 0), the deepest first (`tree_levels`), so the loop runs
-    `1 + max tree depth` times per layer whatever the batch size.  A level's tokens send what
+    `1 + max tree depth` times per layer (twice with `top_down`) whatever the batch size.  A level's tokens send what
     their heads sum over children to them, all in the next level.  Autograd differentiates it.
 
     Registered as a `Seq2SeqEncoder` with name "child_sum_tree_lstm".  Unlike most encoders it needs the
@@ -94,7 +102,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
     input_dim : `int`, required
         The size of the input vectors.
     hidden_dim : `int`, required
-        The size of the states `h` and `c`, and of the outputs.
+        The size of the states `h` and `c`, and of the outputs (twice that with `top_down`).
     num_layers : `int`, optional (default = `1`)
         Stacked Tree-LSTMs over the same tree, each taking the previous layer's outputs as its `x`.
     residual : `bool`, optional (default = `False`)
@@ -104,6 +112,8 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         `False` leaves that layer without a residual.
     dropout : `float`, optional (default = `0.0`)
         Variational dropout on the inputs of the layers after the first.
+    top_down : `bool`, optional (default = `False`)
+        Also run every layer top-down and output `[h ; h^down]`, see above.
     """
 
     def __init__(
@@ -114,6 +124,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         residual: bool = False,
         dropout: float = 0.0,
         projected_residual: bool = True,
+        top_down: bool = False,
     ) -> None:
         super().__init__()
         if input_dim < 1 or hidden_dim < 1:
@@ -125,13 +136,14 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         if not 0.0 <= dropout < 1.0:
             raise ConfigurationError(f"ChildSumTreeLstm needs 0 <= dropout < 1, got {dropout}.")
         self._input_dim = input_dim
-        self._hidden_dim = hidden_dim
+        self._output_dim = 2 * hidden_dim if top_down else hidden_dim
         self.layers = torch.nn.ModuleList(
             ChildSumTreeLstmLayer(
-                input_dim if index == 0 else hidden_dim,
+                input_dim if index == 0 else self._output_dim,
                 hidden_dim,
                 residual=residual,
                 projected_residual=projected_residual,
+                top_down=top_down,
             )
             for index in range(num_layers)
         )
@@ -141,7 +153,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         return self._input_dim
 
     def get_output_dim(self) -> int:
-        return self._hidden_dim
+        return self._output_dim
 
     def is_bidirectional(self) -> bool:
         return False
@@ -163,7 +175,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
 
         # Returns
 
-        `(batch_size, num_tokens, hidden_dim)`: the last layer's `h` at every token.
+        `(batch_size, num_tokens, output_dim)`: the last layer's output at every token.
         """
         return self.encode(inputs, mask, head_indices).states
 
@@ -175,7 +187,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         num_levels: Optional[int] = None,
     ) -> TreeLstmOutput:
         """
-        As `forward`, and also returns `root`, `(batch_size, hidden_dim)`: per sentence the mean of
+        As `forward`, and also returns `root`, `(batch_size, output_dim)`: per sentence the mean of
         the last layer's outputs at its roots (zero for a row without tokens).
 
         With `num_levels` the pass runs over `fixed_depth_levels`: `num_levels` levels of every
@@ -205,20 +217,25 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
                 # `VariationalDropout`'s mask, one per sentence, picked for each row.
                 sentence_masks = self.dropout(layer_input.new_ones(batch_size, 1, layer_input.size(1))).squeeze(1)
                 layer_input = layer_input * sentence_masks[levels.tokens // num_tokens]
-            layer_input = _residual(layer, layer_input, _tree_lstm_layer(layer, layer_input, levels))
-        flat_states = layer_input.new_zeros(batch_size * num_tokens, self._hidden_dim)
+            up = _tree_lstm_layer(layer, layer_input, levels)
+            output = _rows(up, levels)
+            if layer.top_down is not None:
+                down = top_down_states(layer.top_down, layer_input, levels, up)
+                output = torch.cat([output, _rows(down, levels)], dim=1)
+            layer_input = _residual(layer, layer_input, output)
+        flat_states = layer_input.new_zeros(batch_size * num_tokens, self._output_dim)
         flat_states = flat_states.index_copy(0, levels.tokens, layer_input)
         # Zero at masked positions (which fixed-depth levels compute rows for); the states are finite.
-        states = flat_states.view(batch_size, num_tokens, self._hidden_dim) * mask.unsqueeze(-1)
+        states = flat_states.view(batch_size, num_tokens, self._output_dim) * mask.unsqueeze(-1)
         roots = (mask & (head_indices == 0)).unsqueeze(-1)
         root = (states * roots).sum(dim=1) / roots.sum(dim=1).clamp(min=1)
         return TreeLstmOutput(states, root)
 
 
-def _tree_lstm_layer(layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, levels: TreeLevels) -> torch.Tensor:
+def _tree_lstm_layer(layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, levels: TreeLevels) -> List[torch.Tensor]:
     """
-    One Tree-LSTM layer, the equations above a level at a time: `inputs` `(num_rows, in)` ->
-    `(num_rows, hidden)`, zero where no slot writes.  `h~_j` enters the gates only as
+    One Tree-LSTM layer, the equations above a level at a time: `inputs` `(num_rows, in)` -> `h`
+    of every slot, a `(sizes[l], hidden)` tensor per level.  `h~_j` enters the gates only as
     `U h~_j = sum_k U h_k`, so a level's slots make `[U h_k, U_f h_k]` in one product and send
     `[U h_k, f_jk * c_k]` to their heads' rows of the next level's `children`, where they add up to
     `[U h~_j, sum_k f_jk * c_k]` (one extra row, dropped, takes what roots and empty slots send).
@@ -246,9 +263,13 @@ def _tree_lstm_layer(layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, levels:
             sent = torch.cat([pushed_gates, forget_gate * cell], dim=1)  # [U h_k, f_jk * c_k]
             next_size = levels.sizes[level + 1]
             children = sent.new_zeros(next_size + 1, 4 * hidden).index_add(0, head_slots[level], sent)[:next_size]
-    num_rows = inputs.size(0)
-    outputs = states[0].new_zeros(num_rows + 1, hidden).index_copy(0, levels.outputs, torch.cat(states))
-    return outputs[:num_rows]
+    return states
+
+
+def _rows(states: List[torch.Tensor], levels: TreeLevels) -> torch.Tensor:
+    """The slots' states per level to `(num_rows, dim)` rows, zero where no slot writes."""
+    num_rows, flat = levels.tokens.size(0), torch.cat(states)
+    return flat.new_zeros(num_rows + 1, flat.size(1)).index_copy(0, levels.outputs, flat)[:num_rows]
 
 
 def _residual(layer: ChildSumTreeLstmLayer, layer_input: torch.Tensor, output: torch.Tensor) -> torch.Tensor:

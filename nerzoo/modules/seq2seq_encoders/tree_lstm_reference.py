@@ -10,6 +10,7 @@ from typing import Dict, List, Tuple
 import torch
 
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm, ChildSumTreeLstmLayer
+from nerzoo.modules.seq2seq_encoders.top_down_tree_lstm import TopDownTreeLstmLayer
 
 
 def reference_tree_lstm(
@@ -34,6 +35,9 @@ def reference_tree_lstm(
             tokens = [t for t in range(num_tokens) if bool(mask[row, t])]
             heads = {t: int(head_indices[row, t]) - 1 for t in tokens}  # -1 for a root
             states = _tree_lstm_sentence(layer, layer_input[row], tokens, heads)
+            if layer.top_down is not None:
+                down = _top_down_sentence(layer.top_down, layer_input[row], tokens, heads, states)
+                states = {t: torch.cat([states[t], down[t]]) for t in tokens}
             zero = layer_input.new_zeros(hidden_dim)
             sentences.append(torch.stack([states.get(t, zero) for t in range(num_tokens)]))
         output = torch.stack(sentences)
@@ -100,4 +104,34 @@ def _tree_lstm_sentence(
     for t in tokens:
         if heads[t] < 0:
             compute(t)
+    return hs
+
+
+def _top_down_sentence(
+    layer: TopDownTreeLstmLayer,
+    inputs: torch.Tensor,
+    tokens: List[int],
+    heads: Dict[int, int],
+    up: Dict[int, torch.Tensor],
+) -> Dict[int, torch.Tensor]:
+    """`h^down` of every token of one sentence, computing each node after its head, recursively."""
+    hidden_dim = layer.hidden_dim
+    hs: Dict[int, torch.Tensor] = {}
+    cs: Dict[int, torch.Tensor] = {}
+
+    def compute(j: int) -> None:
+        if j in hs:
+            return
+        zero = inputs.new_zeros(hidden_dim)
+        p = heads[j]
+        if p >= 0:
+            compute(p)
+        head_up, head_h, head_c = (up[p], hs[p], cs[p]) if p >= 0 else (zero, zero, zero)
+        gates = layer.input_linearity(inputs[j]) + layer.state_linearity(torch.cat([head_up, head_h]))
+        w_i, w_f, w_o, w_u = gates.split(hidden_dim)
+        cs[j] = torch.sigmoid(w_i) * torch.tanh(w_u) + torch.sigmoid(w_f) * head_c
+        hs[j] = torch.sigmoid(w_o) * torch.tanh(cs[j])
+
+    for t in tokens:
+        compute(t)
     return hs
