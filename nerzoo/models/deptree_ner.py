@@ -26,7 +26,8 @@ class DeptreeNer(HeadTagger):
     Relative and Global Attentions", https://arxiv.org/abs/1909.05166, §3.2.6 and Figure 2:
 
         x_i = [word_i ; pos_i ; dep_i]                                 (§3.1)
-        s = BiLSTM stack(x)          t, h_root = Tree-LSTM stack(x, heads)   (§3.2.1, in parallel)
+        s = BiLSTM stack(x)          t, h_root = Tree-LSTM stack(x, heads)   (§3.2.1, in parallel;
+                                     bottom-up, or [up ; down] with the encoder's `top_down`)
         h = [s ; t]
         M = RelativeAttention(h)                                      (eq. 1-2)
         z = GlobalAttention(M, q = [h_root ; s_n])                    (eq. 3)
@@ -57,7 +58,8 @@ class DeptreeNer(HeadTagger):
         The BiLSTM stack (e.g. a `residual_stack` of `lstm`s); input dim must be
         `word_dim + pos_tag_dim + dependency_label_dim`.
     syntactic_encoder : `Lazy[ChildSumTreeLstm]`, optional (default = `None`)
-        The Tree-LSTM stack, built with that input dim; give `hidden_dim`, `num_layers`, `residual`.
+        The Tree-LSTM stack, built with that input dim; give `hidden_dim`, `num_layers`, `residual`,
+        and `top_down` for a pass from the roots down beside the paper's bottom-up one.
     pos_tag_dim : `int`, optional (default = `0`)
         Size of the POS tag embedding (vocabulary namespace `pos`); 0 leaves POS out.  The paper uses a
         quarter of the word dimension (appendix A).
