@@ -69,11 +69,15 @@ def test_graphed_training_steps_equal_the_eager_ones(config, overrides, autocast
         tolerance = {"atol": 1e-3, "rtol": 1e-3} if autocast else {"atol": 1e-5, "rtol": 1e-5}
         torch.testing.assert_close(graphed_loss, loss, **tolerance)
         torch.testing.assert_close(graphed_logits, logits, **tolerance)
+        # float16 sums over a batch's tokens: deptree_ner's tag projection differed by up to 1.5e-3 (an H200).
+        tolerance = {"atol": 3e-3, "rtol": 1e-2} if autocast else tolerance
         for name, gradient in gradients.items():
             if gradient is None:
                 assert graphed_gradients[name] is None, name
             else:
-                torch.testing.assert_close(graphed_gradients[name], gradient, msg=name, **tolerance)
+                torch.testing.assert_close(
+                    graphed_gradients[name], gradient, msg=lambda m, n=name: f"{n}: {m}", **tolerance
+                )
     if DEVICE.type == "cuda":
         assert 1 <= graphs.num_graphs < len(batches) and graphs.replays == 2 * len(batches)
     else:
