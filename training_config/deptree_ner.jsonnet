@@ -65,6 +65,7 @@ local config = {
       ],
       dropout: 0.3,
     },
+    // The paper's bottom-up pass; `top_down: true` adds one from the roots down (docs/deptree_ner.md).
     syntactic_encoder: { hidden_dim: tree_dim, num_layers: 2, residual: true, dropout: 0.3 },
     relative_attention: { residual: true },
     global_attention: { attention_dim: 100, residual: true, mode: "context" },
