@@ -15,7 +15,6 @@ Calibrated archives go to `--output-dir` (default `runs/calibration/<timestamp>`
 import argparse
 import datetime
 import os
-import sys
 from typing import Any, Dict, List, Optional
 
 import harness
@@ -23,12 +22,7 @@ import results
 
 from nerzoo.commands.calibrate import calibrate, evaluate, evaluate_archive
 from nerzoo.modules.crf.calibration import fit_temperatures, has_spans
-from nerzoo.training.metrics.span_calibration import (
-    calibration_error,
-    expected_calibration_error,
-    fixed_bins,
-    precision_at_coverage,
-)
+from nerzoo.training.metrics import span_calibration
 
 DEFAULT_DEV = os.path.join(harness.SHARED_DATA, "conll2003", "eng.testa")
 DEFAULT_TEST = os.path.join(harness.SHARED_DATA, "conll2003", "eng.testb")
@@ -42,34 +36,33 @@ COLUMNS += ["test P@90% before / span 1", "test ECE, span T fitted on test (orac
 
 
 def scores(archive_file: str, data_file: str, overrides: str) -> Dict[str, Any]:
-    """Span F1 and the calibration figures of an archive's spans on `data_file`, and what produced them."""
-    measured = evaluate_archive(archive_file, data_file, overrides=overrides)
-    evaluation = measured.evaluation
+    """Span F1 and the calibration figures of an archive's spans on `data_file`."""
+    evaluation = evaluate_archive(archive_file, data_file, overrides=overrides).evaluation
     confidences, correct = evaluation.confidences, evaluation.correct
-    figures = {
+    bins = span_calibration.fixed_bins(confidences, EDGES)
+    return {
         "f1": evaluation.metrics.get("f1-measure-overall"),
-        "ece": expected_calibration_error(confidences, correct),
-        "ece_fixed": calibration_error(confidences, correct, fixed_bins(confidences, EDGES)),
+        "ece": span_calibration.expected_calibration_error(confidences, correct),
+        "ece_fixed": span_calibration.calibration_error(confidences, correct, bins),
         "brier": evaluation.metrics.get("span_brier"),
-        "precision_at_80": precision_at_coverage(confidences, correct, 0.8),
-        "precision_at_90": precision_at_coverage(confidences, correct, 0.9),
+        "precision_at_80": span_calibration.precision_at_coverage(confidences, correct, 0.8),
+        "precision_at_90": span_calibration.precision_at_coverage(confidences, correct, 0.9),
         "mean_confidence": float(confidences.mean()),
         "precision": float(correct.mean()),
         "spans": len(confidences),
     }
-    return {"figures": figures, "measured": measured}
 
 
 def oracle_ece(archive_file: str, test: str, overrides: str) -> float:
     """ECE on test after one temperature fitted on test itself (span objective where there are spans)."""
-    measured = scores(archive_file, test, overrides)["measured"]
+    measured = evaluate_archive(archive_file, test, overrides=overrides)
     for name, module in measured.modules.items():
         site = module.calibration_site(name)
         batches = measured.evaluation.batches[name]
         objective = "span" if has_spans(site, batches) else "sequence"
         site.set_temperatures(fit_temperatures(site, batches, 1, objective).temperatures)
     evaluation = evaluate(measured.archive.model, measured.loader, measured.modules)
-    return expected_calibration_error(evaluation.confidences, evaluation.correct)
+    return span_calibration.expected_calibration_error(evaluation.confidences, evaluation.correct)
 
 
 def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any]:
@@ -85,14 +78,14 @@ def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any
             "temperatures": report["temperatures"],
             "objectives": report["objectives"],
             "dev": report["after"],
-            "test": scores(output_file, args.test, "")["figures"],
+            "test": scores(output_file, args.test, ""),
         }
         print(f"  {key}: {report['temperatures']} test ECE {variants[key]['test']['ece']:.4f}", flush=True)
     return {
         "name": name,
         "archive": archive_file,
         "dev_before": report["before"],
-        "test_before": scores(archive_file, args.test, overrides)["figures"],
+        "test_before": scores(archive_file, args.test, overrides),
         "variants": variants,
         "test_oracle_ece": oracle_ece(archive_file, args.test, overrides),
     }
@@ -101,41 +94,30 @@ def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any
 def row(result: Dict[str, Any]) -> Dict[str, str]:
     model, _, seed = result["name"].partition(":")
     variants = [result["variants"][f"{objective} {count}"] for objective, count in VARIANTS]
-    default = variants[0]
-    before = result["test_before"]
+    before, default = result["test_before"], variants[0]["test"]
 
     def temperatures(variant: Dict[str, Any]) -> str:
         values = list(dict.fromkeys(variant["temperatures"].values()))  # one value when all keys share it
         return ",".join(f"{value:.2f}" for value in values)
 
+    def slashed(values: List[float]) -> str:
+        return " / ".join(f"{value:.4f}" for value in values)
+
     f1s = {round(variant["test"]["f1"], 12) for variant in variants} | {round(before["f1"], 12)}
     cells = [
         model,
         f"{harness.display_path(result['archive'])} (seed {seed})",
-        " / ".join(temperatures(variant) for variant in variants[:2])
-        + "; "
-        + " / ".join(temperatures(variant) for variant in variants[2:]),
-        " / ".join(
-            f"{value:.4f}" for value in [result["dev_before"]["span_ece"], *(v["dev"]["span_ece"] for v in variants)]
-        ),
+        "; ".join(" / ".join(map(temperatures, pair)) for pair in (variants[:2], variants[2:])),
+        slashed([result["dev_before"]["span_ece"], *(variant["dev"]["span_ece"] for variant in variants)]),
         f"{100 * before['f1']:.2f}" + ("" if len(f1s) == 1 else " (CHANGED)"),
-        " / ".join(f"{value:.4f}" for value in [before["ece"], *(v["test"]["ece"] for v in variants)]),
-        f"{before['ece_fixed']:.4f} / {default['test']['ece_fixed']:.4f}",
-        f"{before['brier']:.4f} / {default['test']['brier']:.4f}",
-        f"{before['precision_at_80']:.4f} / {default['test']['precision_at_80']:.4f}",
-        f"{before['precision_at_90']:.4f} / {default['test']['precision_at_90']:.4f}",
+        slashed([before["ece"], *(variant["test"]["ece"] for variant in variants)]),
+        *(slashed([before[key], default[key]]) for key in ("ece_fixed", "brier", "precision_at_80", "precision_at_90")),
         f"{result['test_oracle_ece']:.4f}",
     ]
     return dict(zip(COLUMNS, cells))
 
 
-def named(values: List[str], option: str) -> Dict[str, str]:
-    if bad := [value for value in values if "=" not in value]:
-        raise SystemExit(f"error: {option} expects NAME=VALUE, got {bad[0]!r}")
-    return dict(value.split("=", 1) for value in values)
-
-
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("--archive", action="append", default=[], metavar="MODEL:SEED=PATH", required=True)
     parser.add_argument("--overrides", action="append", default=[], metavar="MODEL:SEED=JSON")
@@ -147,10 +129,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     started = datetime.datetime.now()
     args.output_dir = args.output_dir or os.path.join(harness.REPO_ROOT, f"runs/calibration/{started:%Y%m%d-%H%M%S}")
     os.makedirs(args.output_dir, exist_ok=True)
-    overrides = named(args.overrides, "--overrides")
-    measured = [
-        run_one(name, path, overrides.get(name, ""), args) for name, path in named(args.archive, "--archive").items()
-    ]
+    overrides = harness.named(parser, args.overrides, "--overrides")
+    archives = harness.named(parser, args.archive, "--archive")
+    measured = [run_one(name, path, overrides.get(name, ""), args) for name, path in archives.items()]
     rows = [row(result) for result in measured]
     harness.write_json(os.path.join(args.output_dir, "results.json"), measured)
     print(results.markdown_row(COLUMNS))
@@ -164,8 +145,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
         record = {"started": f"{started:%Y-%m-%d %H:%M}", "columns": COLUMNS, "rows": rows, "results": measured}
         results.append_run(results.DEFAULT_RESULTS, args.record, dict(record, note=note))
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -21,6 +21,7 @@ import sys
 from typing import Dict, List, Tuple
 
 import harness
+from allennlp.models.archival import load_archive
 
 from nerzoo.data.tag_schemes import tags_to_spans
 
@@ -32,12 +33,7 @@ GROUPS = ["all-caps", "verbless", "rest", "all"]
 def file_pos(data: str, test_file: str) -> List[Tuple[List[str], List[str]]]:
     """The words and the file's own POS tags of every test sentence, in order."""
     if data == "conll2003":
-        from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-
-        documents = ConllColumnsReader(file_tag_scheme=None).read_documents(test_file)
-        return [
-            ([row[0] for row in rows], [row[1] for row in rows]) for _, sentences in documents for *_, rows in sentences
-        ]
+        return list(zip(harness.read_sentences(test_file), harness.read_sentences(test_file, column=1)))
     from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
 
     treebank = os.path.join(harness.SHARED_DATA, "ud_english_ewt", "r2.9", "*.conllu")
@@ -54,18 +50,12 @@ def features(words: List[str], pos_tags: List[str]) -> Dict[str, bool]:
 
 def predict(archive_file: str, data: str, test_file: str) -> List[Dict]:
     """One record per test sentence: words, gold and predicted tags (BIOUL), and its features."""
-    import torch
-    from allennlp.models.archival import load_archive
-
-    import nerzoo  # noqa: F401
-
     archive = load_archive(archive_file)
     model, instances = archive.model.eval(), list(archive.validation_dataset_reader.read(test_file))
     pos = file_pos(data, test_file)
     if len(pos) != len(instances):
         raise SystemExit(f"{archive_file}: its reader reads {len(instances)} sentences, the POS reader {len(pos)}")
-    with torch.no_grad():
-        outputs = [output for batch in harness.batches(instances, 64) for output in model.forward_on_instances(batch)]
+    outputs = [output for batch in harness.batches(instances, 64) for output in model.forward_on_instances(batch)]
     records = []
     for index, (instance, output) in enumerate(zip(instances, outputs)):
         words = list(instance["metadata"]["words"])
@@ -76,18 +66,14 @@ def predict(archive_file: str, data: str, test_file: str) -> List[Dict]:
     return records
 
 
-def group(record: Dict) -> str:
-    return "all-caps" if record["all_caps"] else "rest" if record["has_verb"] else "verbless"
-
-
 def scores(records: List[Dict]) -> Dict[str, Dict[str, float]]:
     """Per group: sentences, gold spans, and span precision, recall and F1."""
     counts = {name: [0, 0, 0, 0] for name in GROUPS}  # sentences, gold, predicted, correct
     for record in records:
         gold, predicted = set(tags_to_spans(record["gold"])), set(tags_to_spans(record["predicted"]))
-        for name in (group(record), "all"):
-            for index, value in enumerate((1, len(gold), len(predicted), len(gold & predicted))):
-                counts[name][index] += value
+        group = "all-caps" if record["all_caps"] else "rest" if record["has_verb"] else "verbless"
+        for name in (group, "all"):
+            counts[name] = [a + b for a, b in zip(counts[name], (1, len(gold), len(predicted), len(gold & predicted)))]
     result = {}
     for name, (sentences, gold, predicted, correct) in counts.items():
         precision, recall = correct / max(predicted, 1), correct / max(gold, 1)
@@ -115,16 +101,14 @@ def saved_or_predicted(archive_file: str, data: str, test_file: str) -> Tuple[st
         return saved, [json.loads(line) for line in handle]
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("--data", required=True, choices=sorted(DATA))
     parser.add_argument("archives", nargs="+", metavar="NAME=PATH")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", metavar="FILE", help="also write the numbers to FILE")
     args = parser.parse_args()
-    if any("=" not in value for value in args.archives):
-        parser.error("archives are given as NAME=PATH")
-    archives = {name: archive_path(path) for name, path in (value.split("=", 1) for value in args.archives)}
+    archives = {name: archive_path(path) for name, path in harness.named(parser, args.archives, "an archive").items()}
     test_file = os.path.join(harness.SHARED_DATA, DATA[args.data])
     if not os.path.isfile(test_file):
         raise SystemExit(f"{args.data}: its test file {test_file} is not there")
@@ -148,26 +132,21 @@ def main() -> int:
     print(f"{args.data} test: span F1 (precision / recall) in %; groups disjoint, all-caps before verbless\n")
     print("| group | sentences | gold spans | " + " | ".join(results) + " |")
     print("|---" * (3 + len(results)) + "|")
-    for group_name in GROUPS:
-        row = counts[group_name]
-        cells = [
-            f"{row[key]} ({100 * row[key] / max(counts['all'][key], 1):.1f}%)" for key in ("sentences", "gold_spans")
-        ]
-        for result in results.values():
-            score = result["groups"][group_name]
+    for name in GROUPS:
+        row, total = counts[name], counts["all"]
+        cells = [f"{row[key]} ({100 * row[key] / max(total[key], 1):.1f}%)" for key in ("sentences", "gold_spans")]
+        for score in (result["groups"][name] for result in results.values()):
             cells.append(f"{100 * score['f1']:.2f} ({100 * score['precision']:.1f} / {100 * score['recall']:.1f})")
-        print(f"| {group_name} | " + " | ".join(cells) + " |")
+        print(f"| {name} | " + " | ".join(cells) + " |")
     checks = []  # the `all` F1 against the archive's own test F1: equal within 0.01 points, or DIFFERS
     for result in results.values():
         reported, f1 = result["metrics_json_f1"], result["groups"]["all"]["f1"]
-        checks.append(
-            "none" if reported is None else f"{100 * reported:.2f}" + " DIFFERS" * (abs(reported - f1) > 1e-4)
-        )
+        differs = reported is not None and abs(reported - f1) > 1e-4
+        checks.append("none" if reported is None else f"{100 * reported:.2f}" + " DIFFERS" * differs)
     print("| test F1 in metrics.json | | | " + " | ".join(checks) + " |")
     if json_file:
         harness.write_json(json_file, {"data": args.data, "archives": results})
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,5 +1,6 @@
 """What the scripts of this folder share, imported as `harness` (fairscale owns the name `benchmarks`)."""
 
+import argparse
 import json
 import os
 import platform
@@ -14,24 +15,19 @@ SHARED_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
 ALLENNLP = os.path.join(os.path.dirname(sys.executable), "allennlp")
 
 
-def train(config: str, directory: str, overrides: Dict[str, Any], env=None, package="nerzoo", log=None) -> int:
+def train(config: str, directory: str, overrides: Dict[str, Any], env=None, log=None) -> int:
     """`allennlp train` from the repository root, its output in `log` (default `DIRECTORY.log`): the return code."""
-    command = [ALLENNLP, "train", config, "-s", directory, "-f", "--include-package", package]
+    command = [ALLENNLP, "train", config, "-s", directory, "-f", "--include-package", "nerzoo"]
     command += ["-o", json.dumps(overrides)]
     with open(log or f"{directory}.log", "w") as handle:
         return subprocess.call(command, cwd=REPO_ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env)
 
 
-def parse_duration(value: Any) -> Optional[float]:
+def parse_duration(text: str) -> float:
     """allennlp writes `training_duration` as `str(timedelta)`: `H:MM:SS.ffffff` or `N day(s), H:MM:SS`."""
-    if value is None or isinstance(value, (int, float)):
-        return value
-    text, days = str(value), 0
-    if "day" in text:
-        day_part, text = text.split(",", 1)
-        days = int(day_part.split()[0])
-    hours, minutes, seconds = text.strip().split(":")
-    return days * 86400 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+    days, _, clock = text.rpartition(", ")
+    hours, minutes, seconds = clock.split(":")
+    return int((days or "0").split()[0]) * 86400 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
 
 
 def display_path(path: str) -> str:
@@ -57,27 +53,24 @@ def machine_description() -> str:
     )
 
 
-def read_sentences(path: str, count: Optional[int] = None) -> List[List[str]]:
-    """The words (first column) of the sentences of a CoNLL column file (the first `count`), read by `conll_columns`."""
+def read_sentences(path: str, column: int = 0) -> List[List[str]]:
+    """A column (default the words) of each sentence of a CoNLL column file, read by `conll_columns`."""
     from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 
     documents = ConllColumnsReader(file_tag_scheme=None).read_documents(path)
-    sentences = [[row[0] for row in rows] for _, sentences in documents for _, _, rows in sentences]
-    if count is not None and len(sentences) < count:
-        raise ValueError(f"{path} has only {len(sentences)} sentences.")
-    return sentences[:count]
+    return [[row[column] for row in rows] for _, sentences in documents for _, _, rows in sentences]
 
 
-def train_or_exit(config: str, directory: str, overrides: Dict[str, Any], env=None, package="nerzoo") -> str:
+def train_or_exit(config: str, directory: str, overrides: Dict[str, Any], env=None) -> str:
     """`train`, ending the script when it fails; the archive."""
-    if train(config, directory, overrides, env, package):
+    if train(config, directory, overrides, env):
         raise SystemExit(f"{config}: allennlp train failed, see {directory}.log")
     return os.path.join(directory, "model.tar.gz")
 
 
-def thread_env(threads: int, **variables: str) -> Dict[str, str]:
-    """This process's environment with `threads` OpenMP and MKL threads and `variables`, for `train`."""
-    return dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), **variables)
+def thread_env(threads: int) -> Dict[str, str]:
+    """This process's environment with `threads` OpenMP and MKL threads, for `train`."""
+    return dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
 
 
 def set_threads(threads: Optional[int]) -> None:
@@ -85,6 +78,13 @@ def set_threads(threads: Optional[int]) -> None:
     import torch
 
     torch.set_num_threads(threads or torch.get_num_threads())
+
+
+def named(parser: argparse.ArgumentParser, values: List[str], option: str) -> Dict[str, str]:
+    """`NAME=VALUE` arguments as a dict; a usage error on one without `=`."""
+    if bad := [value for value in values if "=" not in value]:
+        parser.error(f"{option} expects NAME=VALUE, got {bad[0]!r}")
+    return dict(value.split("=", 1) for value in values)
 
 
 def read_json(path: str) -> Any:

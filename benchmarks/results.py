@@ -17,6 +17,7 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,10 +32,8 @@ def rows_dir(results_path: str) -> str:
 
 def read_records(results_path: str, table: str) -> List[Dict[str, Any]]:
     path = os.path.join(rows_dir(results_path), f"{table}.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    lines = Path(path).read_text(encoding="utf-8").split("\n") if os.path.exists(path) else []
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def markdown_row(cells: List[str]) -> str:
@@ -53,10 +52,8 @@ def render_block(table: str, records: List[Dict[str, Any]]) -> str:
     if records:
         lines += markdown_table(records[-1]["columns"], [row for record in records for row in record["rows"]])
         notes = [record["note"].rstrip("\n") for record in records if record.get("note")]
-        if notes:
-            lines += ["", "Runs:"]
-            for note in notes:
-                lines += ["", note]
+        lines += ["", "Runs:"] if notes else []
+        lines += [line for note in notes for line in ("", note)]
     lines.append(f"<!-- /rows: {table} -->")
     return "\n".join(lines)
 
@@ -73,24 +70,20 @@ def write_atomically(path: str, text: str) -> None:
     os.replace(temporary, path)
 
 
-def append_run(results_path: str, table: str, record: Dict[str, Any], heading: Optional[str] = None, intro="") -> None:
+def append_run(results_path: str, table: str, record: Dict[str, Any]) -> None:
     """
     Appends `record` (with at least "columns" and "rows") to the table's JSON-lines file and re-renders
-    the results file. A table the results file does not show yet gets a section at its end (`heading`,
-    `intro`, the block); a missing results file is created.
+    the results file. A table the results file does not show yet gets a section `## TABLE` at its end;
+    a missing results file is created.
     """
     record = {"table": table, **record}
     os.makedirs(rows_dir(results_path), exist_ok=True)
     with open(os.path.join(rows_dir(results_path), f"{table}.jsonl"), "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    text = ""
-    if os.path.exists(results_path):
-        with open(results_path, encoding="utf-8") as handle:
-            text = handle.read()
+    text = Path(results_path).read_text(encoding="utf-8") if os.path.exists(results_path) else ""
     if f"<!-- rows: {table} -->" not in text:
-        section = [heading or f"## {table}", "", *([intro.rstrip("\n"), ""] if intro.strip() else [])]
-        section += [f"<!-- rows: {table} -->", f"<!-- /rows: {table} -->"]
-        text = (text.rstrip("\n") + "\n\n" if text.strip() else "# Results\n\n") + "\n".join(section) + "\n"
+        section = f"## {table}\n\n<!-- rows: {table} -->\n<!-- /rows: {table} -->\n"
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "# Results\n\n") + section
     write_atomically(results_path, rendered(results_path, text))
 
 
@@ -99,8 +92,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--results", default=DEFAULT_RESULTS, help="the results file (default: docs/RESULTS.md)")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the file is out of date")
     args = parser.parse_args(argv)
-    with open(args.results, encoding="utf-8") as handle:
-        text = handle.read()
+    text = Path(args.results).read_text(encoding="utf-8")
     new_text = rendered(args.results, text)
     if new_text == text or not args.check:
         if new_text != text:

@@ -78,7 +78,7 @@ def table(model: str, measured: List[Dict[str, Any]]) -> Tuple[List[str], List[D
     return COLUMNS, rows
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
     parser.add_argument("--model", default="bilstm_crf", help="MODEL: training_config/MODEL(_contextual).jsonnet")
     parser.add_argument("--train-sentences", type=int, default=2000)
@@ -89,9 +89,7 @@ def main(argv=None) -> int:
     parser.add_argument("--output-root", default=os.path.join(harness.REPO_ROOT, "runs", "contextual_speed"))
     args = parser.parse_args(argv)
     os.makedirs(args.output_root, exist_ok=True)
-    train = os.path.join(args.output_root, "train.txt")
-    dev = os.path.join(args.output_root, "dev.txt")
-    test = os.path.join(args.output_root, "test.txt")
+    train, dev, test = (os.path.join(args.output_root, f"{split}.txt") for split in ("train", "dev", "test"))
     harness.write_prefix(os.path.join(CONLL, "eng.train"), args.train_sentences, train, documents=False)
     harness.write_prefix(os.path.join(CONLL, "eng.testa"), args.dev_sentences, dev, documents=False)
     test_words = harness.write_prefix(os.path.join(CONLL, "eng.testb"), args.dev_sentences, test, documents=False)
@@ -124,8 +122,7 @@ def main(argv=None) -> int:
 
     print("\n".join(results.markdown_table(*table(args.model, measured))))
     print(f"{harness.command_line(__file__, argv)}; {harness.machine_description()}")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

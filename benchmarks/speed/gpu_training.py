@@ -18,7 +18,6 @@ warm-up batch.  Rows that would start after `--budget` seconds are skipped, and 
 import argparse
 import contextlib
 import gc
-import importlib
 import importlib.util
 import json
 import os
@@ -37,45 +36,31 @@ GRAPHED = "+cuda_graphs"  # the recipe with the `cuda_graphs` callback added to 
 RECIPES = ("bilstm_crf", "bilstm_crf_gpu", "deptree_ner", "deptree_ner_gpu")
 MODELS = ("crf_tagger", *RECIPES, "bilstm_crf" + GRAPHED, "deptree_ner" + GRAPHED)
 PRECISIONS = ("float32", "use_amp")
-GPU_RECIPES = {"bilstm_crf_gpu": "bilstm_crf", "deptree_ner_gpu": "deptree_ner"}
 REFERENCE = "crf_tagger float32"
-ALLENNLP_SPELLING = {
-    "fast_character_encoding": "character_encoding",
-    "fast_lstm": "lstm",
-}
+ALLENNLP_SPELLING = {"fast_character_encoding": "character_encoding", "fast_lstm": "lstm"}
 
 
-def allennlp_spelled(params: Any) -> Any:
+def allennlp_spelled(params: Any, key: str = "") -> Any:
     """`params` with nerzoo's components replaced by the allennlp components they equal."""
     if isinstance(params, list):
         return [allennlp_spelled(value) for value in params]
-    if not isinstance(params, dict):
-        return params
-    spelled = {key: allennlp_spelled(value) for key, value in params.items()}
-    if spelled.get("type") in ALLENNLP_SPELLING:
-        spelled["type"] = ALLENNLP_SPELLING[spelled["type"]]
-    return spelled
+    if isinstance(params, dict):
+        return {name: allennlp_spelled(value, name) for name, value in params.items()}
+    return ALLENNLP_SPELLING.get(params, params) if key == "type" else params
 
 
 def reference_config(resolved: Dict[str, Any]) -> Dict[str, Any]:
     """allennlp-models' `crf_tagger` (BIOUL, constrained) on allennlp's `conll2003` reader, the rest of `resolved`."""
-    model = resolved["model"]
+    model, head = resolved["model"], resolved["model"].get("head", {})
     reference = {key: value for key, value in resolved.items() if key not in ("dataset_reader", "model")}
-    indexers = allennlp_spelled(resolved["dataset_reader"]["token_indexers"])
     reference["dataset_reader"] = {"type": "conll2003", "tag_label": "ner", "coding_scheme": "BIOUL"}
-    reference["dataset_reader"]["token_indexers"] = indexers
+    reference["dataset_reader"]["token_indexers"] = allennlp_spelled(resolved["dataset_reader"]["token_indexers"])
     reference["model"] = {"type": "crf_tagger", "label_encoding": "BIOUL", "constrain_crf_decoding": True}
     reference["model"].update(calculate_span_f1=True, dropout=model.get("dropout", 0.5))
-    reference["model"]["include_start_end_transitions"] = model.get("head", {}).get(
-        "include_start_end_transitions", True
-    )
-    reference["model"]["text_field_embedder"] = allennlp_spelled(model["text_field_embedder"])
-    reference["model"]["encoder"] = allennlp_spelled(model["encoder"])
+    reference["model"]["include_start_end_transitions"] = head.get("include_start_end_transitions", True)
+    for key in ("text_field_embedder", "encoder"):
+        reference["model"][key] = allennlp_spelled(model[key])
     return reference
-
-
-def row_name(model: str, precision: str) -> str:
-    return f"{model} {precision}"
 
 
 def row_params(model: str, overrides: Dict[str, Any], data: str) -> Any:
@@ -94,7 +79,7 @@ def row_params(model: str, overrides: Dict[str, Any], data: str) -> Any:
     return params
 
 
-def prediction_seconds(model, instances: List[Any], size: int, passes: int, cuda: bool, amp: bool) -> List[float]:
+def prediction_seconds(model, instances: List[Any], size: int, passes: int, sync, amp: bool) -> List[float]:
     """Seconds of each pass of `model.forward_on_instances` over `instances` in batches of `size`, after a warm-up batch."""
     import torch
 
@@ -103,7 +88,6 @@ def prediction_seconds(model, instances: List[Any], size: int, passes: int, cuda
     with torch.autocast("cuda", dtype=torch.float16) if amp else contextlib.nullcontext():
         model.forward_on_instances(batches[0])
         passes_over = {"predict": lambda: [model.forward_on_instances(batch) for batch in batches]}
-        sync = torch.cuda.synchronize if cuda else lambda: None
         return harness.timed_passes(passes_over, passes, synchronize=sync)[0]["predict"]
 
 
@@ -114,11 +98,10 @@ def run_row(model: str, precision: str, overrides: Dict[str, Any], args, work: s
     from allennlp.common.util import prepare_environment
     from allennlp.data import Instance
 
-    cuda = args.cuda_index >= 0
-    sync = torch.cuda.synchronize if cuda else lambda: None
+    sync = torch.cuda.synchronize if args.cuda_index >= 0 else lambda: None
     overrides = {**overrides, "trainer.cuda_device": args.cuda_index, "trainer.use_amp": precision == "use_amp"}
     params = row_params(model, overrides, args.data)
-    row = {"row": row_name(model, precision), "model": model, "precision": precision}
+    row = {"row": f"{model} {precision}", "model": model, "precision": precision}
     prepare_environment(params)
     serialization_dir = os.path.join(work, row["row"].replace(" ", "-"))
     loop = TrainModel.from_params(params=params, serialization_dir=serialization_dir, local_rank=0)
@@ -143,12 +126,12 @@ def run_row(model: str, precision: str, overrides: Dict[str, Any], args, work: s
     instances = [Instance({key: value for key, value in each.fields.items() if key != "tags"}) for each in validation]
     for instance in instances:
         instance.index_fields(loop.model.vocab)
-    row["predict_sentences"], row["predict_sentences_per_second_by_batch_size"] = len(instances), {}
+    speeds = {}
     for size in args.predict_batch_sizes:
-        predict = prediction_seconds(loop.model, instances, size, args.predict_passes, cuda, precision == "use_amp")
-        row["predict_sentences_per_second_by_batch_size"][size] = len(instances) / min(predict)
-    row["predict_sentences_per_second"] = row["predict_sentences_per_second_by_batch_size"][args.predict_batch_sizes[0]]
-    row["status"] = "ok"
+        predict = prediction_seconds(loop.model, instances, size, args.predict_passes, sync, precision == "use_amp")
+        speeds[size] = len(instances) / min(predict)
+    row.update(predict_sentences=len(instances), predict_sentences_per_second_by_batch_size=speeds)
+    row.update(predict_sentences_per_second=speeds[args.predict_batch_sizes[0]], status="ok")
     return row
 
 
@@ -156,10 +139,10 @@ def ratios(rows: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Each row against crf_tagger float32; use_amp against float32; a GPU recipe, or cuda_graphs, against the recipe."""
     pairs = [(name, REFERENCE, "against crf_tagger float32") for name in rows if name != REFERENCE]
     for model in MODELS:
-        eager = GPU_RECIPES.get(model) or (model[: -len(GRAPHED)] if model.endswith(GRAPHED) else None)
+        eager = model.removesuffix("_gpu").removesuffix(GRAPHED)
         what = "cuda_graphs / eager" if model.endswith(GRAPHED) else "GPU recipe / recipe batches"
-        pairs.append((row_name(model, "use_amp"), row_name(model, "float32"), "use_amp / float32"))
-        pairs += [(row_name(model, p), row_name(eager, p), what) for p in PRECISIONS if eager]
+        pairs.append((f"{model} use_amp", f"{model} float32", "use_amp / float32"))
+        pairs += [(f"{model} {p}", f"{eager} {p}", what) for p in PRECISIONS if eager != model]
     speed = {name: row for name, row in rows.items() if row.get("status") == "ok"}
     return [
         {"row": name, "against": against, "what": what}
@@ -261,7 +244,7 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
         results["train_data"] = f"the first {len(words)} sentences of {train_path}"
         results["predict_data"] = resolved["validation_data_path"]
         for model, precision in ((model, precision) for model in models for precision in precisions):
-            name, skipped = row_name(model, precision), None
+            name, skipped = f"{model} {precision}", None
             if precision == "use_amp" and args.cuda_index < 0:
                 skipped = "allennlp's use_amp needs a CUDA device"
             elif model == "crf_tagger" and importlib.util.find_spec("allennlp_models") is None:
@@ -282,8 +265,7 @@ def measure(args, models: List[str], precisions: List[str]) -> Dict[str, Any]:
             gc.collect()
             if args.cuda_index >= 0:
                 torch.cuda.empty_cache()
-    results["rows"] = list(rows.values())
-    results["ratios"] = ratios(rows)
+    results.update(rows=list(rows.values()), ratios=ratios(rows))
     return results
 
 

@@ -14,6 +14,7 @@ one JSON object.
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -35,11 +36,8 @@ async def post(streams, body: bytes) -> Tuple[int, bytes]:
     """One request on a keep-alive HTTP/1.1 connection: a load generator that costs little CPU
     (unlike httpx), since it shares the machine with the server."""
     reader, writer = streams
-    writer.write(
-        b"POST /api/models/bilstm_crf/predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-        + f"Content-Length: {len(body)}\r\n\r\n".encode()
-        + body
-    )
+    head = "POST /api/models/bilstm_crf/predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
     status, length = int((await reader.readline()).split()[1]), 0
     while (line := await reader.readline()) not in (b"\r\n", b""):
         name, _, value = line.decode("latin-1").partition(":")
@@ -92,26 +90,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     sentences = harness.read_sentences(data)
     bodies = [json.dumps({"sentence": " ".join(sentences[i % len(sentences)])}).encode() for i in range(args.requests)]
     results: Dict[str, List[Dict[str, Any]]] = {}
-    with tempfile.TemporaryDirectory(prefix="serve-speed-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="serve-speed-") as scratch, contextlib.ExitStack() as stack:
         fixture = os.path.join(scratch, "bilstm_crf")
         archive = args.archive or harness.train_or_exit(CONFIG, fixture, {"trainer.num_epochs": 1})
         options = ["--max-wait-ms", str(args.max_wait_ms), "--max-batch-size"]
-        servers = {name: ServerProcess([f"bilstm_crf={archive}"], options + [size]) for name, size in SERVERS}
-        try:
-            # The answers alone (one client: one request per forward pass), from each server, which
-            # also warms both up (spaCy's vocabulary grows on new words).
-            alone = [asyncio.run(load(server.port, bodies, 1))["answers"] for server in servers.values()]
-            expected = [json.loads(body) for _, body in alone[1]]
-            mismatches = different(alone[0], expected)
-            for clients in args.clients:
-                for _ in range(args.passes):
-                    for name, server in servers.items():
-                        run = asyncio.run(load(server.port, bodies, clients))
-                        mismatches += different(run.pop("answers"), expected)
-                        results.setdefault(f"{clients} clients, {name}", []).append(run)
-        finally:
-            for server in servers.values():
-                server.stop()
+        servers: Dict[str, ServerProcess] = {}
+        for name, size in SERVERS:
+            servers[name] = stack.enter_context(ServerProcess([f"bilstm_crf={archive}"], options + [size]))
+        # The answers alone (one client: one request per forward pass), from each server, which
+        # also warms both up (spaCy's vocabulary grows on new words).
+        alone = [asyncio.run(load(server.port, bodies, 1))["answers"] for server in servers.values()]
+        expected = [json.loads(body) for _, body in alone[1]]
+        mismatches = different(alone[0], expected)
+        for clients in args.clients:
+            for _ in range(args.passes):
+                for name, server in servers.items():
+                    run = asyncio.run(load(server.port, bodies, clients))
+                    mismatches += different(run.pop("answers"), expected)
+                    results.setdefault(f"{clients} clients, {name}", []).append(run)
 
     summary: Dict[str, Any] = {"data": data, "requests": args.requests, "passes": args.passes, "mismatches": mismatches}
     for clients in args.clients:

@@ -47,23 +47,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     import nerzoo  # noqa: F401
 
     harness.set_threads(args.threads)
+    archive = os.path.abspath(args.archive)
     sentences = harness.read_sentences(data_file)
     nlp = spacy.blank("en")
-    nlp.add_pipe("nerzoo_ner", config={"archive": os.path.abspath(args.archive), "batch_size": args.batch_size})
-    predictor = Predictor.from_path(os.path.abspath(args.archive), "sequence_tagger", cuda_device=-1)
-    inputs = [{"tokens": words} for words in sentences]
-    batches = harness.batches(inputs, args.batch_size)
+    nlp.add_pipe("nerzoo_ner", config={"archive": archive, "batch_size": args.batch_size})
+    predictor = Predictor.from_path(archive, "sequence_tagger", cuda_device=-1)
+    batches = harness.batches([{"tokens": words} for words in sentences], args.batch_size)
 
-    def run_component(count=None):
-        docs = (Doc(nlp.vocab, words=words) for words in sentences[:count])
+    def run_component(sentence_count=None):
+        docs = (Doc(nlp.vocab, words=words) for words in sentences[:sentence_count])
         return sum(len(doc.ents) for doc in nlp.pipe(docs, batch_size=args.batch_size))
 
-    def run_predictor(count=None):
-        chosen = batches if count is None else [inputs[:count]]
+    def run_predictor(batch_count=None):
+        chosen = batches[:batch_count]
         return sum(len(result["spans"]) for batch in chosen for result in predictor.predict_batch_json(batch))
 
-    run_component(args.batch_size)
-    run_predictor(args.batch_size)
+    run_component(args.batch_size)  # warm-up: a batch each
+    run_predictor(1)
     runs = {"component": run_component, "predictor": run_predictor}
     seconds, entities = harness.timed_passes(runs, args.passes, alternate=True)
     speed = {name: len(sentences) / min(passes) for name, passes in seconds.items()}
@@ -71,7 +71,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "command": harness.command_line(__file__, argv),
         "machine": harness.machine_description(),
         "data": harness.display_path(data_file),
-        "archive": harness.display_path(os.path.abspath(args.archive)),
+        "archive": harness.display_path(archive),
         "sentences": len(sentences),
         "batch_size": args.batch_size,
         "component_sentences_per_second": round(speed["component"], 1),

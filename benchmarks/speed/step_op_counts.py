@@ -12,7 +12,6 @@ sync).  The CRF runs the config's schedule; `--overrides` sets another.
 
 import argparse
 import itertools
-import sys
 import traceback
 from typing import Any, Dict, Optional
 
@@ -63,7 +62,7 @@ def host_read(model, tensors: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-def count(config_name: str, steps: int, batch_size: int = 0, overrides: str = "") -> Dict[str, Any]:
+def count(config_name: str, steps: int, overrides: str = "") -> Dict[str, Any]:
     from allennlp.common.params import Params
     from allennlp.common.util import import_module_and_submodules
     from allennlp.data import Batch, DatasetReader, Vocabulary
@@ -71,15 +70,13 @@ def count(config_name: str, steps: int, batch_size: int = 0, overrides: str = ""
     from allennlp.training.optimizers import Optimizer
 
     import_module_and_submodules("nerzoo")
-    path = f"training_config/{config_name}.jsonnet"
-    config = Params.from_file(path, overrides).as_dict(quiet=True)
+    config = Params.from_file(f"training_config/{config_name}.jsonnet", overrides).as_dict(quiet=True)
     reader = DatasetReader.from_params(Params(config["dataset_reader"]))
     instances = list(itertools.islice(reader.read(config["validation_data_path"]), 601))
     vocab = Vocabulary.from_instances(instances)
     torch.manual_seed(0)
     model = Model.from_params(vocab=vocab, params=Params(config["model"]))
-    loader = config["data_loader"].get("batch_sampler", config["data_loader"])
-    size = batch_size or loader.get("batch_size", 32)
+    size = config["data_loader"].get("batch_sampler", config["data_loader"]).get("batch_size", 32)
     typical = [instance for instance in instances if 12 <= len(instance["tokens"]) <= 16]
     batch = Batch((typical if len(typical) >= size else instances)[:size])
     batch.index_instances(vocab)
@@ -124,11 +121,10 @@ def count(config_name: str, steps: int, batch_size: int = 0, overrides: str = ""
     }
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configs", nargs="+", help="names of training_config/*.jsonnet")
     parser.add_argument("--steps", type=int, default=50, help="training steps counted (the mean is printed)")
-    parser.add_argument("--batch-size", type=int, default=0, help="default: the config's")
     parser.add_argument("--overrides", default="", help="allennlp overrides (JSON) for every config")
     parser.add_argument("--data", default="fixtures", help="a data set: training_config/DATA/CONFIG.jsonnet")
     args = parser.parse_args()
@@ -136,20 +132,18 @@ def main() -> int:
     over = []
     print(f"{'config':<24} {'batch':>5} {'figure':<17} {'measured':>24} {'budget':>7}")
     for name in args.configs:
-        row = count(f"{args.data}/{name}".removeprefix("fixtures/"), args.steps, args.batch_size, args.overrides)
+        row = count(f"{args.data}/{name}".removeprefix("fixtures/"), args.steps, args.overrides)
         for figure in ("training step", "prediction batch", "host reads"):
-            budget = BUDGETS.get((name, figure))
+            budget, value = BUDGETS.get((name, figure)), row[figure]
             if figure == "host reads":
-                measured, within = row[figure] or 0, row[figure] is None
+                measured, within = value or 0, value is None
             else:
-                measured = f"{row[figure]} ({row[figure + ' kernels']} kernels)"
-                within = budget is None or row[figure] <= budget
+                measured, within = f"{value} ({row[figure + ' kernels']} kernels)", budget is None or value <= budget
             over += [] if within or budget is None else [f"{name} {figure}"]
             shown, mark = ("", "") if budget is None else (budget, " ok" if within else " OVER")
             print(f"{name:<24} {row['batch']:>5} {figure:<17} {measured:>24} {shown:>7}{mark}")
     print(f"over budget: {', '.join(over)}" if over else "all within budget")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

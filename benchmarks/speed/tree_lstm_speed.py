@@ -44,19 +44,16 @@ def read_heads(path: str, count: int, min_tokens: int) -> List[List[int]]:
     return sentences[:count]
 
 
-def time_runs(run, module: torch.nn.Module, warmup: int, repeats: int) -> Tuple[List[float], tuple]:
+def time_runs(run, module: torch.nn.Module, args) -> Tuple[List[float], tuple]:
+    """Seconds of forward + backward of `--repeats` runs after `--warmup`; the last one's outputs and gradients."""
     timings = []
-    result = None
-    for index in range(warmup + repeats):
+    for _ in range(args.warmup + args.repeats):
         module.zero_grad(set_to_none=True)
         started = time.perf_counter()
         states, root = run()
         (states.sum() + root.sum()).backward()
-        elapsed = time.perf_counter() - started
-        if index >= warmup:
-            timings.append(elapsed)
-        result = (states.detach(), root.detach(), [p.grad.clone() for p in module.parameters()])
-    return timings, result
+        timings.append(time.perf_counter() - started)
+    return timings[args.warmup :], (states.detach(), root.detach(), [p.grad.clone() for p in module.parameters()])
 
 
 def main() -> None:
@@ -84,11 +81,9 @@ def main() -> None:
     print(f"sentences {len(sentences)}, tokens {int(mask.sum())}, longest {mask.shape[1]}")
     print(f"input_dim {args.input_dim}, hidden_dim {args.hidden_dim}, warmup {args.warmup}, repeats {args.repeats}")
 
-    batched_times, batched = time_runs(
-        lambda: module.encode(inputs, mask, head_indices), module, args.warmup, args.repeats
-    )
+    batched_times, batched = time_runs(lambda: module.encode(inputs, mask, head_indices), module, args)
     reference_times, reference = time_runs(
-        lambda: reference_tree_lstm(module, inputs, mask, head_indices), module, args.warmup, args.repeats
+        lambda: reference_tree_lstm(module, inputs, mask, head_indices), module, args
     )
     same = (
         torch.allclose(batched[0], reference[0], atol=1e-5)
