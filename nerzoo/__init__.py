@@ -6,6 +6,7 @@ subcommands, the train loop), so `allennlp ... --include-package nerzoo` and the
 file both work.  It does nothing else: no environment variable is set, no other library is changed.
 """
 
+# ruff: noqa: F401  (each import registers its components)
 from nerzoo import other_names
 from nerzoo.commands.calibrate import Calibrate
 from nerzoo.commands.cross_validate_thread_discourse import CrossValidateThreadDiscourse
@@ -56,56 +57,3 @@ from nerzoo.training.metrics.span_calibration import SpanCalibration
 from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 from nerzoo.training.whole_test_set import WholeTestSetTrainModel
-
-__all__ = [
-    "other_names",
-    "BiLstmCrf",
-    "Calibrate",
-    "CharGatedEmbedder",
-    "ChildSumTreeLstm",
-    "ConceptErrorRate",
-    "ConllColumnsReader",
-    "ConllSpanF1",
-    "ConlluNerReader",
-    "ContextualWordPiecesIndexer",
-    "ContextualWordVectors",
-    "CrfTransitionCurriculum",
-    "CudaGraphs",
-    "CrossValidateThreadDiscourse",
-    "DeptreeNer",
-    "DrawAttention",
-    "DrawCalibration",
-    "DrawMemory",
-    "DropoutSchedule",
-    "EntitySpansReader",
-    "FastCharacterEncoder",
-    "FastLstm",
-    "FofeEncoder",
-    "FofeNer",
-    "FreezeLoadedData",
-    "GeometricDecay",
-    "GlobalAttention",
-    "LeaveProcessGroupAfterTraining",
-    "LexicalFeaturesEmbedder",
-    "LexicalFeaturesIndexer",
-    "MeCrf",
-    "MeCrfThreadDiscourse",
-    "MemoryHopEncoder",
-    "RelativeAttention",
-    "ResidualStack",
-    "Seq2Biseq",
-    "SequenceTaggerPredictor",
-    "Serve",
-    "SpacyParsedConllReader",
-    "SpanCalibration",
-    "SpanSetF1",
-    "SummedGruEncoder",
-    "TagHead",
-    "TagText",
-    "ThreadDiscourseF1",
-    "ThreadDiscoursePredictor",
-    "ThreadDiscourseReader",
-    "WordAndCharactersIndexer",
-    "WholeTestSetTrainModel",
-    "WordDropout",
-]

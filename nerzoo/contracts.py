@@ -20,23 +20,11 @@ from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Protoco
 
 import torch
 
-from nerzoo.modules.auxiliary_loss import AuxiliaryLossSource
-from nerzoo.modules.crf.calibration import CalibrationSource
+from nerzoo.modules.auxiliary_loss import AuxiliaryLossSource  # noqa: F401 (listed here with the others)
+from nerzoo.modules.crf.calibration import CalibrationSource  # noqa: F401
 
 if TYPE_CHECKING:
     from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
-
-__all__ = [
-    "ATTENTION_KEYS",
-    "AttentionModel",
-    "AuxiliaryLossSource",
-    "CalibrationSource",
-    "GraphInputs",
-    "GraphedModel",
-    "LabelledModel",
-    "MemoryAttentionModel",
-    "TagProbabilityModel",
-]
 
 ATTENTION_KEYS = ("relative_attention", "global_attention", "memory_attention")
 

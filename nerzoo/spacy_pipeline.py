@@ -5,6 +5,7 @@ The factory is installed with nerzoo (setup.cfg's `spacy_factories` entry point)
 it without an import.
 """
 
+import functools
 import inspect
 import os
 import shutil
@@ -100,20 +101,19 @@ class NerzooTagger(Pipe):
         self.cuda_device = cuda_device
         self.batch_size = batch_size
         self.existing_ents = existing_ents
-        self._loaded: Optional[Tuple[SequenceTaggerPredictor, DatasetReader]] = None
+
+    @functools.cached_property
+    def _loaded(self) -> Tuple[SequenceTaggerPredictor, DatasetReader]:
+        return load_tagger(self.archive, self.cuda_device)
 
     @property
     def predictor(self) -> SequenceTaggerPredictor:
         """The archive's `sequence_tagger` Predictor (loads the archive on first use)."""
-        if self._loaded is None:
-            self._loaded = load_tagger(self.archive, self.cuda_device)
         return self._loaded[0]
 
     @property
     def dataset_reader(self) -> DatasetReader:
         """The archive's (validation) dataset reader, which the Predictor builds instances with."""
-        if self._loaded is None:
-            self._loaded = load_tagger(self.archive, self.cuda_device)
         return self._loaded[1]
 
     def __call__(self, doc: Doc) -> Doc:

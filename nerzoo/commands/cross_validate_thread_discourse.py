@@ -19,6 +19,8 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 
+from nerzoo.training.metrics.span_set_f1 import ratio
+
 logger = logging.getLogger(__name__)
 
 # The metrics gathered per fold and summarised (those of `ThreadDiscourseF1`).
@@ -156,11 +158,9 @@ def pooled_scores(per_fold: List[Dict[str, Any]], gold_items: List[Dict[str, int
         true_positives = sum(round(fold[f"{task}_precision"] * fold["test_posts"]) for fold in per_fold)
         predicted = sum(fold["test_posts"] for fold in per_fold)
         gold = sum(items[task] for items in gold_items)
-        precision = true_positives / predicted if predicted else 0.0
-        recall = true_positives / gold if gold else 0.0
-        scores[f"{task}_precision"] = precision
-        scores[f"{task}_recall"] = recall
-        scores[f"{task}_f1"] = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        scores[f"{task}_precision"] = precision = ratio(true_positives, predicted)
+        scores[f"{task}_recall"] = recall = ratio(true_positives, gold)
+        scores[f"{task}_f1"] = ratio(2 * precision * recall, precision + recall)
     return scores
 
 
@@ -237,8 +237,6 @@ def cross_validate_thread_discourse(
     from allennlp.commands.evaluate import evaluate_from_archive
     from allennlp.commands.train import train_model
 
-    if num_folds < 2:
-        raise ConfigurationError(f"cross-validation needs at least 2 folds, got {num_folds}")
     if not os.path.isfile(config_file):
         raise ConfigurationError(f"config file not found: {config_file}")
     threads, acts = read_thread_lines(data_file)

@@ -18,6 +18,7 @@ import tempfile
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from allennlp.common.checks import ConfigurationError
+from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.fields import Field, MetadataField, SequenceLabelField, TextField
 from allennlp.data.instance import Instance
 from allennlp.data.tokenizers import Token
@@ -347,6 +348,40 @@ def dependency_instance(
     full_metadata.update(metadata or {})
     fields["metadata"] = MetadataField(full_metadata)
     return Instance(fields)
+
+
+class DependencyReader(DatasetReader):
+    """
+    What the dependency readers share: `text_to_instance` over pre-tokenised words, with their tree
+    or parsed by `self.parser`, and the token indexers.  A subclass sets `_token_indexers`, `parser`,
+    `label_namespace` and `tree`; `_instance` builds all its instances.
+    """
+
+    def text_to_instance(  # type: ignore
+        self,
+        words: Sequence[str],
+        pos_tags: Optional[Sequence[str]] = None,
+        dependency_labels: Optional[Sequence[str]] = None,
+        head_indices: Optional[Sequence[int]] = None,
+        tags: Optional[Sequence[str]] = None,
+        metadata: Optional[Dict[str, Any]] = None,
+    ) -> Instance:
+        """
+        Builds an instance from pre-tokenised words and, when given, their tree (`head_indices`
+        1-based, 0 = root); without a tree the words are parsed with `spacy_model` (no cache).
+        `tags` are already in `tag_scheme` (or plain labels).  Predictors call it with words (and
+        metadata) alone.
+        """
+        parse = given_or_parsed(self.parser, words, pos_tags, dependency_labels, head_indices)
+        return self._instance(words, parse, tags, metadata)
+
+    def _instance(
+        self, words: Sequence[str], parse: DependencyParse, tags: Optional[Sequence[str]], metadata: Dict[str, Any]
+    ) -> Instance:
+        return dependency_instance(words, *parse, tags, metadata, self.label_namespace, self.tree)
+
+    def apply_token_indexers(self, instance: Instance) -> None:
+        instance["tokens"].token_indexers = self._token_indexers  # type: ignore
 
 
 def check_tree_option(tree: str) -> None:

@@ -1,6 +1,7 @@
 """Reading JSON-lines files line by line, for readers that report errors as `path:line`."""
 
-from typing import Any, Callable, Iterator, Optional, Tuple
+import json
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 
 def type_name(value: Any) -> str:
@@ -32,3 +33,22 @@ def numbered_lines(
                 yield line_number, line
     if not any_line:
         raise make_error(None, empty_message)
+
+
+def json_object(
+    line: str, where: str, error: Callable[[str, str], Exception], expected: str, id_key: str
+) -> Tuple[Dict[str, Any], Optional[str]]:
+    """
+    `line` as a JSON object (one with `expected`) and its optional string `id_key`; anything else
+    raises `error(where, message)`.
+    """
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as decode_error:
+        raise error(where, f"invalid JSON ({decode_error.msg} at column {decode_error.colno})") from None
+    if not isinstance(value, dict):
+        raise error(where, f"expected a JSON object with {expected}, got {type_name(value)}")
+    identifier = value.get(id_key)
+    if identifier is not None and not isinstance(identifier, str):
+        raise error(where, f"'{id_key}' must be a string, got {identifier!r}")
+    return value, identifier

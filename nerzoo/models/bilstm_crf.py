@@ -89,13 +89,8 @@ class BiLstmCrf(HeadTagger):
         return self.tag(self._encode(tokens, mask), mask, tags, metadata)
 
     def _encode(self, tokens: TextFieldTensors, mask: torch.BoolTensor) -> torch.Tensor:
-        embedded = self.text_field_embedder(tokens)
-        if self.training:  # variational dropout is the identity in evaluation
-            embedded = self.dropout(embedded)
-        encoded = self.encoder(embedded, mask)
-        if self.training:
-            encoded = self.dropout(encoded)
-        return encoded
+        embedded = self.dropout(self.text_field_embedder(tokens))
+        return self.dropout(self.encoder(embedded, mask))
 
     def graph_inputs(self, batch: Dict[str, Any]) -> Optional[GraphInputs]:
         """For the `cuda_graphs` callback (`nerzoo.contracts.GraphedModel`): `tokens` and `tags`."""

@@ -102,7 +102,7 @@ class DeptreeNer(HeadTagger):
         input_dim = text_field_embedder.get_output_dim() + pos_tag_dim + dependency_label_dim
 
         self.semantic_encoder = semantic_encoder
-        encoded_dim, query_dim = 0, 0
+        encoded_dim = 0  # of h = [s ; t], and so of the query q = [h_root ; s_n]
         if semantic_encoder is not None:
             check_dimensions_match(
                 input_dim,
@@ -110,11 +110,10 @@ class DeptreeNer(HeadTagger):
                 "word + POS + dependency embedding dim",
                 "semantic_encoder input dim",
             )
-            encoded_dim += semantic_encoder.get_output_dim()
-            query_dim += semantic_encoder.get_output_dim()
+            dim = semantic_encoder.get_output_dim()
+            encoded_dim += dim
             # For s_n in q, the step each feature is read at: 1 (the last token) for a forward
             # feature, 0 (the first) for a backward one, as `get_final_encoder_states`.
-            dim = semantic_encoder.get_output_dim()
             forward_dim = dim // 2 if semantic_encoder.is_bidirectional() else dim
             final_step = (torch.arange(dim) < forward_dim).long().view(1, 1, dim)
             self.register_buffer("_final_step", final_step, persistent=False)
@@ -122,13 +121,12 @@ class DeptreeNer(HeadTagger):
         if syntactic_encoder is not None:
             self.syntactic_encoder = syntactic_encoder.construct(input_dim=input_dim)
             encoded_dim += self.syntactic_encoder.get_output_dim()
-            query_dim += self.syntactic_encoder.get_output_dim()
 
         self.relative_attention = (
             relative_attention.construct(input_dim=encoded_dim) if relative_attention is not None else None
         )
         self.global_attention = (
-            global_attention.construct(input_dim=encoded_dim, query_dim=query_dim)
+            global_attention.construct(input_dim=encoded_dim, query_dim=encoded_dim)
             if global_attention is not None
             else None
         )
@@ -183,14 +181,8 @@ class DeptreeNer(HeadTagger):
         """
         tokens = inputs["tokens"]
         mask = get_text_field_mask(tokens)
-        hidden, _ = self._encode(
-            tokens,
-            mask,
-            inputs.get("pos_tags"),
-            inputs.get("dependency_labels"),
-            inputs.get("head_indices"),
-            num_levels=static[0],
-        )
+        labels = (inputs.get(name) for name in ("pos_tags", "dependency_labels", "head_indices"))
+        hidden, _ = self._encode(tokens, mask, *labels, num_levels=static[0])
         return self.head.graph_loss(hidden, mask, inputs["tags"])
 
     def graph_inputs(self, batch: Dict[str, Any]) -> Optional[GraphInputs]:
@@ -229,7 +221,7 @@ class DeptreeNer(HeadTagger):
                 if labels is None:
                     raise ConfigurationError(f"this model embeds {name}, but the input has none")
                 parts.append(embedding(labels))
-        embedded = self._drop(torch.cat(parts, dim=-1))
+        embedded = self.dropout(torch.cat(parts, dim=-1))
 
         # h = [s ; t], q = [h_root ; s_n].
         encoded, queries = [], []
@@ -243,15 +235,15 @@ class DeptreeNer(HeadTagger):
             syntactic = self.syntactic_encoder.encode(embedded, mask, head_indices, num_levels)
             encoded.append(syntactic.states)
             queries.insert(0, syntactic.root)
-        hidden = self._drop(torch.cat(encoded, dim=-1))
+        hidden = self.dropout(torch.cat(encoded, dim=-1))
 
         output: Dict[str, Any] = {}
         if self.relative_attention is not None:
             hidden, output["relative_attention"] = self.relative_attention.attend(hidden, mask)
-            hidden = self._drop(hidden)
+            hidden = self.dropout(hidden)
         if self.global_attention is not None:
             hidden, output["global_attention"] = self.global_attention.attend(hidden, mask, torch.cat(queries, dim=-1))
-            hidden = self._drop(hidden)
+            hidden = self.dropout(hidden)
         return hidden, output
 
     def attention_keys(self) -> Tuple[str, ...]:
@@ -263,7 +255,3 @@ class DeptreeNer(HeadTagger):
         output in one gather: `(batch_size, dim)`."""
         steps = (mask.sum(dim=1) - 1).view(-1, 1, 1) * self._final_step
         return semantic.gather(1, steps).squeeze(1)
-
-    def _drop(self, tensor: torch.Tensor) -> torch.Tensor:
-        """`self.dropout` in training; in evaluation (where it multiplies by ones) nothing."""
-        return self.dropout(tensor) if self.training and self.dropout.p > 0 else tensor

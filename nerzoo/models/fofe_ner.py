@@ -81,9 +81,6 @@ class FofeNer(Model):
     label_namespace : `str`, optional (default = `"labels"`), the entity types
     temperature : `float`, optional (default = `1.0`)
         Divides the span scores in the reported probabilities (fitted by `allennlp calibrate`).
-    calibrated_decoding : `bool`, optional (default = `False`)
-        Decode (thresholds, highest-first order) from the temperature-scaled probabilities.  By
-        default decoding reads the unscaled ones, so calibration changes no prediction.
     initializer : `InitializerApplicator`, optional
 
     A decoded span's `score` is the probability of its class from the softmax with `temperature`
@@ -116,7 +113,6 @@ class FofeNer(Model):
         first_pass_cache_size: int = 500_000,
         label_namespace: str = "labels",
         temperature: float = 1.0,
-        calibrated_decoding: bool = False,
         initializer: InitializerApplicator = InitializerApplicator(),
         **kwargs,
     ) -> None:
@@ -135,7 +131,7 @@ class FofeNer(Model):
         ]:  # fmt: skip
             if not valid:
                 raise ConfigurationError(message)
-        self.temperature, self.calibrated_decoding = float(temperature), calibrated_decoding
+        self.temperature = float(temperature)
         self.label_namespace = label_namespace
         self.entity_types = [
             vocab.get_token_from_index(index, label_namespace) for index in range(vocab.get_vocab_size(label_namespace))
@@ -159,7 +155,6 @@ class FofeNer(Model):
                 self.cnn_character_embedding = fofe_span_features.uniform_embedding(num_characters, character_dim)
                 self.character_cnn = SpanCharacterCnn(character_dim, cnn_filters, cnn_kernel_sizes)
                 feature_dim += self.character_cnn.get_output_dim()
-        self.feature_dim = feature_dim
         self.dropout = torch.nn.Dropout(dropout)
         self.feedforward = feedforward.construct(input_dim=feature_dim)
         check_dimensions_match(
@@ -313,11 +308,8 @@ class FofeNer(Model):
 
     def _decode_output(self, output_dict: Dict[str, Any]) -> List[List[Tuple[ScoredSpan, int]]]:
         """`decode` of a forward output, each span's `score` replaced by its confidence."""
-        confidences = output_dict["class_confidences"]
-        probabilities = confidences if self.calibrated_decoding else output_dict["class_probabilities"]
-        decoded = self.decode(
-            probabilities, output_dict["span_starts"], output_dict["span_ends"], output_dict["span_mask"], confidences
-        )
+        keys = ("class_probabilities", "span_starts", "span_ends", "span_mask", "class_confidences")
+        decoded = self.decode(*(output_dict[key] for key in keys))
         return [[(confidence_as_score(span), level) for span, level in spans] for spans in decoded]
 
     def decode(

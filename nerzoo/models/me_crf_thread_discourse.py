@@ -141,15 +141,12 @@ class MeCrfThreadDiscourse(HeadTagger):
         self.dropout = torch.nn.Dropout(dropout)
 
         self.memory = memory.construct(input_dim=2 * post_dim + structural_dim + punctuation_dim)
-        problems = [
-            wrong
-            for wrong, bad in (
-                ("null_memory must be true (m_0 is the link target 0, the thread head)", not self.memory.null_memory),
-                ("causal must be true (a post links to earlier posts only)", not self.memory.causal),
-                ("include_self must be false (a post never links to itself)", self.memory.include_self),
-            )
-            if bad
-        ]
+        rules = (
+            ("null_memory must be true (m_0 is the link target 0, the thread head)", not self.memory.null_memory),
+            ("causal must be true (a post links to earlier posts only)", not self.memory.causal),
+            ("include_self must be false (a post never links to itself)", self.memory.include_self),
+        )
+        problems = [wrong for wrong, bad in rules if bad]
         if problems:
             raise ConfigurationError("me_crf_thread_discourse memory: " + "; ".join(problems))
         if not -self.memory.num_hops <= link_hop < self.memory.num_hops:
@@ -280,18 +277,16 @@ class MeCrfThreadDiscourse(HeadTagger):
     def attention_keys(self) -> Tuple[str, ...]:
         return ("memory_attention",)
 
-    def _labels(self, tag_ids: List[int]) -> List[str]:
-        return [self.vocab.get_token_from_index(tag, namespace=self.head.label_namespace) for tag in tag_ids]
-
     def _update_discourse_f1(self, predicted_tags, predicted_links, tags, links, lengths, metadata) -> None:
-        predicted_acts = [self._labels(path) for path in predicted_tags]
+        labels = self.head.tag_labels()
+        predicted_acts = [[labels[tag] for tag in path] for path in predicted_tags]
         if metadata is not None and all("gold_links" in thread for thread in metadata):
             gold_links = [thread["gold_links"] for thread in metadata]
             gold_acts = [thread["gold_dialogue_acts"] for thread in metadata]
         else:
             # No full annotation at hand: the most recent link of each post is all the gold there is.
             gold_links = [[[link] for link in row[:length]] for row, length in zip(links.tolist(), lengths)]
-            gold_acts = [[[act] for act in self._labels(row[:length])] for row, length in zip(tags.tolist(), lengths)]
+            gold_acts = [[[labels[act]] for act in row[:length]] for row, length in zip(tags.tolist(), lengths)]
         self.discourse_f1(predicted_links, predicted_acts, gold_links, gold_acts)
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:

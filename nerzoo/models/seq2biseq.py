@@ -11,29 +11,14 @@ from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, AuxiliaryLosses
-from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, scorer_site
-from nerzoo.modules.crf.tag_decoder import TagDecoder
+from nerzoo.modules.crf.calibration import CalibrationBatch
+from nerzoo.modules.crf.tag_decoder import DecodedTagger, TagDecoder
 from nerzoo.modules.crf.tag_scorers import SoftmaxScorer
-from nerzoo.training.metrics.span_calibration import SpanCalibration
-
-
-def reversal_index(mask: torch.BoolTensor) -> torch.LongTensor:
-    """
-    `(batch_size, num_steps)` indices that reverse every row within its length and leave the padding
-    where it is: row `[a b c _ _]` gathered with it gives `[c b a _ _]`.  The map is its own inverse.
-    """
-    steps = torch.arange(mask.size(1), device=mask.device).unsqueeze(0)
-    lengths = mask.long().sum(dim=1, keepdim=True)
-    return torch.where(steps < lengths, lengths - 1 - steps, steps)
-
-
-def gather_steps(values: torch.Tensor, index: torch.LongTensor) -> torch.Tensor:
-    """`values[b, index[b, t]]` for `(batch_size, num_steps, dim)` values."""
-    return values.gather(1, index.unsqueeze(-1).expand(-1, -1, values.size(-1)))
+from nerzoo.modules.row_reversal import gather_steps, reversal_index
 
 
 @Model.register("seq2biseq")
-class Seq2Biseq(Model):
+class Seq2Biseq(DecodedTagger, Model):
     """
     Seq2Biseq: Marco Dinarelli and Loïc Grobol, "Seq2Biseq: Bidirectional Output-wise Recurrent
     Neural Networks for Sequence Modelling", CICLing 2019, https://arxiv.org/abs/1904.04733, §3.
@@ -326,19 +311,6 @@ class Seq2Biseq(Model):
         paths = output_dict.pop("paths")
         posteriors = self.scorer.posteriors(output_dict["logits"], output_dict["mask"].bool(), paths)
         return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
-
-    def tag_labels(self) -> List[str]:
-        """The labels of `label_namespace` by id: the last dimension of `logits` and `tag_probabilities`."""
-        return list(self.decoder.labels)
-
-    @property
-    def span_calibration(self) -> Optional[SpanCalibration]:
-        """The metric that scores span confidences in evaluation mode (`None` without a tag scheme)."""
-        return self.decoder.span_calibration
-
-    def calibration_site(self, config_prefix: str) -> CalibrationSite:
-        """The forward decoder's temperature, `temperature` in the model's config."""
-        return scorer_site(self.scorer, config_prefix)
 
     def calibration_batch(self, output_dict: Dict[str, Any], batch: Dict[str, Any]) -> Optional[CalibrationBatch]:
         tags = batch.get("tags")

@@ -1,6 +1,7 @@
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict
 
+import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import JsonDict, sanitize
 from allennlp.data import DatasetReader, Instance
@@ -8,6 +9,7 @@ from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
 
 from nerzoo.data.dataset_readers.thread_discourse import ThreadDiscourseReader
+from nerzoo.modules.seq2seq_encoders.memory_hop import dense_attention
 from nerzoo.predictors.input_lines import LinePredictor
 
 # Keys of a post that hold labels; the predictor drops them, so labelled threads can be predicted.
@@ -86,6 +88,9 @@ class ThreadDiscoursePredictor(LinePredictor):
         metadata = instance["metadata"].metadata  # type: ignore
         titles = metadata.get("titles") or metadata["words"]
         labels = output["tag_probability_labels"]
+        if self.return_attention:
+            positions = torch.as_tensor(output["memory_key_positions"])
+            hops = dense_attention(torch.as_tensor(output["memory_attention"]), positions, null_memory=True)
         posts = []
         for index in range(metadata["num_posts"]):
             entry = {
@@ -100,21 +105,9 @@ class ThreadDiscoursePredictor(LinePredictor):
                 },
             }
             if self.return_attention:
-                entry["memory_attention"] = self._dense_attention(output, index)
+                # Every hop's weights over the link targets `0 .. index` (column `i` is target `i`, 0 = head).
+                entry["memory_attention"] = [
+                    [round(float(value), 6) for value in hop[index, : index + 1]] for hop in hops
+                ]
             posts.append(entry)
         return sanitize({"thread_id": metadata.get("thread_id"), "posts": posts})
-
-    @staticmethod
-    def _dense_attention(output: Dict[str, Any], index: int) -> List[List[float]]:
-        """Every hop's weights of post `index + 1` over link targets `0 .. index` (0 = head)."""
-        positions = output["memory_key_positions"][index]
-        hops = []
-        for hop_weights in output["memory_attention"]:
-            dense = [0.0] * (index + 1)
-            for position, weight in zip(positions, hop_weights[index]):
-                # Memory position p is post p + 1; -1 is the head m_0.
-                target = int(position) + 1
-                if 0 <= target <= index:
-                    dense[target] += float(weight)
-            hops.append([round(value, 6) for value in dense])
-        return hops

@@ -206,7 +206,6 @@ class ConllColumnsReader(DatasetReader):
         sentences: List[Tuple[str, int, List[List[str]]]] = []
         rows: List[List[str]] = []  # of the sentence being read
         first_line = 0
-        any_token = False
 
         def close_sentence():
             nonlocal rows
@@ -218,14 +217,13 @@ class ConllColumnsReader(DatasetReader):
         with open(path, "rb") as handle:
             for line_number, raw_line in enumerate(handle, start=1):
                 try:
-                    line = raw_line.decode("utf-8")
+                    stripped = raw_line.decode("utf-8").rstrip("\r\n")
                 except UnicodeDecodeError as error:
                     raise ColumnFormatError(name, line_number, f"not valid UTF-8 ({error.reason})") from None
-                stripped = line.rstrip("\r\n")
                 if not stripped.strip():
                     close_sentence()
                     continue
-                columns = stripped.split(self.delimiter) if self.delimiter is not None else stripped.split()
+                columns = stripped.split(self.delimiter)
                 if columns[0] == DOCSTART:
                     close_sentence()
                     if sentences:
@@ -250,11 +248,10 @@ class ConllColumnsReader(DatasetReader):
                 if not rows:
                     first_line = line_number
                 rows.append(columns)
-                any_token = True
         close_sentence()
         if sentences:
             yield f"{stem}:d{max(document_index, 0)}", sentences
-        if not any_token:
+        if num_columns is None:
             raise ColumnFormatError(name, None, "the file holds no token lines")
 
     def _check_columns(self, name: str, line_number: int, num_columns: int) -> None:
@@ -268,7 +265,7 @@ class ConllColumnsReader(DatasetReader):
         if num_columns < 2:
             raise ColumnFormatError(name, line_number, "expected a word and at least one label column")
 
-    def _sentence_columns(self, rows: List[List[str]]) -> Tuple[List[str], List[str], Dict[str, List[str]]]:
+    def sentence_columns(self, rows: List[List[str]]) -> Tuple[List[str], List[str], Dict[str, List[str]]]:
         """The words, the tags (in `tag_scheme`) and the feature columns of one sentence."""
         words = [row[0] for row in rows]
         tags = [row[self.tag_column] for row in rows]
@@ -284,7 +281,7 @@ class ConllColumnsReader(DatasetReader):
         features: Dict[str, List[str]] = {name: [] for name in self.feature_columns}
         sentence_spans: List[Tuple[int, int]] = []
         for _, _, rows in sentences:
-            sentence_words, sentence_tags, sentence_features = self._sentence_columns(rows)
+            sentence_words, sentence_tags, sentence_features = self.sentence_columns(rows)
             sentence_spans.append((len(words), len(words) + len(sentence_words)))
             words.extend(sentence_words)
             tags.extend(sentence_tags)
@@ -303,7 +300,7 @@ class ConllColumnsReader(DatasetReader):
         """The overlapping `segment_length`-token windows of one sentence (or the whole sentence)."""
         assert self.segment_length is not None
         sentence_id, first_line, rows = sentence
-        words, tags, features = self._sentence_columns(rows)
+        words, tags, features = self.sentence_columns(rows)
         length = min(self.segment_length, len(words))
         stem = _file_stem(sentence_id)
         for start in range(len(words) - length + 1):

@@ -2,7 +2,7 @@ import glob
 import logging
 import os
 import re
-from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
@@ -12,10 +12,10 @@ from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError
 from nerzoo.data.dependency_trees import (
+    DependencyParse,
+    DependencyReader,
     SpacyDependencyParser,
     check_tree_option,
-    dependency_instance,
-    given_or_parsed,
     validate_heads,
 )
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
@@ -52,8 +52,8 @@ class _Sentence(NamedTuple):
     dependency_labels: List[str]
     heads: List[int]
     tags: Optional[List[str]]
-    # Where the tree comes from, when not from this file (a treebank joined by sent_id).
-    tree_where: Optional[str] = None
+    # The treebank sentence (joined by sent_id) the tree comes from, when not from this file.
+    tree: Optional["_Sentence"] = None
 
     @property
     def where(self) -> str:
@@ -61,7 +61,7 @@ class _Sentence(NamedTuple):
 
 
 @DatasetReader.register("conllu_ner")
-class ConlluNerReader(DatasetReader):
+class ConlluNerReader(DependencyReader):
     """
     Reads dependency-annotated NER data in CoNLL-U, for dependency-aware NER (Aguilar and Solorio,
     2019, "Dependency-Aware Named Entity Recognition with Relative and Global Attentions"), whose model
@@ -159,8 +159,6 @@ class ConlluNerReader(DatasetReader):
                 raise ConfigurationError(f"{option} reads NER tags and cannot be used with tag_source {tag_source!r}")
         self.tag_source = tag_source
         self._tag_index: Optional[int] = {"ner": None, "upos": _UPOS, "xpos": _XPOS}[tag_source]
-        # The POS input would be the answer when it is the column being predicted.
-        self._drop_pos_tags = tag_source == pos_column
         self.pos_column = pos_column
         self._pos_index = _UPOS if pos_column == "upos" else _XPOS
         self.ner_column = ner_column
@@ -170,8 +168,6 @@ class ConlluNerReader(DatasetReader):
         self.label_namespace = label_namespace
         self.drop_entity_types = set(drop_entity_types or [])
         self.treebank = treebank
-        self.spacy_model = spacy_model
-        self.cache_directory = cache_directory
         check_tree_option(tree)
         self.tree = tree
         self.parser = SpacyDependencyParser(
@@ -183,27 +179,26 @@ class ConlluNerReader(DatasetReader):
         path = cached_path(file_path)
         name = str(file_path)
         if self.treebank is None:
-            sentences = ((sentence, {}) for sentence in self._conllu_sentences(path, name, read_tags=True))
+            sentences = self._conllu_sentences(path, name, read_tags=True)
         else:
             sentences = self._joined_sentences(path, name)
         for sentence in self.shard_iterable(self._checked(sentences, name)):
             yield self._to_instance(sentence)
 
-    def _checked(self, sentences: Iterable[Tuple[_Sentence, Dict[str, Any]]], name: str):
+    def _checked(self, sentences: Iterable[_Sentence], name: str) -> Iterator[_Sentence]:
         """Validates every tree (in every worker, so errors do not depend on sharding)."""
         count = multi_root = most_roots = 0
-        for sentence, extra in sentences:
-            roots = validate_heads(sentence.heads, sentence.tree_where or sentence.where)
+        for sentence in sentences:
+            roots = validate_heads(sentence.heads, (sentence.tree or sentence).where)
             count += 1
             multi_root += roots > 1
             most_roots = max(most_roots, roots)
-            yield sentence, extra
+            yield sentence
         logger.info(
             "%s: %d sentences, %d with more than one root (at most %d roots)", name, count, multi_root, most_roots
         )
 
-    def _to_instance(self, item: Tuple[_Sentence, Dict[str, Any]]) -> Instance:
-        sentence, extra = item
+    def _to_instance(self, sentence: _Sentence) -> Instance:
         tags = sentence.tags
         if tags is not None and self._tag_index is None:  # NER tags (POS tags are plain labels)
             spans = [span for span in tags_to_spans(tags) if span[0] not in self.drop_entity_types]
@@ -212,23 +207,15 @@ class ConlluNerReader(DatasetReader):
             "sentence_id": sentence.sentence_id,
             "document_id": sentence.document_id,
             "source": f"{os.path.basename(sentence.name)}:{sentence.first_line}",
-            **extra,
         }
-        instance = dependency_instance(
-            sentence.words,
-            sentence.pos_tags,
-            sentence.dependency_labels,
-            sentence.heads,
-            tags,
-            metadata,
-            self.label_namespace,
-            self.tree,
-        )
-        return self._without_target_input(instance)
+        if sentence.tree is not None:
+            metadata["tree_source"] = f"{os.path.basename(sentence.tree.name)}:{sentence.tree.first_line}"
+        parse = DependencyParse(sentence.pos_tags, sentence.dependency_labels, sentence.heads)
+        return self._instance(sentence.words, parse, tags, metadata)
 
-    def _without_target_input(self, instance: Instance) -> Instance:
-        """Drops `pos_tags` when they are the very column the `tags` field holds."""
-        if self._drop_pos_tags:
+    def _instance(self, words, parse, tags, metadata) -> Instance:
+        instance = super()._instance(words, parse, tags, metadata)
+        if self.tag_source == self.pos_column:  # the POS input would be the answer
             del instance.fields["pos_tags"]
         return instance
 
@@ -278,7 +265,6 @@ class ConlluNerReader(DatasetReader):
         num_columns: Optional[int] = None
         # Whether the file has tags: decided by its first token, then required of every token.
         annotated: Optional[bool] = None
-        any_token = False
         for number, block in enumerate(self._blocks(path, name)):
             words: List[str] = []
             pos_tags: List[str] = []
@@ -337,22 +323,17 @@ class ConlluNerReader(DatasetReader):
                 tag = self._tag_of(columns)
                 if annotated is None:
                     annotated = tag is not None
-                if not annotated:
-                    if tag is not None:
-                        raise ColumnFormatError(
-                            name,
-                            line_number,
-                            f"this token has a tag ({self.misc_ner_key}={tag}) but the file's first token has none: "
-                            f"every token must carry a tag (or none in the file does)",
-                        )
-                    continue
-                if tag is None:
-                    raise ColumnFormatError(
-                        name,
-                        line_number,
-                        f"no {self.misc_ner_key}=<tag> in MISC, although earlier tokens have one: "
-                        f"every token must carry a tag (or none in the file does)",
+                if annotated != (tag is not None):
+                    problem = (
+                        f"this token has a tag ({self.misc_ner_key}={tag}) but the file's first token has none"
+                        if tag is not None
+                        else f"no {self.misc_ner_key}=<tag> in MISC, although earlier tokens have one"
                     )
+                    raise ColumnFormatError(
+                        name, line_number, f"{problem}: every token must carry a tag (or none in the file does)"
+                    )
+                if tag is None:
+                    continue
                 reason = invalid_tag_reason(tag, self.file_tag_scheme)
                 if reason is not None:
                     raise ColumnFormatError(name, line_number, reason)
@@ -361,7 +342,6 @@ class ConlluNerReader(DatasetReader):
                 raise ColumnFormatError(
                     name, block.first_line, "the sentence has no words (only multiword tokens or empty nodes)"
                 )
-            any_token = True
             yield _Sentence(
                 name,
                 block.first_line,
@@ -373,7 +353,7 @@ class ConlluNerReader(DatasetReader):
                 heads,
                 tags if annotated else None,
             )
-        if not any_token:
+        if num_columns is None:
             raise ColumnFormatError(name, None, "the file holds no token lines")
 
     def _tag_of(self, columns: List[str]) -> Optional[str]:
@@ -385,7 +365,7 @@ class ConlluNerReader(DatasetReader):
                 return value
         return None
 
-    def _joined_sentences(self, path: str, name: str) -> Iterator[Tuple[_Sentence, Dict[str, Any]]]:
+    def _joined_sentences(self, path: str, name: str) -> Iterator[_Sentence]:
         index = self.treebank_index()
         any_token = False
         for block in self._blocks(path, name):
@@ -435,15 +415,12 @@ class ConlluNerReader(DatasetReader):
                     f"({tree.name}:{tree.first_line}): {len(words)} vs {len(tree.words)} words, first difference at "
                     f"word {position + 1}: {ours!r} vs {theirs!r}"
                 )
-            yield (
-                tree._replace(
-                    name=name,
-                    first_line=block.first_line,
-                    document_id=tree.document_id or block.document_id,
-                    tags=tags,
-                    tree_where=tree.where,
-                ),
-                {"tree_source": f"{os.path.basename(tree.name)}:{tree.first_line}"},
+            yield tree._replace(
+                name=name,
+                first_line=block.first_line,
+                document_id=tree.document_id or block.document_id,
+                tags=tags,
+                tree=tree,
             )
         if not any_token:
             raise ColumnFormatError(name, None, "the file holds no token lines")
@@ -468,25 +445,3 @@ class ConlluNerReader(DatasetReader):
         logger.info("treebank %s: %d sentences from %d files", self.treebank, len(index), len(paths))
         self._treebank_index = index
         return index
-
-    def text_to_instance(  # type: ignore
-        self,
-        words: Sequence[str],
-        pos_tags: Optional[Sequence[str]] = None,
-        dependency_labels: Optional[Sequence[str]] = None,
-        head_indices: Optional[Sequence[int]] = None,
-        tags: Optional[Sequence[str]] = None,
-        metadata: Optional[Dict[str, Any]] = None,
-    ) -> Instance:
-        """
-        Builds an instance from pre-tokenised words and, when given, their tree (`head_indices`
-        1-based, 0 = root); without a tree the words are parsed with `spacy_model`.  `tags` are
-        already in `tag_scheme` (plain POS tags with `tag_source` "upos" or "xpos").  Predictors call
-        it with words (and metadata) alone.
-        """
-        parse = given_or_parsed(self.parser, words, pos_tags, dependency_labels, head_indices)
-        instance = dependency_instance(words, *parse, tags, metadata, self.label_namespace, self.tree)
-        return self._without_target_input(instance)
-
-    def apply_token_indexers(self, instance: Instance) -> None:
-        instance["tokens"].token_indexers = self._token_indexers  # type: ignore

@@ -10,7 +10,7 @@ from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, ConllColumnsReader
-from nerzoo.data.json_lines import is_int, numbered_lines, type_name
+from nerzoo.data.json_lines import is_int, json_object, numbered_lines, type_name
 from nerzoo.data.tag_schemes import tags_to_spans
 
 FILE_FORMATS = ("conll", "jsonl")
@@ -31,21 +31,22 @@ class EntitySpansFormatError(ColumnFormatError):
     when no line applies, `"<input>: problem"` for `text_to_instance` input without a `source`).
     """
 
+    def __init__(self, where: str, message: str, line: Optional[int] = None) -> None:
+        super().__init__(where, line, message)
+
 
 def _check_words(words: Any, where: str) -> List[str]:
     if words is None:
-        raise EntitySpansFormatError(where, None, "missing 'tokens'")
+        raise EntitySpansFormatError(where, "missing 'tokens'")
     if isinstance(words, str) or not isinstance(words, (list, tuple)):
-        raise EntitySpansFormatError(where, None, f"'tokens' must be a list of strings, got {type_name(words)}")
+        raise EntitySpansFormatError(where, f"'tokens' must be a list of strings, got {type_name(words)}")
     if not words:
-        raise EntitySpansFormatError(where, None, "'tokens' is empty")
+        raise EntitySpansFormatError(where, "'tokens' is empty")
     for position, word in enumerate(words):
         if not isinstance(word, str):
-            raise EntitySpansFormatError(
-                where, None, f"tokens[{position}] must be a string, got {type_name(word)} {word!r}"
-            )
+            raise EntitySpansFormatError(where, f"tokens[{position}] must be a string, got {type_name(word)} {word!r}")
         if not word.strip():
-            raise EntitySpansFormatError(where, None, f"tokens[{position}] is empty or only whitespace: {word!r}")
+            raise EntitySpansFormatError(where, f"tokens[{position}] is empty or only whitespace: {word!r}")
     return list(words)
 
 
@@ -60,7 +61,6 @@ def _entity_parts(entity: Any, where: str, position: int) -> Tuple[Any, Any, Any
             problems += [f"unknown keys {unknown}"] if unknown else []
             raise EntitySpansFormatError(
                 where,
-                None,
                 f"entities[{position}] {json.dumps(entity, default=repr)} must have exactly the keys "
                 f"'start', 'end' and 'type' ({'; '.join(problems)})",
             )
@@ -69,58 +69,40 @@ def _entity_parts(entity: Any, where: str, position: int) -> Tuple[Any, Any, Any
         return entity[0], entity[1], entity[2]
     raise EntitySpansFormatError(
         where,
-        None,
         f'entities[{position}] must be [start, end, type] or {{"start": .., "end": .., "type": ..}}, got {entity!r}',
     )
 
 
 def _check_entities(entities: Any, num_tokens: int, where: str) -> List[EntitySpan]:
     if isinstance(entities, (str, dict)) or not isinstance(entities, (list, tuple)):
-        raise EntitySpansFormatError(where, None, f"'entities' must be a list of entities, got {type_name(entities)}")
+        raise EntitySpansFormatError(where, f"'entities' must be a list of entities, got {type_name(entities)}")
     checked: List[EntitySpan] = []
     first_seen: Dict[Tuple[int, int], int] = {}
     for position, entity in enumerate(entities):
         start, end, label = _entity_parts(entity, where, position)
         shown = f"entities[{position}] [{start!r}, {end!r}, {label!r}]"
         if not is_int(start) or not is_int(end):
-            raise EntitySpansFormatError(where, None, f"{shown}: start and end must be integers")
+            raise EntitySpansFormatError(where, f"{shown}: start and end must be integers")
         if not isinstance(label, str):
-            raise EntitySpansFormatError(where, None, f"{shown}: the type must be a string, got {type_name(label)}")
+            raise EntitySpansFormatError(where, f"{shown}: the type must be a string, got {type_name(label)}")
         if not label.strip():
-            raise EntitySpansFormatError(where, None, f"{shown}: the type is empty")
+            raise EntitySpansFormatError(where, f"{shown}: the type is empty")
         if start >= end:
-            raise EntitySpansFormatError(
-                where, None, f"{shown}: start must be less than end (offsets are end-exclusive)"
-            )
+            raise EntitySpansFormatError(where, f"{shown}: start must be less than end (offsets are end-exclusive)")
         if start < 0 or end > num_tokens:
             raise EntitySpansFormatError(
                 where,
-                None,
                 f"{shown}: out of range for a sentence of {num_tokens} tokens (0 <= start < end <= {num_tokens})",
             )
         if (start, end) in first_seen:
             raise EntitySpansFormatError(
                 where,
-                None,
                 f"{shown}: the span ({start}, {end}) is already entities[{first_seen[(start, end)]}]; "
                 "a span may have only one type",
             )
         first_seen[(start, end)] = position
         checked.append((start, end, label))
     return checked
-
-
-def validate_sentence(
-    words: Any, entities: Any, where: str = NO_SOURCE
-) -> Tuple[List[str], Optional[List[EntitySpan]]]:
-    """
-    Checks one sentence (the `tokens` and `entities` of a JSON line, or the arguments of
-    `EntitySpansReader.text_to_instance`) and returns its words and its entities as
-    `(start, end, type)` tuples, `None` for an unlabelled sentence.  The first problem raises
-    `EntitySpansFormatError` prefixed with `where` (a `path:line`).
-    """
-    checked_words = _check_words(words, where)
-    return checked_words, None if entities is None else _check_entities(entities, len(checked_words), where)
 
 
 @DatasetReader.register("entity_spans")
@@ -227,15 +209,15 @@ class EntitySpansReader(DatasetReader):
         path = cached_path(file_path)
         if self.file_format == "jsonl":
             lines = numbered_lines(
-                path, lambda line, message: EntitySpansFormatError(name, line, message), "the file holds no sentences"
+                path, lambda line, message: EntitySpansFormatError(name, message, line), "the file holds no sentences"
             )
             for line_number, line in self.shard_iterable(lines):
                 where = f"{name}:{line_number}"
-                words, entities, sentence_id = self._parse_line(line, where)
+                sentence, sentence_id = json_object(line, where, EntitySpansFormatError, "'tokens'", "id")
                 metadata: Dict[str, Any] = {"source": where}
                 if sentence_id is not None:
                     metadata["id"] = sentence_id
-                yield self.text_to_instance(words, entities, metadata)
+                yield self.text_to_instance(sentence.get("tokens"), sentence.get("entities"), metadata)
         else:
             yield from self._read_conll(path, name)
 
@@ -252,22 +234,6 @@ class EntitySpansReader(DatasetReader):
             entities = [(start, end, label) for label, start, end in tags_to_spans(tags)]
             yield self.text_to_instance(words, entities, {"source": f"{name}:{first_line}", "id": sentence_id})
 
-    @staticmethod
-    def _parse_line(line: str, where: str) -> Tuple[Any, Any, Optional[str]]:
-        """The raw `tokens`, `entities` and `id` of a line (`text_to_instance` checks the first two)."""
-        try:
-            sentence = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise EntitySpansFormatError(where, None, f"invalid JSON ({error.msg} at column {error.colno})") from None
-        if not isinstance(sentence, dict):
-            raise EntitySpansFormatError(
-                where, None, f"expected a JSON object with 'tokens', got {type_name(sentence)}"
-            )
-        sentence_id = sentence.get("id")
-        if sentence_id is not None and not isinstance(sentence_id, str):
-            raise EntitySpansFormatError(where, None, f"'id' must be a string, got {sentence_id!r}")
-        return sentence.get("tokens"), sentence.get("entities"), sentence_id
-
     def text_to_instance(  # type: ignore
         self,
         words: Sequence[str],
@@ -282,7 +248,8 @@ class EntitySpansReader(DatasetReader):
         """
         extra = dict(metadata or {})
         where = extra.get("source") or NO_SOURCE
-        checked_words, checked_entities = validate_sentence(words, entities, where)
+        checked_words = _check_words(words, where)
+        checked_entities = None if entities is None else _check_entities(entities, len(checked_words), where)
         text_field = TextField([Token(word) for word in checked_words])
         fields: Dict[str, Field] = {"tokens": text_field}
         full_metadata: Dict[str, Any] = {"words": checked_words, "source": None}

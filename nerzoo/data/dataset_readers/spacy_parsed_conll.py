@@ -1,6 +1,6 @@
 import logging
 import os
-from typing import Any, Dict, Iterable, Optional, Sequence
+from typing import Dict, Iterable, Optional
 
 from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
@@ -8,21 +8,14 @@ from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from nerzoo.data.dependency_trees import (
-    SpacyDependencyParser,
-    check_tree_option,
-    dependency_instance,
-    given_or_parsed,
-    validate_heads,
-)
+from nerzoo.data.dependency_trees import DependencyReader, SpacyDependencyParser, check_tree_option, validate_heads
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
-from nerzoo.data.tag_schemes import convert_tags
 
 logger = logging.getLogger(__name__)
 
 
 @DatasetReader.register("spacy_parsed_conll")
-class SpacyParsedConllReader(DatasetReader):
+class SpacyParsedConllReader(DependencyReader):
     """
     Reads CoNLL-style column files (as `conll_columns` does) and adds a dependency tree to every
     sentence, parsed by an installed spaCy pipeline over the file's own tokens, for dependency-aware
@@ -92,14 +85,10 @@ class SpacyParsedConllReader(DatasetReader):
             label_namespace=label_namespace,
             delimiter=delimiter,
         )
-        self.tag_column = tag_column
-        self.file_tag_scheme = file_tag_scheme
         self.tag_scheme = tag_scheme
         self.label_namespace = label_namespace
-        self.pos_column = pos_column
         check_tree_option(tree)
         self.tree = tree
-        self.spacy_model = spacy_model
         self.parser = SpacyDependencyParser(spacy_model, pos_attribute=pos_attribute, cache_directory=cache_directory)
 
     def _read(self, file_path: str) -> Iterable[Instance]:
@@ -121,31 +110,8 @@ class SpacyParsedConllReader(DatasetReader):
             "%s: %d sentences, %d with more than one root (at most %d roots)", name, len(parses), multi_root, most_roots
         )
         for (document_id, sentence_id, first_line, rows), parse in self.shard_iterable(zip(sentences, parses)):
-            tags = [row[self.tag_column] for row in rows]
-            if self.file_tag_scheme is not None:
-                tags = convert_tags(tags, self.tag_scheme)
-            if self.pos_column is not None:
-                parse = parse._replace(pos_tags=[row[self.pos_column] for row in rows])
+            words, tags, features = self._columns.sentence_columns(rows)
+            if "pos_tags" in features:
+                parse = parse._replace(pos_tags=features["pos_tags"])
             metadata = {"sentence_id": sentence_id, "document_id": document_id, "source": f"{stem}:{first_line}"}
-            words = [row[0] for row in rows]
-            yield dependency_instance(words, *parse, tags, metadata, self.label_namespace, self.tree)
-
-    def text_to_instance(  # type: ignore
-        self,
-        words: Sequence[str],
-        pos_tags: Optional[Sequence[str]] = None,
-        dependency_labels: Optional[Sequence[str]] = None,
-        head_indices: Optional[Sequence[int]] = None,
-        tags: Optional[Sequence[str]] = None,
-        metadata: Optional[Dict[str, Any]] = None,
-    ) -> Instance:
-        """
-        Builds an instance from pre-tokenised words and, when given, their tree (`head_indices`
-        1-based, 0 = root); without a tree the words are parsed with `spacy_model` (no cache).
-        `tags` are already in `tag_scheme`.
-        """
-        parse = given_or_parsed(self.parser, words, pos_tags, dependency_labels, head_indices)
-        return dependency_instance(words, *parse, tags, metadata, self.label_namespace, self.tree)
-
-    def apply_token_indexers(self, instance: Instance) -> None:
-        instance["tokens"].token_indexers = self._token_indexers  # type: ignore
+            yield self._instance(words, parse, tags, metadata)

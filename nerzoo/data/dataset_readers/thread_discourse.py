@@ -1,4 +1,3 @@
-import json
 import os
 import re
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
@@ -12,7 +11,7 @@ from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import SpacyTokenizer, Token, Tokenizer
 
-from nerzoo.data.json_lines import is_int, numbered_lines, type_name
+from nerzoo.data.json_lines import is_int, json_object, numbered_lines, type_name
 
 # The one token of an empty (or all-whitespace) title or text: every post's TextField is non-empty.
 EMPTY_POST_TOKEN = "@@EMPTY@@"
@@ -257,24 +256,10 @@ class ThreadDiscourseReader(DatasetReader):
         )
         for line_number, line in self.shard_iterable(lines):
             where = f"{name}:{line_number}"
-            default_id = f"{os.path.basename(name)}:{line_number}"
-            thread_id, posts = self._parse_line(line, where, default_id)
-            yield self.text_to_instance(posts, thread_id, {"source": where})
-
-    @staticmethod
-    def _parse_line(line: str, where: str, default_id: str) -> Tuple[str, Any]:
-        try:
-            thread = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ThreadFormatError(where, f"invalid JSON ({error.msg} at column {error.colno})") from None
-        if not isinstance(thread, dict):
-            raise ThreadFormatError(where, f"expected a JSON object with 'posts', got {type_name(thread)}")
-        thread_id = thread.get("thread_id")
-        if thread_id is None:
-            thread_id = default_id
-        elif not isinstance(thread_id, str):
-            raise ThreadFormatError(where, f"'thread_id' must be a string, got {thread_id!r}")
-        return thread_id, thread.get("posts")
+            thread, thread_id = json_object(line, where, ThreadFormatError, "'posts'", "thread_id")
+            if thread_id is None:
+                thread_id = f"{os.path.basename(name)}:{line_number}"
+            yield self.text_to_instance(thread.get("posts"), thread_id, {"source": where})
 
     def text_to_instance(  # type: ignore
         self,

@@ -28,24 +28,11 @@ A module of a model that supports calibration (the model itself, or e.g. its `Ta
 temperatures into the config of a new archive.
 """
 
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    Dict,
-    List,
-    NamedTuple,
-    Optional,
-    Protocol,
-    Sequence,
-    Tuple,
-    runtime_checkable,
-)
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 import torch
 
-if TYPE_CHECKING:
-    from nerzoo.training.metrics.span_calibration import SpanCalibration
+from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
 class SpanOutcomes(NamedTuple):
@@ -216,7 +203,7 @@ class CalibrationSource(Protocol):
     """
 
     @property
-    def span_calibration(self) -> Optional["SpanCalibration"]:
+    def span_calibration(self) -> Optional[SpanCalibration]:
         """The metric that scores span confidences in evaluation mode, or `None` (no spans)."""
         ...
 

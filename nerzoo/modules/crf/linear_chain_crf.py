@@ -49,6 +49,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.modules.conditional_random_field import ConditionalRandomField, allowed_transitions
 
 from nerzoo.modules.full_precision import full_precision, without_autocast
+from nerzoo.modules.row_reversal import gather_steps, reversal_index
 
 SCHEDULES = ("auto", "steps", "scan")
 # allennlp's score of a forbidden transition.
@@ -147,14 +148,6 @@ def at_last_step(values: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
     return values[torch.arange(values.size(0), device=values.device), last]
 
 
-def reverse_rows(values: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
-    """`values` `(batch_size, T, ...)` with each row's valid steps in reverse order (padding stays)."""
-    steps = torch.arange(mask.size(1), device=mask.device)
-    lengths = mask.sum(dim=1, keepdim=True)
-    index = torch.where(steps < lengths, lengths - 1 - steps, steps)
-    return values[torch.arange(values.size(0), device=values.device).unsqueeze(1), index]
-
-
 def chain_log_likelihood(
     scores: ChainScores, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor, schedule: str
 ) -> torch.Tensor:
@@ -192,9 +185,10 @@ def forward_backward(
     transitions, start, end = scores
     logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
     log_alpha = forward_scores(start + logits[:, 0], transitions, logits[:, 1:], LOG, schedule)
-    reverse = reverse_rows(logits, mask)
+    index = reversal_index(mask)
+    reverse = gather_steps(logits, index)
     beta_and_emission = forward_scores(end + reverse[:, 0], transitions.t(), reverse[:, 1:], LOG, schedule)
-    log_beta = reverse_rows(beta_and_emission, mask) - logits
+    log_beta = gather_steps(beta_and_emission, index) - logits
     log_partition = torch.logsumexp(at_last_step(log_alpha, mask) + end, dim=-1)
     return ForwardBackward(log_alpha, log_beta, log_partition, scores)
 

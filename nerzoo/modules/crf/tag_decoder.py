@@ -18,7 +18,7 @@ from allennlp.data import Vocabulary
 from allennlp.nn.util import dist_reduce_sum
 
 from nerzoo.data.tag_schemes import check_tag_scheme, chunk_ends, chunk_starts, split_tag
-from nerzoo.modules.crf.calibration import CalibrationBatch, SpanOutcomes
+from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, SpanOutcomes, scorer_site
 from nerzoo.modules.crf.tag_scorers import TagPosteriors
 from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
@@ -32,6 +32,29 @@ class TensorSpans(NamedTuple):
     starts: torch.LongTensor
     ends: torch.LongTensor
     types: torch.LongTensor  # index into `TagDecoder.entity_types`
+
+
+class DecodedTagger:
+    """
+    What a tagger with a `scorer` (`nerzoo.modules.crf.tag_scorers`) and a `TagDecoder` `decoder`
+    tells the predictors and `allennlp calibrate` (`TagHead`, Seq2Biseq).
+    """
+
+    scorer: Any
+    decoder: "TagDecoder"
+
+    def tag_labels(self) -> List[str]:
+        """The labels by tag id: the last dimension of `logits` and `tag_probabilities`."""
+        return list(self.decoder.labels)
+
+    @property
+    def span_calibration(self) -> Optional[SpanCalibration]:
+        """The metric that scores span confidences in evaluation mode (`None` without a tag scheme)."""
+        return self.decoder.span_calibration
+
+    def calibration_site(self, config_prefix: str) -> CalibrationSite:
+        """The scorer's temperatures, at `<config_prefix>.temperature` (and `.transition_temperature`)."""
+        return scorer_site(self.scorer, config_prefix)
 
 
 class TagDecoder(torch.nn.Module):
@@ -142,27 +165,25 @@ class TagDecoder(torch.nn.Module):
         The chunks of `tags` `(batch_size, num_steps)` within each row's valid steps (and within
         its sentences, where `sentence_starts` marks them), as `tags_to_spans` decodes them.
         """
-        tags, opens, closes = self._chunk_marks(tags, mask, sentence_starts)
-        rows, starts = opens.nonzero(as_tuple=True)
-        _, last = closes.nonzero(as_tuple=True)
+        tags, previous, following = self._neighbours(tags, mask, sentence_starts)
+        rows, starts = self._starts[previous, tags].nonzero(as_tuple=True)
+        _, last = self._ends[tags, following].nonzero(as_tuple=True)
         # Chunks never nest: within a row the k-th opening belongs with the k-th closing.
         return TensorSpans(rows, starts, last + 1, self._types[tags[rows, starts]])
 
-    def _chunk_marks(
+    def _neighbours(
         self, tags: torch.LongTensor, mask: torch.BoolTensor, sentence_starts: Optional[torch.BoolTensor]
-    ) -> Tuple[torch.LongTensor, torch.BoolTensor, torch.BoolTensor]:
-        """The tags with padding as sentence boundaries, where chunks open, and after which tokens they close."""
-        mask = mask.bool()
+    ) -> Tuple[torch.LongTensor, torch.LongTensor, torch.LongTensor]:
+        """`tags` `(..., batch_size, num_steps)` with padding as the boundary tag, and each one's previous and next
+        tag, the boundary across the ends of rows and sentences."""
         boundary = self.num_tags
-        tags = tags.masked_fill(~mask, boundary)
-        edge = tags.new_full((tags.size(0), 1), boundary)
-        previous = torch.cat([edge, tags[:, :-1]], dim=1)
-        following = torch.cat([tags[:, 1:], edge], dim=1)
+        tags = tags.masked_fill(~mask.bool(), boundary)
+        edged = torch.nn.functional.pad(tags, (1, 1), value=boundary)
+        previous, following = edged[..., :-2], edged[..., 2:]
         if sentence_starts is not None:
             previous = previous.masked_fill(sentence_starts, boundary)
-            next_starts = torch.cat([sentence_starts[:, 1:], sentence_starts.new_zeros(tags.size(0), 1)], dim=1)
-            following = following.masked_fill(next_starts, boundary)
-        return tags, self._starts[previous, tags], self._ends[tags, following]
+            following = following.masked_fill(torch.nn.functional.pad(sentence_starts[:, 1:], (0, 1)), boundary)
+        return tags, previous, following
 
     def dense_span_counts(
         self,
@@ -178,13 +199,7 @@ class TagDecoder(torch.nn.Module):
         A predicted chunk is right when every token it covers has the same code (opens, closes,
         type) in the gold tags: then gold has a chunk with the same start, end and type.
         """
-        boundary = self.num_tags
-        both = torch.stack([predicted, tags]).masked_fill(~mask.bool(), boundary)  # (2, batch, steps)
-        edged = torch.nn.functional.pad(both, (1, 1), value=boundary)
-        previous, following = edged[..., :-2], edged[..., 2:]
-        if sentence_starts is not None:
-            previous = previous.masked_fill(sentence_starts, boundary)
-            following = following.masked_fill(torch.nn.functional.pad(sentence_starts[:, 1:], (0, 1)), boundary)
+        both, previous, following = self._neighbours(torch.stack([predicted, tags]), mask, sentence_starts)
         codes = self._open_codes[previous, both] + self._close_codes[both, following]
         predicted_codes, gold_codes = codes.unbind()
         steps = torch.arange(1, both.size(-1) + 1, device=both.device)
@@ -315,9 +330,6 @@ class TagDecoder(torch.nn.Module):
     # ----------------------------------------------------------------------------------------------
     # Output
 
-    def labels_of(self, tag_ids: Sequence[int]) -> List[str]:
-        return [self.labels[tag] for tag in tag_ids]
-
     def make_output_human_readable(
         self, output_dict: Dict[str, Any], paths: torch.LongTensor, posteriors: TagPosteriors
     ) -> Dict[str, Any]:
@@ -349,5 +361,5 @@ class TagDecoder(torch.nn.Module):
                     {"label": self.entity_types[label], "start": start, "end": end, "confidence": confidence}
                 )
         output_dict["spans"] = spans
-        output_dict["tags"] = [self.labels_of(path) for path in predicted]
+        output_dict["tags"] = [[self.labels[tag] for tag in path] for path in predicted]
         return output_dict

@@ -10,15 +10,14 @@ from allennlp.nn import Activation
 
 from nerzoo.data.tag_schemes import check_tag_scheme
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses
-from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, scorer_site
+from nerzoo.modules.crf.calibration import CalibrationBatch
 from nerzoo.modules.crf.linear_chain_crf import SCHEDULES, LinearChainCrf
 from nerzoo.modules.crf.sentence_rows import SentenceRows
-from nerzoo.modules.crf.tag_decoder import TagDecoder
+from nerzoo.modules.crf.tag_decoder import DecodedTagger, TagDecoder
 from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer, TagPosteriors
-from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
-class TagHead(torch.nn.Module, FromParams):
+class TagHead(DecodedTagger, torch.nn.Module, FromParams):
     """
     The tagging head every nerzoo tagger composes: optional hidden layer, linear projection to tag
     scores, then a scorer (`nerzoo.modules.crf.tag_scorers`): a linear-chain CRF
@@ -89,9 +88,6 @@ class TagHead(torch.nn.Module, FromParams):
         Divides the emission scores (the softmax logits without the CRF) in the posteriors.
     transition_temperature : `float`, optional (default = `temperature`)
         Divides the CRF's transition, start and end scores in the posteriors.
-    calibration_metrics : `bool`, optional (default = `True`)
-        Report `span_ece` and `span_brier` in evaluation mode (validation, `allennlp evaluate`);
-        this runs forward-backward on each evaluated batch.
     crf_per_sentence : `bool`, optional (default = `False`)
         For document-level instances (`sentence_spans` in the metadata): one CRF chain per sentence,
         with its start and end transitions, and no transition across a sentence boundary, as
@@ -128,7 +124,6 @@ class TagHead(torch.nn.Module, FromParams):
         crf_per_sentence: bool = False,
         temperature: float = 1.0,
         transition_temperature: Optional[float] = None,
-        calibration_metrics: bool = True,
         training_decode_interval: int = 1,
         crf_schedule: str = "auto",
     ) -> None:
@@ -147,26 +142,21 @@ class TagHead(torch.nn.Module, FromParams):
             raise ConfigurationError(
                 f"temperatures must be > 0, got temperature={temperature}, transition_temperature={transition_temperature}"
             )
-        self.calibration_metrics = calibration_metrics
         if loss_reduction not in ("sum", "mean"):
             raise ConfigurationError(f"loss_reduction must be 'sum' or 'mean', got {loss_reduction!r}")
         self.loss_reduction = loss_reduction
         self.crf_per_sentence = crf_per_sentence
-        self.vocab = vocab
         self.label_namespace = label_namespace
         self.tag_scheme = None if tag_scheme is None else check_tag_scheme(tag_scheme)
         self.num_tags = vocab.get_vocab_size(label_namespace)
         if self.num_tags == 0:
             raise ConfigurationError(f"the vocabulary has no labels in namespace {label_namespace!r}")
-        self.verbose_metrics = verbose_metrics
         self.dropout = torch.nn.Dropout(dropout)
 
         self.hidden: Optional[torch.nn.Module] = None
-        projection_input_dim = input_dim
         if hidden_dim is not None:
             self.hidden = TimeDistributed(FeedForward(input_dim, 1, hidden_dim, Activation.by_name(activation)()))
-            projection_input_dim = hidden_dim
-        self.tag_projection = TimeDistributed(torch.nn.Linear(projection_input_dim, self.num_tags))
+        self.tag_projection = TimeDistributed(torch.nn.Linear(hidden_dim or input_dim, self.num_tags))
 
         self.crf: Optional[LinearChainCrf] = None
         self.scorer: Union[CrfScorer, SoftmaxScorer] = SoftmaxScorer(temperature)
@@ -240,11 +230,9 @@ class TagHead(torch.nn.Module, FromParams):
         metadata: Optional[List[Dict[str, Any]]] = None,
         auxiliary_losses: Optional[Dict[str, torch.Tensor]] = None,
         loss: Optional[torch.Tensor] = None,
-        sentence_spans: Optional[List[List[Tuple[int, int]]]] = None,
     ) -> Dict[str, Any]:
         """`forward` from the logits on; `loss`, when given, is `graph_loss`'s for these tags."""
-        if sentence_spans is None:
-            sentence_spans = self.sentence_spans(metadata, mask)
+        sentence_spans = self.sentence_spans(metadata, mask)
         rows = self._sentence_rows(sentence_spans, mask)
         output: Dict[str, Any] = {"logits": logits, "mask": mask, "sentence_spans": sentence_spans}
         deferred = self.training and tags is not None and self.training_decode_interval > 1
@@ -300,11 +288,7 @@ class TagHead(torch.nn.Module, FromParams):
         def padded(tensor: Optional[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
             if tensor is None:  # no sentence boundaries inside these rows
                 tensor = torch.zeros_like(like, dtype=torch.bool)
-            if tensor.size(1) == num_steps:
-                return tensor
-            return torch.cat(
-                [tensor, tensor.new_zeros(tensor.size(0), num_steps - tensor.size(1), *tensor.shape[2:])], 1
-            )
+            return torch.nn.functional.pad(tensor, (0, 0) * (tensor.dim() - 2) + (0, num_steps - tensor.size(1)))
 
         logits, tags, mask, starts = (
             torch.cat([padded(batch[index], batch[2]) for batch in pending]) if len(pending) > 1 else pending[0][index]
@@ -340,22 +324,6 @@ class TagHead(torch.nn.Module, FromParams):
             return self.scorer.posteriors(logits, mask, paths)
         sentence_posteriors = self.scorer.posteriors(rows.gather(logits), rows.mask, rows.gather(paths))
         return TagPosteriors(*(rows.scatter(values, mask.size(0)) for values in sentence_posteriors))
-
-    def tag_labels(self) -> List[str]:
-        """The labels of `label_namespace` by tag id: the last dimension of `logits` and `tag_probabilities`."""
-        return list(self.decoder.labels)
-
-    # ----------------------------------------------------------------------------------------------
-    # Calibration (`nerzoo.modules.crf.calibration`)
-
-    @property
-    def span_calibration(self) -> Optional[SpanCalibration]:
-        """The metric that scores span confidences in evaluation mode (`None` without a tag scheme)."""
-        return self.decoder.span_calibration if self.calibration_metrics else None
-
-    def calibration_site(self, config_prefix: str) -> CalibrationSite:
-        """The temperatures of this head, at `<config_prefix>.temperature` (and `.transition_temperature`)."""
-        return scorer_site(self.scorer, config_prefix)
 
     def calibration_batch(self, output_dict: Dict[str, Any], batch: Dict[str, Any]) -> Optional[CalibrationBatch]:
         """The logits, gold tags, mask, predicted paths and spans of one evaluated batch, one row per CRF chain."""

@@ -179,17 +179,8 @@ def prefix_codes(
     In FOFE-NER (§5.2.1) the left context of a fragment `x_i .. x_{j-1}` is `P[j]` including the
     fragment and `P[i]` excluding it; the right context is `Q[i]` including it and `Q[j]`
     excluding it.  Masked positions count as zero vectors; unlike `fofe_codes` the codes after a
-    masked position are not zeroed, so `span_codes` stays right for any mask.
-
-    # Parameters
-
-    inputs : `torch.Tensor`, required
-        `(batch_size, num_steps, dim)`.
-    mask : `torch.BoolTensor`, optional
-        `(batch_size, num_steps)`.
-    alpha : `float` or 0-d `torch.Tensor`, required
-    reverse : `bool`, optional (default = `False`)
-    block_size : `int`, optional (default = `64`)
+    masked position are not zeroed, so `span_codes` stays right for any mask.  The parameters are
+    `fofe_codes`'.
     """
     codes = _unmasked_codes(inputs, mask, alpha, reverse, block_size)
     return torch.nn.functional.pad(codes, (0, 0, 0, 1) if reverse else (0, 0, 1, 0))

@@ -4,6 +4,8 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders import LstmSeq2SeqEncoder, Seq2SeqEncoder
 
+from nerzoo.modules.row_reversal import gather_steps, reversal_index
+
 
 @Seq2SeqEncoder.register("fast_lstm")
 @Seq2SeqEncoder.register("unpacked_lstm")  # the earlier name: archives trained under it still load
@@ -70,11 +72,9 @@ class FastLstm(LstmSeq2SeqEncoder):
         if hidden_state is not None:
             raise ConfigurationError("fast_lstm starts from zero states; use allennlp's lstm for hidden_state")
         batch_size, sequence_length = inputs.shape[:2]
-        if mask is None:
-            mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)
-        mask = mask.bool()
+        mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool) if mask is None else mask.bool()
         lstm = self._module
-        reverse = _reversal(mask) if lstm.bidirectional else None
+        reverse = reversal_index(mask) if lstm.bidirectional else None
         zeros = inputs.new_zeros(1, batch_size, lstm.hidden_size)
         output = inputs
         for layer in range(lstm.num_layers):
@@ -82,8 +82,8 @@ class FastLstm(LstmSeq2SeqEncoder):
                 output = torch.nn.functional.dropout(output, lstm.dropout, self.training)
             directions = [self._run(output, self._weights(layer, ""), zeros)]
             if reverse is not None:
-                backward = self._run(_gather_positions(output, reverse), self._weights(layer, "_reverse"), zeros)
-                directions.append(_gather_positions(backward, reverse))
+                backward = self._run(gather_steps(output, reverse), self._weights(layer, "_reverse"), zeros)
+                directions.append(gather_steps(backward, reverse))
             output = torch.cat(directions, dim=-1) if len(directions) > 1 else directions[0]
         return output * mask.unsqueeze(-1)
 
@@ -99,8 +99,7 @@ class FastLstm(LstmSeq2SeqEncoder):
                 return self._run(inputs.float(), [weight.float() for weight in weights], zeros.float())
         zeros = zeros.to(inputs.dtype)
         if len(weights) == 2 and inputs.is_cuda:
-            # Without biases this module's cuDNN outputs differed from the CPU's (two layers, an H100,
-            # PyTorch 2.11, CUDA 13; tests/gpu); with zero biases they agree.
+            # cuDNN without biases disagrees with the CPU (tests/gpu); with zero biases they agree.
             no_bias = weights[0].new_zeros(weights[0].size(0))
             weights = [*weights, no_bias, no_bias]
         output, _, _ = torch.lstm(
@@ -111,18 +110,3 @@ class FastLstm(LstmSeq2SeqEncoder):
 
 def _cpu_float16_autocast() -> bool:
     return torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
-
-
-def _gather_positions(tensor: torch.Tensor, positions: torch.LongTensor) -> torch.Tensor:
-    """`tensor[b, positions[b, t]]` for `(batch, length, dim)` tensors."""
-    return tensor.gather(1, positions.unsqueeze(-1).expand(-1, -1, tensor.size(-1)))
-
-
-def _reversal(mask: torch.BoolTensor) -> torch.LongTensor:
-    """
-    `(batch_size, sequence_length)`: where position t of a row reads from in the row reversed within
-    its own length, `length - 1 - t` on the real tokens; the padding, which follows them, stays padding.
-    """
-    lengths = mask.sum(dim=-1, keepdim=True)
-    positions = torch.arange(1, mask.size(1) + 1, device=mask.device)
-    return (lengths - positions) % mask.size(1)

@@ -3,7 +3,7 @@ from typing import Optional
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
-from allennlp.nn.util import get_final_encoder_states, min_value_of_dtype
+from allennlp.nn.util import get_final_encoder_states, masked_softmax
 
 from nerzoo.modules.seq2seq_encoders.relative_attention import AttentionOutput
 
@@ -95,7 +95,6 @@ class GlobalAttention(Seq2SeqEncoder):
             )
         self._mode = mode
         self._input_dim = input_dim
-        self._attention_dim = attention_dim
         self._query_dim = query_dim
         self._bidirectional_input = bidirectional_input
         # Eq. 3: W_h in R^{d_a x d_h} with b_h, W_q in R^{d_a x d_q} with b_q, v in R^{d_a}.
@@ -155,13 +154,9 @@ class GlobalAttention(Seq2SeqEncoder):
             raise ConfigurationError(
                 f"GlobalAttention was built for input_dim {self._input_dim}, got inputs of size {input_dim}."
             )
-        if mask is None:
-            mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)
-        mask = mask.bool()
-        # Shape: (batch_size, sequence_length)
-        blocked = ~mask
+        mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool) if mask is None else mask.bool()
         # Shape: (batch_size, sequence_length, 1)
-        padding = blocked.unsqueeze(-1)
+        padding = ~mask.unsqueeze(-1)
         # Padding never reaches the arithmetic, whatever it holds.
         inputs = inputs.masked_fill(padding, 0.0)
 
@@ -186,9 +181,8 @@ class GlobalAttention(Seq2SeqEncoder):
         # Eq. 3: u_i = v^T tanh(W_h h_i + b_h + W_q q + b_q).
         # Shape: (batch_size, sequence_length)
         scores = self._attention_vector(torch.tanh(projected_inputs + projected_query)).squeeze(-1)
-        # Shape: (batch_size, sequence_length)
-        # allennlp's masked_softmax (memory_efficient), zero on the padding.
-        weights = scores.masked_fill(blocked, min_value_of_dtype(scores.dtype)).softmax(dim=-1) * mask
+        # Shape: (batch_size, sequence_length), zero on the padding.
+        weights = masked_softmax(scores, mask, memory_efficient=True) * mask
 
         if self._mode == "context":
             # c = sum_j a_j h_j, (batch_size, input_dim), projected and added to every word.

@@ -106,10 +106,8 @@ class MemoryHopEncoder(Seq2SeqEncoder):
     steps, so `window = N` restricts each step to the last `N` memory positions (itself included;
     `|t - i| < N` when not causal).  It is computed block-banded: the sequence is cut into blocks
     of `N` steps, each attending to its own and the previous (and, not causal, the next) block, so
-    scores and weights take `O(T N)` memory.  Measured on CPU (tests/modules/test_memory_hop.py), a
-    training step over a 10,000-token document with `N = 256`, hidden size 50 and one hop raises
-    peak memory by about 820 MB (linear in `T`: 185 MB at 2,500 tokens, 385 MB at 5,000; most of
-    it the GRUs' saved activations), where full attention would add several 400 MB matrices.
+    scores and weights take `O(T N)` memory (tests/modules/test_memory_hop.py measures a 10,000-token
+    document with `N = 256`: about 820 MB, where full attention would add several 400 MB matrices).
 
     Registered as a `Seq2SeqEncoder` with name "memory_hop".
 
@@ -152,12 +150,8 @@ class MemoryHopEncoder(Seq2SeqEncoder):
     ) -> None:
         super().__init__()
         memory_dim = memory_dim or hidden_dim
-        for name, value in [
-            ("input_dim", input_dim),
-            ("hidden_dim", hidden_dim),
-            ("memory_dim", memory_dim),
-            ("num_hops", num_hops),
-        ]:
+        sizes = {"input_dim": input_dim, "hidden_dim": hidden_dim, "memory_dim": memory_dim, "num_hops": num_hops}
+        for name, value in sizes.items():
             if value <= 0:
                 raise ConfigurationError(f"MemoryHopEncoder needs {name} > 0, got {value}.")
         if window is not None and window <= 0:
@@ -201,9 +195,7 @@ class MemoryHopEncoder(Seq2SeqEncoder):
         batch_size, num_steps, input_dim = inputs.shape
         if input_dim != self._input_dim:
             raise ConfigurationError(f"MemoryHopEncoder was built for input_dim {self._input_dim}, got {input_dim}.")
-        if mask is None:
-            mask = inputs.new_ones(batch_size, num_steps, dtype=torch.bool)
-        mask = mask.bool()
+        mask = inputs.new_ones(batch_size, num_steps, dtype=torch.bool) if mask is None else mask.bool()
         inputs = inputs.masked_fill(~mask.unsqueeze(-1), 0.0)
 
         # Eq. 1-3. Shape: (batch_size, num_steps, memory_dim) each.

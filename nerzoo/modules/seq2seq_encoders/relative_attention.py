@@ -3,7 +3,7 @@ from typing import NamedTuple, Optional
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
-from allennlp.nn.util import min_value_of_dtype
+from allennlp.nn.util import masked_softmax
 
 from nerzoo.modules.full_precision import full_precision, without_autocast
 
@@ -61,7 +61,6 @@ class RelativeAttention(Seq2SeqEncoder):
         if not 0.0 <= dropout < 1.0:
             raise ConfigurationError(f"RelativeAttention needs 0 <= dropout < 1, got {dropout}.")
         self._input_dim = input_dim
-        self._residual = residual
         # Eq. 1-2: W_Q, W_K, W_V in R^{d_a x d_a}, plain linear maps of the input.
         self._query = torch.nn.Linear(input_dim, input_dim, bias=False)
         self._key = torch.nn.Linear(input_dim, input_dim, bias=False)
@@ -112,9 +111,7 @@ class RelativeAttention(Seq2SeqEncoder):
             raise ConfigurationError(
                 f"RelativeAttention was built for input_dim {self._input_dim}, got inputs of size {input_dim}."
             )
-        if mask is None:
-            mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool)
-        mask = mask.bool()
+        mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool) if mask is None else mask.bool()
         # Shape: (batch_size, sequence_length, 1)
         padding = ~mask.unsqueeze(-1)
         # Padding never reaches the arithmetic, whatever it holds (even inf or NaN).
@@ -132,11 +129,8 @@ class RelativeAttention(Seq2SeqEncoder):
         # Shape: (batch_size, sequence_length, sequence_length)
         blocked = padding | padding.transpose(1, 2)
         blocked.diagonal(dim1=1, dim2=2).fill_(True)
-        # allennlp's masked_softmax (memory_efficient); rows with nothing to attend to (padding,
-        # one-token sentences) come out all zero.
-        weights = (
-            scores.masked_fill(blocked, min_value_of_dtype(scores.dtype)).softmax(dim=-1).masked_fill(blocked, 0.0)
-        )
+        # Rows with nothing to attend to (padding, one-token sentences) come out all zero.
+        weights = masked_softmax(scores, ~blocked, memory_efficient=True).masked_fill(blocked, 0.0)
 
         attended = weights if self._dropout is None else self._dropout(weights)
         # Eq. 2: M = A V + V.

@@ -106,9 +106,7 @@ class ResidualStack(Seq2SeqEncoder):
 
         `(batch_size, sequence_length, output_dim)`
         """
-        if mask is None:
-            mask = inputs.new_ones(inputs.size()[:2], dtype=torch.bool)
-        mask = mask.bool()
+        mask = inputs.new_ones(inputs.size()[:2], dtype=torch.bool) if mask is None else mask.bool()
         # Shape: (batch_size, sequence_length, 1)
         padding = ~mask.unsqueeze(-1) if len(self._layer_norms) > 0 else None
         output = inputs

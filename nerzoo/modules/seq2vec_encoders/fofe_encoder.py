@@ -65,21 +65,15 @@ class FofeEncoder(Seq2VecEncoder):
             raise ConfigurationError(f"FofeEncoder needs 0 < alpha <= 1, got {alpha}.")
         self._input_dim = input_dim
         self._bidirectional = bidirectional
+        self._fixed_alpha = float(alpha)
+        self.alpha_logit: Optional[torch.nn.Parameter] = None
         if trainable_alpha:
-            self._fixed_alpha: Optional[float] = None
-            self.alpha_logit: Optional[torch.nn.Parameter] = torch.nn.Parameter(
-                torch.tensor(math.log(alpha / (1.0 - alpha)))
-            )
-        else:
-            self._fixed_alpha = float(alpha)
-            self.alpha_logit = None
+            self.alpha_logit = torch.nn.Parameter(torch.tensor(math.log(alpha / (1.0 - alpha))))
 
     @property
     def alpha(self) -> Union[float, torch.Tensor]:
         """The forgetting factor: a float, or a 0-d tensor (with its graph) when trainable."""
-        if self.alpha_logit is None:
-            return self._fixed_alpha
-        return torch.sigmoid(self.alpha_logit)
+        return self._fixed_alpha if self.alpha_logit is None else torch.sigmoid(self.alpha_logit)
 
     def get_input_dim(self) -> int:
         return self._input_dim
@@ -105,9 +99,7 @@ class FofeEncoder(Seq2VecEncoder):
         batch_size, num_steps, input_dim = inputs.shape
         if input_dim != self._input_dim:
             raise ConfigurationError(f"FofeEncoder was built for input_dim {self._input_dim}, got {input_dim}.")
-        if mask is None:
-            mask = inputs.new_ones(batch_size, num_steps, dtype=torch.bool)
-        mask = mask.bool()
+        mask = inputs.new_ones(batch_size, num_steps, dtype=torch.bool) if mask is None else mask.bool()
         # The code of the span from the first to the last unmasked position (empty for a padding row).
         positions = torch.arange(num_steps, device=inputs.device).unsqueeze(0)
         present = mask.any(dim=1, keepdim=True)

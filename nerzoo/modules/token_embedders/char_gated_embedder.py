@@ -54,27 +54,8 @@ class CharGatedEmbedder(TokenEmbedder):
     both the word id (for `x_t` and `g_t`) and the characters, so it pairs with the
     "word_and_characters" token indexer (`WordAndCharactersIndexer`), whose output keys
     "token_ids" and "token_characters" are the arguments of `forward`.  Use the same name for the
-    indexer and the embedder, and no separate "single_id" / "characters" indexers for them:
-
-        dataset_reader: {
-          token_indexers: {
-            tokens: { type: "word_and_characters", lowercase_tokens: true },
-          },
-        },
-        model: {
-          text_field_embedder: {
-            token_embedders: {
-              tokens: {
-                type: "char_gated",
-                word_embedding: { embedding_dim: 300, pretrained_file: glove, trainable: true },
-                character_embedding: { embedding_dim: 50, vocab_namespace: "token_characters" },
-                character_encoder: { type: "lstm", input_size: 50, hidden_size: 100, bidirectional: true },
-                combination: "gate",
-                cosine_loss_weight: 1.0,
-              },
-            },
-          },
-        },
+    indexer and the embedder, and no separate "single_id" / "characters" indexers for them (as
+    `training_config/char_gated_tagger.libsonnet` does).
 
     `character_embedding` needs `vocab_namespace: "token_characters"` (the indexer's
     `character_namespace`), since `Embedding`'s default namespace is "tokens".  The output size
@@ -161,13 +142,11 @@ class CharGatedEmbedder(TokenEmbedder):
         self._character_projection = torch.nn.Linear(character_encoder.get_output_dim(), self._word_dim)
         self._dropout = torch.nn.Dropout(dropout)
 
-        self._gate_word: Optional[torch.nn.Linear] = None
-        self._gate_character: Optional[torch.nn.Linear] = None
-        self._gate_output: Optional[torch.nn.Linear] = None
-        if combination == "gate":
-            self._gate_word = torch.nn.Linear(self._word_dim, self._word_dim, bias=False)  # W_z1
-            self._gate_character = torch.nn.Linear(self._word_dim, self._word_dim)  # W_z2
-            self._gate_output = torch.nn.Linear(self._word_dim, self._word_dim)  # W_z3
+        gate = combination == "gate"
+        dim = self._word_dim
+        self._gate_word = torch.nn.Linear(dim, dim, bias=False) if gate else None  # W_z1
+        self._gate_character = torch.nn.Linear(dim, dim) if gate else None  # W_z2
+        self._gate_output = torch.nn.Linear(dim, dim) if gate else None  # W_z3
 
         self._auxiliary_losses = AuxiliaryLossTerms()
 

@@ -1,5 +1,5 @@
 import logging
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -90,9 +90,8 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         )
         self.train_parameters = train_parameters
         self.last_layer_only = last_layer_only
-        num_layers = 1 if last_layer_only else self._matched_embedder.config.num_hidden_layers + 1
-        self.num_layers = num_layers
-        self.scalar_mix = None if last_layer_only else ScalarMix(num_layers)
+        self.num_layers = 1 if last_layer_only else self._matched_embedder.config.num_hidden_layers + 1
+        self.scalar_mix = None if last_layer_only else ScalarMix(self.num_layers)
         if not train_parameters:
             self._matched_embedder.eval_mode = True
             self._matched_embedder.transformer_model.eval()
@@ -202,10 +201,7 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         if type_ids is not None:
             parameters["token_type_ids"] = type_ids
         output = matched.transformer_model(**parameters, output_hidden_states=not self.last_layer_only)
-        if self.last_layer_only:
-            states: Tuple[torch.Tensor, ...] = (output.last_hidden_state,)
-        else:
-            states = output.hidden_states
+        states = (output.last_hidden_state,) if self.last_layer_only else output.hidden_states
         layers = torch.stack(states, dim=2).float()
         if fold:
             width = layers.shape[2:]
@@ -215,19 +211,12 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
             layers = unfolded.reshape(*unfolded.shape[:2], *width)
         return layers
 
-    def _cached_word_layers(
-        self,
-        token_ids: torch.LongTensor,
-        mask: torch.BoolTensor,
-        offsets: torch.LongTensor,
-        wordpiece_mask: torch.BoolTensor,
-        type_ids: Optional[torch.LongTensor],
-        segment_concat_mask: Optional[torch.BoolTensor],
-    ) -> torch.Tensor:
+    def _cached_word_layers(self, *inputs: Optional[torch.Tensor]) -> torch.Tensor:
         """
         The layers of the batch's words, `(num_layers, words in the batch, hidden_size)`, each
         sentence's taken from the cache when there, computed by `_word_layers` and stored if not.
         """
+        token_ids, mask, offsets, wordpiece_mask, type_ids, segment_concat_mask = inputs
         piece_mask = segment_concat_mask if self._matched_embedder._max_length is not None else wordpiece_mask
         num_pieces = piece_mask.sum(-1).tolist()
         num_words = mask.sum(-1).tolist()

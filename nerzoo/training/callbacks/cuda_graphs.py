@@ -58,8 +58,7 @@ class CudaGraphs(TrainerCallback):
         use_step_graphs(model, self.graphs)
 
     def on_end(self, trainer, metrics=None, epoch=None, is_primary: bool = True, **kwargs) -> None:
-        model = trainer.model
-        use_step_graphs(model, None)
+        use_step_graphs(trainer.model, None)
         logger.info(
             "cuda_graphs: %d graphs, %d replays, %d plain steps (new shapes past max_graphs)",
             self.graphs.num_graphs,

@@ -3,7 +3,6 @@ Ends the distributed process group when training ends, so that the test evaluati
 """
 
 import logging
-from typing import Any, Dict, Optional
 
 import torch.distributed as dist
 from allennlp.common.util import is_distributed
@@ -34,14 +33,7 @@ class LeaveProcessGroupAfterTraining(TrainerCallback):
         Passed in by the trainer; nothing is written there.
     """
 
-    def on_end(
-        self,
-        trainer,
-        metrics: Optional[Dict[str, Any]] = None,
-        epoch: Optional[int] = None,
-        is_primary: bool = True,
-        **kwargs,
-    ) -> None:
+    def on_end(self, trainer, metrics=None, epoch=None, is_primary: bool = True, **kwargs) -> None:
         if is_distributed():
             logger.info("Training ended: leaving the distributed process group")
             dist.destroy_process_group()

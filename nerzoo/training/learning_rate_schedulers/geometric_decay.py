@@ -26,19 +26,12 @@ class GeometricDecay(ExponentialLearningRateScheduler):
         Passed in by the trainer (its `num_epochs`).
     final_factor : `float`, optional (default = `1 / 16`)
         The last epoch's rate over the first's.
-    last_epoch : `int`, optional (default = `-1`)
     """
 
-    def __init__(
-        self,
-        optimizer: torch.optim.Optimizer,
-        num_epochs: int,
-        final_factor: float = 1 / 16,
-        last_epoch: int = -1,
-    ) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, num_epochs: int, final_factor: float = 1 / 16) -> None:
         if not 0.0 < final_factor <= 1.0:
             raise ConfigurationError(f"final_factor must lie in (0, 1], got {final_factor}")
         if num_epochs < 1:
             raise ConfigurationError(f"num_epochs must be >= 1, got {num_epochs}")
         gamma = final_factor ** (1.0 / (num_epochs - 1)) if num_epochs > 1 else 1.0
-        super().__init__(optimizer, gamma=gamma, last_epoch=last_epoch)
+        super().__init__(optimizer, gamma=gamma)

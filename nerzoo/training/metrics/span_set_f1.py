@@ -116,11 +116,11 @@ def _span_set(spans: Iterable[LabelledSpan]) -> Set[LabelledSpan]:
 
 def _scores(counts: Sequence[int], suffix: str) -> Dict[str, float]:
     true_positives, false_positives, false_negatives = counts
-    precision = _ratio(true_positives, true_positives + false_positives)
-    recall = _ratio(true_positives, true_positives + false_negatives)
-    f1 = _ratio(2 * precision * recall, precision + recall)
+    precision = ratio(true_positives, true_positives + false_positives)
+    recall = ratio(true_positives, true_positives + false_negatives)
+    f1 = ratio(2 * precision * recall, precision + recall)
     return {f"precision{suffix}": precision, f"recall{suffix}": recall, f"f1-measure{suffix}": f1}
 
 
-def _ratio(numerator: float, denominator: float) -> float:
+def ratio(numerator: float, denominator: float) -> float:
     return float(numerator) / denominator if denominator else 0.0

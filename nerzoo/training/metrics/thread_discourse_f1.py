@@ -4,6 +4,8 @@ import torch
 from allennlp.nn.util import dist_reduce_sum
 from allennlp.training.metrics.metric import Metric
 
+from nerzoo.training.metrics.span_set_f1 import ratio
+
 # Rows of the count tensor, and the prefixes of the metric names.
 TASKS = ("link", "da", "joint")
 
@@ -113,16 +115,12 @@ class ThreadDiscourseF1(Metric):
         metrics: Dict[str, float] = {}
         for row, task in enumerate(TASKS):
             true_positives, predicted, gold = (int(value) for value in counts[row])
-            metrics[f"{task}_precision"] = precision = _ratio(true_positives, predicted)
-            metrics[f"{task}_recall"] = recall = _ratio(true_positives, gold)
-            metrics[f"{task}_f1"] = _ratio(2 * precision * recall, precision + recall)
+            metrics[f"{task}_precision"] = precision = ratio(true_positives, predicted)
+            metrics[f"{task}_recall"] = recall = ratio(true_positives, gold)
+            metrics[f"{task}_f1"] = ratio(2 * precision * recall, precision + recall)
         if reset:
             self.reset()
         return metrics
 
     def reset(self) -> None:
         self._counts.zero_()
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return float(numerator) / denominator if denominator else 0.0
