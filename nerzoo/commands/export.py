@@ -1,0 +1,304 @@
+import argparse
+import importlib.metadata
+import json
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import torch
+from allennlp.commands.subcommand import Subcommand
+from allennlp.common.checks import ConfigurationError
+from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenCharactersIndexer
+from allennlp.models.archival import Archive, load_archive
+from allennlp.nn.util import get_text_field_mask
+from allennlp.predictors import Predictor
+
+from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
+from nerzoo.models.bilstm_crf import BiLstmCrf
+from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
+
+# What the models `allennlp export` cannot export yet lack, by registered name.
+NOT_EXPORTABLE = {
+    "deptree_ner": "its Tree-LSTM over spaCy's dependency parse has no exported form yet",
+    "me_crf": "its document memory (memory_hop) has no exported form yet",
+    "me_crf_thread_discourse": "its document memory (memory_hop) has no exported form yet",
+    "fofe_ner": "it classifies spans with FOFE passes, which have no exported form yet",
+    "seq2biseq": "its GRU label decoders have no exported form yet",
+}
+OPSET = 17
+# Largest difference of a confidence between the exported model and the archive that the check allows.
+TOLERANCE = 1e-4
+SAMPLE_SENTENCES = [
+    "Peter Blackburn visited Brussels on Monday .",
+    "Anna Keller , chief executive of Norvik Bank , resigned on Friday .",
+    "Oslo",
+]
+
+
+@Subcommand.register("export")
+class Export(Subcommand):
+    """
+    `allennlp export ARCHIVE OUTPUT_DIR` writes a trained tagger as an ONNX graph of its emission
+    scores (`model.onnx`, dynamic batch and length axes) and beside it what `nerzoo_runtime` needs
+    to tag text without allennlp or torch: the vocabularies of its inputs and labels, the tag scheme,
+    the CRF's scores and the temperatures of its confidences (`tagger.json`), the tokenizer of raw
+    text, and `model_card.json` (the archive's metrics and config, nerzoo's version, the check).
+    The CRF's Viterbi decoding and posteriors run in the runtime, in numpy: the model's recursion is
+    a loop over time steps that the ONNX exporter unrolls to the length it traces.
+
+    Before anything is written the export checks itself: on sample inputs (sentences of the
+    vocabulary's words, and `--check-file`'s lines) the exported model's tags must equal the archive
+    predictor's and every confidence be within 1e-4 of it, or it stops with the first difference.
+    A model it cannot export stops it with one error naming what the model lacks.
+
+    Registered as a `Subcommand` with name "export".
+    """
+
+    def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
+        subparser = parser.add_parser(
+            self.name, description=self.__doc__, help="Export a tagger to ONNX for nerzoo_runtime."
+        )
+        subparser.add_argument("archive_file", help="a model.tar.gz of a nerzoo tagger")
+        subparser.add_argument("output_dir", help="the directory to write (new, or empty)")
+        subparser.add_argument("--check-file", help="more check inputs: JSON lines as `allennlp predict` reads")
+        subparser.add_argument(
+            "--spacy-model", default=DEFAULT_SPACY_PIPELINE, help="the spaCy pipeline that tokenises raw text"
+        )
+        subparser.set_defaults(func=_export)
+        return subparser
+
+
+def _export(args: argparse.Namespace) -> None:
+    try:
+        card = export_archive(args.archive_file, args.output_dir, args.check_file, args.spacy_model)
+    except ConfigurationError as error:
+        sys.exit(f"error: {error.message}")
+    print(json.dumps({"output_dir": args.output_dir, "check": card["check"]}))
+
+
+class TaggerGraph(torch.nn.Module):
+    """
+    A `bilstm_crf` from token ids to emission scores: `forward(*ids)` takes one tensor per input
+    (`(batch_size, num_tokens)` word ids, `(batch_size, num_tokens, num_characters)` character ids;
+    0 pads) and returns `(batch_size, num_tokens, num_tags)`.
+
+    # Parameters
+
+    model : `BiLstmCrf`
+    inputs : `Sequence[Dict[str, Any]]`
+        The exported indexers (`exported_indexers`), in the order of `forward`'s arguments.
+    """
+
+    def __init__(self, model: BiLstmCrf, inputs: Sequence[Dict[str, Any]]) -> None:
+        super().__init__()
+        self.model = model
+        self.keys = [(indexer["name"], indexer["key"]) for indexer in inputs]
+
+    def forward(self, *ids: torch.Tensor) -> torch.Tensor:
+        tokens = {name: {key: tensor} for (name, key), tensor in zip(self.keys, ids)}
+        return self.model.head.logits(self.model._encode(tokens, get_text_field_mask(tokens)))
+
+
+def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
+    """How the runtime indexes words for the graph, one entry per token indexer; raises what the model lacks."""
+    name = archive.config.as_dict(quiet=True)["model"]["type"]
+    if not isinstance(archive.model, BiLstmCrf):
+        lacks = NOT_EXPORTABLE.get(name, "it is not a bilstm_crf, the model `allennlp export` exports")
+        raise ConfigurationError(f"cannot export this {name}: {lacks}")
+    indexers = []
+    for key, indexer in archive.validation_dataset_reader._token_indexers.items():
+        if isinstance(indexer, SingleIdTokenIndexer) and indexer.namespace and indexer._feature_name == "text":
+            settings = {"type": "single_id", "key": "tokens", "namespace": indexer.namespace}
+            settings["lowercase"] = indexer.lowercase_tokens
+            plain = not (indexer._start_tokens or indexer._end_tokens)
+        elif isinstance(indexer, TokenCharactersIndexer):
+            characters = indexer._character_tokenizer
+            settings = {"type": "characters", "key": "token_characters", "namespace": indexer._namespace}
+            settings.update(lowercase=characters._lowercase_characters, min_padding_length=indexer._min_padding_length)
+            plain = characters._byte_encoding is None and not (characters._start_tokens or characters._end_tokens)
+            plain = plain and not (indexer._start_tokens or indexer._end_tokens)
+        else:
+            plain = False
+        if not plain:
+            raise ConfigurationError(
+                f"cannot export this {name}: its token indexer {key!r} ({type(indexer).__name__}) has no exported "
+                f"form yet (exported: single_id and characters, without start or end tokens)"
+            )
+        indexers.append({"name": key, **settings, "oov": archive.model.vocab._oov_token})
+    return indexers
+
+
+def tagger_settings(archive: Archive, indexers: List[Dict[str, Any]], spacy_model: str) -> Dict[str, Any]:
+    """What `nerzoo_runtime.Tagger` reads from `tagger.json`."""
+    head = archive.model.head
+    scorer = head.scorer
+    return {
+        "format_version": 1,
+        "model_type": archive.config.as_dict(quiet=True)["model"]["type"],
+        "label_namespace": head.label_namespace,
+        "tag_scheme": head.tag_scheme,
+        "indexers": indexers,
+        "crf": None if head.crf is None else crf_settings(head.crf),
+        "temperature": scorer.temperature,
+        "transition_temperature": getattr(scorer, "transition_temperature", scorer.temperature),
+        "tokenizer": {"spacy_model": spacy_model},
+    }
+
+
+def crf_settings(crf: LinearChainCrf) -> Dict[str, List]:
+    """The learned scores of `crf` and the moves its tag scheme allows, as `nerzoo_runtime.crf.Crf.from_settings` reads them."""
+    allowed = crf._constraint_mask.detach() > 0.5  # (K + 2, K + 2): K is the start, K + 1 the end
+    size = crf.num_tags
+    settings = {key: values.detach().tolist() for key, values in crf.chain_scores(constrained=False)._asdict().items()}
+    settings.update(
+        allowed_transitions=allowed[:size, :size].tolist(),
+        allowed_start=allowed[size, :size].tolist(),
+        allowed_end=allowed[:size, size + 1].tolist(),
+    )
+    return settings
+
+
+def write_graph(archive: Archive, indexers: List[Dict[str, Any]], path: pathlib.Path) -> None:
+    """`model.onnx`: the emission scores, traced on a padded batch of two."""
+    graph = TaggerGraph(archive.model, indexers).eval()
+    ids = [
+        torch.ones((2, 5) if indexer["type"] == "single_id" else (2, 5, 4), dtype=torch.long) for indexer in indexers
+    ]
+    for tensor in ids:
+        tensor[1, 3:] = 0
+    axes = {indexer["name"]: {0: "batch_size", 1: "num_tokens"} for indexer in indexers}
+    for indexer in indexers:
+        if indexer["type"] == "characters":
+            axes[indexer["name"]][2] = "num_characters"
+    axes["logits"] = {0: "batch_size", 1: "num_tokens"}
+    with torch.no_grad():
+        torch.onnx.export(
+            graph,
+            tuple(ids),
+            str(path),
+            input_names=[indexer["name"] for indexer in indexers],
+            output_names=["logits"],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
+
+
+def check_inputs(archive: Archive, indexers: List[Dict[str, Any]], check_file: Optional[str]) -> List[Any]:
+    """The sample sentences, sentences of 1 to 40 of the vocabulary's words, and `check_file`'s inputs."""
+    inputs: List[Union[str, List[str]]] = [sentence.split() for sentence in SAMPLE_SENTENCES]
+    namespace = next((indexer["namespace"] for indexer in indexers if indexer["type"] == "single_id"), None)
+    words = list(archive.model.vocab.get_token_to_index_vocabulary(namespace))[2:402] if namespace else []
+    lengths = [1, 2, 5, 9, 17, 40]
+    while words:
+        inputs.append(words[: lengths[len(inputs) % len(lengths)]])
+        words = words[len(inputs[-1]) :]
+    for number, line in enumerate(pathlib.Path(check_file).read_text().splitlines() if check_file else [], 1):
+        data = json.loads(line) if line.strip() else {}
+        if not isinstance(data, dict) or not ("tokens" in data or "sentence" in data):
+            raise ConfigurationError(
+                f'{check_file}, line {number}: expected {{"tokens": [...]}} or {{"sentence": "..."}}'
+            )
+        inputs.append(data["tokens"] if "tokens" in data else data["sentence"])
+    return inputs
+
+
+def first_difference(inputs: Sequence[Any], expected: Sequence[Dict], got: Sequence[Dict]) -> Optional[str]:
+    """Where the exported results first differ from the archive's (tags, spans, confidences), or `None`."""
+    for number, (item, want, have) in enumerate(zip(inputs, expected, got)):
+        where = f"check input {number} ({str(item)[:80]})"
+        if "error" in want or "error" in have:
+            return f"{where}: the archive gave {want.get('error')!r}, the export {have.get('error')!r}"
+        if want["tokens"] != have["tokens"] or want["tags"] != have["tags"]:
+            return f"{where}: the archive tagged {list(zip(want['tokens'], want['tags']))}, the export {list(zip(have['tokens'], have['tags']))}"
+        if [{**span, "confidence": 0} for span in want["spans"]] != [
+            {**span, "confidence": 0} for span in have["spans"]
+        ]:
+            return f"{where}: the archive found spans {want['spans']}, the export {have['spans']}"
+        pairs = list(zip(want["tag_confidences"], have["tag_confidences"]))
+        pairs += [(a["confidence"], b["confidence"]) for a, b in zip(want["spans"], have["spans"])]
+        for a, b in pairs:
+            if abs(a - b) > TOLERANCE:
+                return f"{where}: a confidence of {a} in the archive is {b} in the export"
+    return None
+
+
+def check(archive: Archive, directory: pathlib.Path, inputs: List[Any], spacy_model: str) -> Dict[str, Any]:
+    """Tags `inputs` with the archive's predictor and with the export; raises at the first difference."""
+    from nerzoo_runtime import Tagger
+
+    predictor = Predictor.from_archive(archive, "sequence_tagger", extra_args={"spacy_model": spacy_model})
+    lines = [{"sentence": item} if isinstance(item, str) else {"tokens": item} for item in inputs]
+    expected = [
+        result
+        for start in range(0, len(lines), 16)
+        for result in predictor.predict_batch_json(lines[start : start + 16])
+    ]
+    got = Tagger.load(directory, spacy_model).tag(inputs, batch_size=7)
+    difference = first_difference(inputs, expected, got)
+    if difference is not None:
+        raise ConfigurationError(f"the exported model differs from the archive, nothing was written: {difference}")
+    confidences = [
+        abs(a - b)
+        for want, have in zip(expected, got)
+        for a, b in zip(
+            want["tag_confidences"] + [s["confidence"] for s in want["spans"]],
+            have["tag_confidences"] + [s["confidence"] for s in have["spans"]],
+        )
+    ]
+    return {
+        "inputs": len(inputs),
+        "tokens": sum(len(result["tokens"]) for result in expected),
+        "tags_equal": True,
+        "largest_confidence_difference": max(confidences, default=0.0),
+        "tolerance": TOLERANCE,
+    }
+
+
+def export_archive(
+    archive_file: str, output_dir: str, check_file: Optional[str] = None, spacy_model: str = DEFAULT_SPACY_PIPELINE
+) -> Dict[str, Any]:
+    """Writes the export of `archive_file` into `output_dir` (new, or empty) once it passed its check; returns its model card."""
+    output = pathlib.Path(output_dir)
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise ConfigurationError(f"{output} exists and is not an empty directory: choose a new one")
+    if not os.path.isfile(archive_file):
+        raise ConfigurationError(f"no archive at {archive_file}")
+    archive = load_archive(archive_file)
+    archive.model.eval()
+    indexers = exported_indexers(archive)
+    inputs = check_inputs(archive, indexers, check_file)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
+    try:
+        write_graph(archive, indexers, staging / "model.onnx")
+        settings = tagger_settings(archive, indexers, spacy_model)
+        (staging / "tagger.json").write_text(json.dumps(settings, indent=1))
+        vocab = archive.model.vocab
+        namespaces = [settings["label_namespace"]] + [indexer["namespace"] for indexer in indexers]
+        vocabularies = {
+            space: [vocab.get_token_from_index(i, space) for i in range(vocab.get_vocab_size(space))]
+            for space in namespaces
+        }
+        (staging / "vocabularies.json").write_text(json.dumps(vocabularies))
+        metrics_file = pathlib.Path(archive_file).parent / "metrics.json"
+        card = {
+            "nerzoo_version": importlib.metadata.version("nerzoo"),
+            "archive": str(archive_file),
+            "model_type": settings["model_type"],
+            "onnx_opset": OPSET,
+            "check": check(archive, staging, inputs, spacy_model),
+            "metrics": json.loads(metrics_file.read_text()) if metrics_file.is_file() else None,
+            "config": archive.config.as_dict(quiet=True),
+        }
+        (staging / "model_card.json").write_text(json.dumps(card, indent=1))
+        if output.exists():
+            output.rmdir()
+        staging.rename(output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return card
