@@ -6,6 +6,7 @@ import pathlib
 import shutil
 import sys
 import tempfile
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
@@ -174,7 +175,11 @@ def write_graph(archive: Archive, indexers: List[Dict[str, Any]], path: pathlib.
         if indexer["type"] == "characters":
             axes[indexer["name"]][2] = "num_characters"
     axes["logits"] = {0: "batch_size", 1: "num_tokens"}
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # The tracer warns of shapes it reads as constants and of LSTMs over other batch sizes: the
+        # check below tags other batch sizes, lengths and word lengths against the archive.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", "Exporting a model to ONNX with a batch_size other than 1")
         torch.onnx.export(
             graph,
             tuple(ids),
@@ -273,6 +278,9 @@ def export_archive(
     inputs = check_inputs(archive, indexers, check_file)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp's is private to its user
     try:
         write_graph(archive, indexers, staging / "model.onnx")
         settings = tagger_settings(archive, indexers, spacy_model)
