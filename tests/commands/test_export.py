@@ -4,6 +4,9 @@ the fixtures, at batch sizes and lengths the export never saw; its refusals and 
 """
 
 import json
+import os
+import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -15,7 +18,7 @@ from nerzoo_runtime import Tagger
 
 from nerzoo.commands import export
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from tests import FIXTURES_ROOT, allennlp, predict
+from tests import FIXTURES_ROOT, PROJECT_ROOT, allennlp, predict
 
 RAW_TEXTS = ["Peter Blackburn visited Brussels on Monday .", "  Anna Keller flew to Oslo\twith Lena Holm.  "]
 
@@ -51,11 +54,18 @@ def assert_same(got, expected):
         )
 
 
-def test_the_export_tags_the_fixtures_as_allennlp_predict_does(exported, trained_archive, tmp_path):
+@pytest.fixture(scope="module")
+def predicted(trained_archive, tmp_path_factory):
+    """The fixture's sentences and the raw texts, and what `allennlp predict` gives them."""
     sentences = fixture_sentences()
     lines = [{"tokens": words} for words in sentences] + [{"sentence": text} for text in RAW_TEXTS]
-    expected = predict(trained_archive, lines, tmp_path / "predictions.jsonl")
+    expected = predict(trained_archive, lines, tmp_path_factory.mktemp("predict") / "predictions.jsonl")
     assert sum(len(result["spans"]) for result in expected) > 10
+    return sentences, expected
+
+
+def test_the_export_tags_the_fixtures_as_allennlp_predict_does(exported, predicted):
+    sentences, expected = predicted
     tagger = Tagger.load(exported)
     for batch_size in (1, 5, 64):
         assert_same(tagger.tag(sentences + RAW_TEXTS, batch_size=batch_size), expected)
@@ -102,6 +112,40 @@ def test_tagging_token_lists_imports_neither_allennlp_nor_torch(exported):
     found = json.loads(run.stdout)
     assert found["imported"] == []
     assert found["results"] == Tagger.load(exported).tag([["Peter", "Blackburn", "visited", "Brussels", "."]])
+
+
+def test_an_environment_of_the_runtime_alone_tags_the_fixtures_as_allennlp_predict_does(exported, predicted, tmp_path):
+    """A new venv with nerzoo_runtime and its locked dependencies only, from uv's cache (`make install` fills it)."""
+    sentences, expected = predicted
+    source = shutil.copytree(
+        PROJECT_ROOT / "runtime", tmp_path / "runtime", ignore=shutil.ignore_patterns("*.egg-info")
+    )
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", tmp_path / "venv"], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    uv = pathlib.Path(sys.executable).parent / "uv"
+    install = [uv, "pip", "install", "--python", python, "--offline", "-c", PROJECT_ROOT / "requirements.lock", source]
+    subprocess.run(install, check=True, capture_output=True, timeout=300)
+    (tmp_path / "sentences.json").write_text(json.dumps(sentences))
+    program = (
+        "import json, sys\n"
+        "from nerzoo_runtime import Tagger\n"
+        "sentences = json.load(open(sys.argv[2]))\n"
+        "print(json.dumps(Tagger.load(sys.argv[1]).tag(sentences, batch_size=8)))\n"
+        "import importlib.util\n"
+        "assert not any(importlib.util.find_spec(name) for name in ('allennlp', 'torch', 'nerzoo')), 'not a fresh venv'\n"
+    )
+    # Run from tmp_path, where no nerzoo package is on the path.
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    run = subprocess.run(
+        [python, "-c", program, exported, tmp_path / "sentences.json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=environment,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_same(json.loads(run.stdout), expected[: len(sentences)])
 
 
 def test_a_model_it_cannot_export_is_one_error_and_nothing_is_written(tmp_path):
