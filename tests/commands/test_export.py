@@ -81,6 +81,20 @@ def test_the_export_tags_the_fixtures_as_allennlp_predict_does(exported, predict
     assert card["check"]["tags_equal"] and card["check"]["largest_confidence_difference"] <= 1e-4
 
 
+def test_an_int8_export_tags_the_fixtures_much_as_the_float32_one(exported, predicted, trained_archive, tmp_path):
+    import onnx
+
+    sentences, _ = predicted
+    output = tmp_path / "int8"
+    allennlp("export", trained_archive, output, "--quantize", "int8", "--include-package", "nerzoo")
+    card = json.loads((output / "model_card.json").read_text())
+    assert card["check"]["tags_equal"] and card["quantized"]["type"] == "int8"
+    assert "MatMulInteger" in {node.op_type for node in onnx.load(str(output / "model.onnx")).graph.node}
+    float32, int8 = (Tagger.load(directory).tag(sentences) for directory in (exported, output))
+    pairs = [pair for old, new in zip(float32, int8) for pair in zip(old["tags"], new["tags"])]
+    assert sum(a == b for a, b in pairs) >= 0.95 * len(pairs)
+
+
 def test_a_bad_input_is_an_error_for_it_alone(exported):
     tagger = Tagger.load(exported)
     results = tagger.tag([["Lena", "Holm"], 5, ["Oslo", " "], [], "", None, "Lena Holm ."])
