@@ -176,11 +176,13 @@ def write_graph(archive: Archive, indexers: List[Dict[str, Any]], path: pathlib.
     ]
     for tensor in ids:
         tensor[1, 3:] = 0
-    axes = {indexer["name"]: {0: "batch_size", 1: "num_tokens"} for indexer in indexers}
+    axes = {"logits": {0: "batch_size", 1: "num_tokens"}}
     for indexer in indexers:
-        if indexer["type"] == "characters":
-            axes[indexer["name"]][2] = "num_characters"
-    axes["logits"] = {0: "batch_size", 1: "num_tokens"}
+        axes[indexer["name"]] = (
+            {0: "batch_size", 1: "num_tokens", 2: "num_characters"}
+            if indexer["type"] == "characters"
+            else axes["logits"]
+        )
     with torch.no_grad(), warnings.catch_warnings():
         # The tracer warns of shapes it reads as constants and of LSTMs over other batch sizes: the
         # check below tags other batch sizes, lengths and word lengths against the archive.
@@ -208,8 +210,13 @@ def check_inputs(archive: Archive, indexers: List[Dict[str, Any]], check_file: O
         inputs.append(words[: lengths[len(inputs) % len(lengths)]])
         words = words[len(inputs[-1]) :]
     for number, line in enumerate(pathlib.Path(check_file).read_text().splitlines() if check_file else [], 1):
-        data = json.loads(line) if line.strip() else {}
-        if not isinstance(data, dict) or not ("tokens" in data or "sentence" in data):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict) or not isinstance(data.get("tokens", data.get("sentence")), (list, str)):
             raise ConfigurationError(
                 f'{check_file}, line {number}: expected {{"tokens": [...]}} or {{"sentence": "..."}}'
             )
@@ -217,21 +224,24 @@ def check_inputs(archive: Archive, indexers: List[Dict[str, Any]], check_file: O
     return inputs
 
 
+def confidences(result: Dict[str, Any]) -> List[float]:
+    """A result's tag confidences, then its spans'."""
+    return result["tag_confidences"] + [span["confidence"] for span in result["spans"]]
+
+
 def first_difference(inputs: Sequence[Any], expected: Sequence[Dict], got: Sequence[Dict]) -> Optional[str]:
-    """Where the exported results first differ from the archive's (tags, spans, confidences), or `None`."""
+    """Where the export's results first differ from the archive's (tokens, tags, spans, confidences), or `None`."""
     for number, (item, want, have) in enumerate(zip(inputs, expected, got)):
         where = f"check input {number} ({str(item)[:80]})"
-        if "error" in want or "error" in have:
-            return f"{where}: the archive gave {want.get('error')!r}, the export {have.get('error')!r}"
-        if want["tokens"] != have["tokens"] or want["tags"] != have["tags"]:
-            return f"{where}: the archive tagged {list(zip(want['tokens'], want['tags']))}, the export {list(zip(have['tokens'], have['tags']))}"
-        if [{**span, "confidence": 0} for span in want["spans"]] != [
-            {**span, "confidence": 0} for span in have["spans"]
-        ]:
-            return f"{where}: the archive found spans {want['spans']}, the export {have['spans']}"
-        pairs = list(zip(want["tag_confidences"], have["tag_confidences"]))
-        pairs += [(a["confidence"], b["confidence"]) for a, b in zip(want["spans"], have["spans"])]
-        for a, b in pairs:
+        shown = [
+            result.get("error") or [(span["label"], span["start"], span["end"]) for span in result["spans"]]
+            for result in (want, have)
+        ]
+        words_and_tags = [[result.get(key) for key in ("tokens", "token_offsets", "tags")] for result in (want, have)]
+        if "error" in want or "error" in have or shown[0] != shown[1] or words_and_tags[0] != words_and_tags[1]:
+            shown = [result.get("error") or list(zip(result["tokens"], result["tags"])) for result in (want, have)]
+            return f"{where}: the archive gave {shown[0]}, the export {shown[1]}"
+        for a, b in zip(confidences(want), confidences(have)):
             if abs(a - b) > TOLERANCE:
                 return f"{where}: a confidence of {a} in the archive is {b} in the export"
     return None
@@ -244,29 +254,24 @@ def check(archive: Archive, directory: pathlib.Path, inputs: List[Any], spacy_mo
     predictor = Predictor.from_archive(archive, "sequence_tagger", extra_args={"spacy_model": spacy_model})
     lines = [{"sentence": item} if isinstance(item, str) else {"tokens": item} for item in inputs]
     expected = [
-        result
-        for start in range(0, len(lines), 16)
-        for result in predictor.predict_batch_json(lines[start : start + 16])
+        result for at in range(0, len(lines), 16) for result in predictor.predict_batch_json(lines[at : at + 16])
     ]
     got = Tagger.load(directory, spacy_model).tag(inputs, batch_size=7)
     difference = first_difference(inputs, expected, got)
     if difference is not None:
         raise ConfigurationError(f"the exported model differs from the archive, nothing was written: {difference}")
-    confidences = [
-        abs(a - b)
-        for want, have in zip(expected, got)
-        for a, b in zip(
-            want["tag_confidences"] + [s["confidence"] for s in want["spans"]],
-            have["tag_confidences"] + [s["confidence"] for s in have["spans"]],
-        )
-    ]
     return {
         "inputs": len(inputs),
         "tokens": sum(len(result["tokens"]) for result in expected),
         "tags_equal": True,
-        "largest_confidence_difference": max(confidences, default=0.0),
+        "largest_confidence_difference": largest_difference(expected, got),
         "tolerance": TOLERANCE,
     }
+
+
+def largest_difference(results: Sequence[Dict], others: Sequence[Dict]) -> float:
+    pairs = [pair for result, other in zip(results, others) for pair in zip(confidences(result), confidences(other))]
+    return max((abs(a - b) for a, b in pairs), default=0.0)
 
 
 def quantize_int8(directory: pathlib.Path, inputs: List[Any], spacy_model: str) -> Dict[str, Any]:
@@ -288,13 +293,10 @@ def quantize_int8(directory: pathlib.Path, inputs: List[Any], spacy_model: str) 
     float32_graph.unlink()
     after = Tagger.load(directory, spacy_model).tag(inputs)
     pairs = [pair for old, new in zip(before, after) for pair in zip(old["tags"], new["tags"])]
-    differences = [
-        abs(a - b) for old, new in zip(before, after) for a, b in zip(old["tag_confidences"], new["tag_confidences"])
-    ]
     return {
         "type": "int8",
         "check_tags_alike": sum(a == b for a, b in pairs) / max(len(pairs), 1),
-        "largest_tag_confidence_difference": max(differences, default=0.0),
+        "largest_confidence_difference": largest_difference(before, after),
     }
 
 
@@ -309,8 +311,9 @@ def export_archive(
     output = pathlib.Path(output_dir)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise ConfigurationError(f"{output} exists and is not an empty directory: choose a new one")
-    if not os.path.isfile(archive_file):
-        raise ConfigurationError(f"no archive at {archive_file}")
+    for path in filter(None, (archive_file, check_file)):
+        if not os.path.isfile(path):
+            raise ConfigurationError(f"no file at {path}")
     archive = load_archive(archive_file)
     archive.model.eval()
     indexers = exported_indexers(archive)
