@@ -21,12 +21,14 @@ install: $(STAMP)
 # which do not exist for Python 3.11). It is installed as it is, without resolving again, so every
 # fresh install gets the same versions; `make lock` refreshes it. allennlp imports fairscale and
 # torch.jit APIs that torch 2 deprecates; nerzoo/quiet_warnings.pth silences those FutureWarnings in
-# this venv, which every allennlp command would otherwise print. Re-runs only when its inputs change.
-$(STAMP): requirements.lock setup.cfg pyproject.toml nerzoo/quiet_warnings.pth
+# this venv, which every allennlp command would otherwise print. nerzoo_runtime (runtime/, its own
+# distribution: exported models without allennlp or torch) is installed beside nerzoo, its
+# dependencies locked with nerzoo's `onnx` extra. Re-runs only when its inputs change.
+$(STAMP): requirements.lock setup.cfg pyproject.toml runtime/pyproject.toml nerzoo/quiet_warnings.pth
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	test -x $(UV) || $(PYTHON) -m pip install --quiet uv==$(UV_VERSION)
 	$(UV) pip install --python $(PYTHON) --no-deps -r requirements.lock
-	$(UV) pip install --python $(PYTHON) --no-deps -e .
+	$(UV) pip install --python $(PYTHON) --no-deps -e . -e runtime
 	cp nerzoo/quiet_warnings.pth "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/nerzoo-quiet-warnings.pth"
 	touch $(STAMP)
 
@@ -35,7 +37,7 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml nerzoo/quiet_warnings.pth
 lock:
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	test -x $(UV) || $(PYTHON) -m pip install --quiet uv==$(UV_VERSION)
-	$(UV) pip compile setup.cfg --extra dev --override overrides.txt --python-version 3.11 \
+	$(UV) pip compile setup.cfg --extra dev --extra onnx --override overrides.txt --python-version 3.11 \
 		--python-platform x86_64-unknown-linux-gnu --quiet -o requirements.lock
 
 # The benchmarks' extra (allennlp-models, for the reference crf_tagger), with the locked versions kept

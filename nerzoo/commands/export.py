@@ -1,0 +1,296 @@
+"""
+`allennlp export ARCHIVE OUTPUT_DIR` writes a trained bilstm_crf's emission scores as an ONNX graph
+(`model.onnx`, dynamic batch and length axes) and beside it what `nerzoo_runtime` needs to tag text
+without allennlp or torch (the CRF decodes there): `tagger.json` (the graph's inputs, tag scheme, CRF
+scores, temperatures, tokenizer), `vocabularies.json` and `model_card.json` (the archive's metrics
+and config, nerzoo's version, the check).  Nothing is written for a model it cannot export, nor
+unless the runtime's tags on sample sentences and `--check-file`'s lines equal the archive
+predictor's with every confidence within 1e-4.  `--quantize int8` then stores int8 weights.
+"""
+
+import argparse
+import importlib.metadata
+import json
+import logging
+import pathlib
+import shutil
+import sys
+import uuid
+import warnings
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+from allennlp.commands.subcommand import Subcommand
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.util import lazy_groups_of
+from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenCharactersIndexer
+from allennlp.models.archival import Archive, load_archive
+from allennlp.nn.util import get_text_field_mask
+from allennlp.predictors import Predictor
+
+from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
+from nerzoo.models.bilstm_crf import BiLstmCrf
+from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
+from nerzoo.predictors.input_lines import parse_line
+
+# What the models `allennlp export` cannot export yet lack, by registered name.
+NOT_EXPORTABLE = {
+    "deptree_ner": "its Tree-LSTM over spaCy's dependency parse has no exported form yet",
+    "me_crf": "its document memory (memory_hop) has no exported form yet",
+    "me_crf_thread_discourse": "its document memory (memory_hop) has no exported form yet",
+    "fofe_ner": "it classifies spans with FOFE passes, which have no exported form yet",
+    "seq2biseq": "its GRU label decoders have no exported form yet",
+}
+OPSET = 17
+# Largest difference of a confidence between the export and the archive that the check allows.
+TOLERANCE = 1e-4
+SAMPLE_SENTENCES = [
+    "Peter Blackburn visited Brussels on Monday .",
+    "Anna Keller , chief executive of Norvik Bank , resigned on Friday .",
+    "Oslo",
+]
+
+
+@Subcommand.register("export")
+class Export(Subcommand):
+    """The `allennlp export` subcommand (the module's docstring is its description)."""
+
+    def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
+        subparser = parser.add_parser(self.name, description=__doc__, help="Export a tagger to ONNX for nerzoo_runtime")
+        subparser.add_argument("archive_file", help="a model.tar.gz of a nerzoo tagger")
+        subparser.add_argument("output_dir", help="the directory to write (new, or empty)")
+        subparser.add_argument("--check-file", help="more check inputs: JSON lines as `allennlp predict` reads")
+        subparser.add_argument("--quantize", choices=["int8"], help="dynamic int8 quantisation, after the check")
+        subparser.add_argument("--spacy-model", default=DEFAULT_SPACY_PIPELINE, help="tokenises raw text")
+        subparser.set_defaults(func=_export)
+        return subparser
+
+
+def _export(args: argparse.Namespace) -> None:
+    try:
+        card = export_archive(args.archive_file, args.output_dir, args.check_file, args.spacy_model, args.quantize)
+    except ConfigurationError as error:
+        sys.exit(f"error: {error.message}")
+    print(json.dumps({"output_dir": args.output_dir, "check": card["check"], "quantized": card["quantized"]}))
+
+
+class TaggerGraph(torch.nn.Module):
+    """A `bilstm_crf` from one id tensor per exported indexer (0 pads) to its emission scores."""
+
+    def __init__(self, model: BiLstmCrf, indexers: Sequence[Dict[str, Any]]) -> None:
+        super().__init__()
+        self.model = model
+        self.keys = [(indexer["name"], indexer["key"]) for indexer in indexers]
+
+    def forward(self, *ids: torch.Tensor) -> torch.Tensor:
+        tokens = {name: {key: tensor} for (name, key), tensor in zip(self.keys, ids)}
+        return self.model.head.logits(self.model._encode(tokens, get_text_field_mask(tokens)))
+
+
+def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
+    """How the runtime indexes words for the graph, one entry per token indexer; raises what the model lacks."""
+    name = archive.config.as_dict(quiet=True)["model"]["type"]
+    if not isinstance(archive.model, BiLstmCrf):
+        lacks = NOT_EXPORTABLE.get(name, "it is not a bilstm_crf, the model `allennlp export` exports")
+        raise ConfigurationError(f"cannot export this {name}: {lacks}")
+    indexers = []
+    for key, indexer in archive.validation_dataset_reader._token_indexers.items():
+        if isinstance(indexer, SingleIdTokenIndexer) and indexer.namespace and indexer._feature_name == "text":
+            settings = {"type": "single_id", "key": "tokens", "namespace": indexer.namespace}
+            settings["lowercase"] = indexer.lowercase_tokens
+            extras = [indexer._start_tokens, indexer._end_tokens]
+        elif isinstance(indexer, TokenCharactersIndexer):
+            characters = indexer._character_tokenizer
+            settings = {"type": "characters", "key": "token_characters", "namespace": indexer._namespace}
+            settings.update(lowercase=characters._lowercase_characters, min_padding_length=indexer._min_padding_length)
+            extras = [indexer._start_tokens, indexer._end_tokens, characters._start_tokens, characters._end_tokens]
+            extras.append(characters._byte_encoding)
+        else:
+            extras = [True]
+        if any(extras):  # start or end tokens, a byte encoding, or another indexer: none have an exported form
+            raise ConfigurationError(
+                f"cannot export this {name}: its token indexer {key!r} ({type(indexer).__name__}) has no exported "
+                f"form yet (exported: single_id and characters, without start or end tokens)"
+            )
+        indexers.append({"name": key, **settings, "oov": archive.model.vocab._oov_token})
+    return indexers
+
+
+def crf_settings(crf: LinearChainCrf) -> Dict[str, List]:
+    """The learned scores of `crf` and the moves its tag scheme allows, for `nerzoo_runtime.crf.Crf.from_settings`."""
+    allowed = crf._constraint_mask.detach() > 0.5  # (K + 2, K + 2): K is the start, K + 1 the end
+    size = crf.num_tags
+    return {
+        **{key: values.detach().tolist() for key, values in crf.chain_scores(constrained=False)._asdict().items()},
+        "allowed_transitions": allowed[:size, :size].tolist(),
+        "allowed_start": allowed[size, :size].tolist(),
+        "allowed_end": allowed[:size, size + 1].tolist(),
+    }
+
+
+def write_graph(archive: Archive, indexers: List[Dict[str, Any]], path: pathlib.Path) -> None:
+    """`model.onnx`: the emission scores, traced on a padded batch of two."""
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    ids = [mask.clone() if indexer["type"] == "single_id" else mask[..., None].repeat(1, 1, 4) for indexer in indexers]
+    names = [indexer["name"] for indexer in indexers]
+    tokens = {0: "batch_size", 1: "num_tokens"}
+    axes = {name: {**tokens, 2: "num_characters"} if tensor.dim() == 3 else tokens for name, tensor in zip(names, ids)}
+    with torch.no_grad(), warnings.catch_warnings():
+        # Of shapes traced as constants and LSTMs over other batch sizes: the check tags those against the archive.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", "Exporting a model to ONNX with a batch_size other than 1")
+        torch.onnx.export(
+            TaggerGraph(archive.model, indexers).eval(),
+            tuple(ids),
+            str(path),
+            input_names=names,
+            output_names=["logits"],
+            dynamic_axes={**axes, "logits": tokens},
+            opset_version=OPSET,
+            dynamo=False,
+        )
+
+
+def check_inputs(archive: Archive, indexers: List[Dict[str, Any]], check_file: Optional[str]) -> List[Any]:
+    """The sample sentences, sentences of 1 to 40 of the vocabulary's words, and `check_file`'s inputs."""
+    inputs: List[Any] = [sentence.split() for sentence in SAMPLE_SENTENCES]
+    namespace = next((indexer["namespace"] for indexer in indexers if indexer["type"] == "single_id"), None)
+    words = list(archive.model.vocab.get_token_to_index_vocabulary(namespace))[2:402] if namespace else []
+    lengths = [1, 2, 5, 9, 17, 40]
+    while words:
+        inputs.append(words[: lengths[len(inputs) % len(lengths)]])
+        words = words[len(inputs[-1]) :]
+    for number, line in enumerate(pathlib.Path(check_file).read_text().splitlines() if check_file else [], 1):
+        if not line.strip():
+            continue
+        data = parse_line(line, number)  # empty if not a JSON object
+        item = data.get("tokens", data.get("sentence"))
+        if not isinstance(item, (list, str)):
+            raise ConfigurationError(
+                f'{check_file}, line {number}: expected {{"tokens": [...]}} or {{"sentence": "..."}}'
+            )
+        inputs.append(item)
+    return inputs
+
+
+def confidences(result: Dict[str, Any]) -> List[float]:
+    """A result's tag confidences, then its spans'."""
+    return result["tag_confidences"] + [span["confidence"] for span in result["spans"]]
+
+
+def largest_difference(results: Sequence[Dict], others: Sequence[Dict]) -> float:
+    pairs = [pair for result, other in zip(results, others) for pair in zip(confidences(result), confidences(other))]
+    return max((abs(a - b) for a, b in pairs), default=0.0)
+
+
+def outline(result: Dict[str, Any]) -> List[Any]:
+    """A result's tokens, their offsets and tags, and its spans' labels and bounds."""
+    spans = [(span["label"], span["start"], span["end"]) for span in result["spans"]]
+    return [result.get(key) for key in ("tokens", "token_offsets", "tags")] + spans
+
+
+def check(archive: Archive, directory: pathlib.Path, inputs: List[Any], spacy_model: str) -> Dict[str, Any]:
+    """Tags `inputs` with the archive's predictor and with the export; raises at the first difference."""
+    from nerzoo_runtime import Tagger
+
+    predictor = Predictor.from_archive(archive, "sequence_tagger", extra_args={"spacy_model": spacy_model})
+    lines = [{"sentence": item} if isinstance(item, str) else {"tokens": item} for item in inputs]
+    expected = [result for batch in lazy_groups_of(lines, 16) for result in predictor.predict_batch_json(batch)]
+    got = Tagger.load(directory, spacy_model).tag(inputs, batch_size=7)
+    differs = "the exported model differs from the archive, nothing was written"
+    for number, (item, want, have) in enumerate(zip(inputs, expected, got)):
+        where = f"{differs}: check input {number} ({str(item)[:80]})"
+        if "error" in want or "error" in have or outline(want) != outline(have):
+            shown = [result.get("error") or list(zip(result["tokens"], result["tags"])) for result in (want, have)]
+            raise ConfigurationError(f"{where}: the archive gave {shown[0]}, the export {shown[1]}")
+        for a, b in zip(confidences(want), confidences(have)):
+            if abs(a - b) > TOLERANCE:
+                raise ConfigurationError(f"{where}: a confidence of {a} in the archive is {b} in the export")
+    return {
+        "inputs": len(inputs),
+        "tokens": sum(len(result["tokens"]) for result in expected),
+        "tags_equal": True,
+        "largest_confidence_difference": largest_difference(expected, got),
+        "tolerance": TOLERANCE,
+    }
+
+
+def quantize_int8(directory: pathlib.Path, inputs: List[Any], spacy_model: str) -> Dict[str, Any]:
+    """Replaces `model.onnx` by onnxruntime's dynamic int8 quantisation; returns how it moved the check's results."""
+    from nerzoo_runtime import Tagger
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    before = Tagger.load(directory, spacy_model).tag(inputs)
+    logging.disable(logging.WARNING)  # its advice to pre-process the graph, whose shape inference fails on LSTMs
+    try:
+        quantize_dynamic(directory / "model.onnx", directory / "model.int8.onnx", weight_type=QuantType.QInt8)
+    finally:
+        logging.disable(logging.NOTSET)
+    (directory / "model.int8.onnx").replace(directory / "model.onnx")
+    after = Tagger.load(directory, spacy_model).tag(inputs)
+    pairs = [pair for old, new in zip(before, after) for pair in zip(old["tags"], new["tags"])]
+    return {
+        "type": "int8",
+        "check_tags_alike": sum(a == b for a, b in pairs) / max(len(pairs), 1),
+        "largest_confidence_difference": largest_difference(before, after),
+    }
+
+
+def export_archive(
+    archive_file: str,
+    output_dir: str,
+    check_file: Optional[str] = None,
+    spacy_model: str = DEFAULT_SPACY_PIPELINE,
+    quantize: Optional[str] = None,
+) -> Dict[str, Any]:
+    """Writes the export of `archive_file` into `output_dir` (new, or empty) once checked; returns its model card."""
+    output = pathlib.Path(output_dir)
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise ConfigurationError(f"{output} exists and is not an empty directory: choose a new one")
+    for path in filter(None, (archive_file, check_file)):
+        if not pathlib.Path(path).is_file():
+            raise ConfigurationError(f"no file at {path}")
+    archive = load_archive(archive_file)
+    indexers = exported_indexers(archive)
+    inputs = check_inputs(archive, indexers, check_file)
+    config = archive.config.as_dict(quiet=True)
+    staging = output.parent / f".{output.name}-{uuid.uuid4().hex}"
+    staging.mkdir(parents=True)  # moved to `output` once complete
+    try:
+        write_graph(archive, indexers, staging / "model.onnx")
+        head = archive.model.head
+        settings = {
+            "format_version": 1,
+            "model_type": config["model"]["type"],
+            "label_namespace": head.label_namespace,
+            "tag_scheme": head.tag_scheme,
+            "indexers": indexers,
+            "crf": None if head.crf is None else crf_settings(head.crf),
+            "temperature": head.scorer.temperature,
+            "transition_temperature": getattr(head.scorer, "transition_temperature", head.scorer.temperature),
+            "tokenizer": {"spacy_model": spacy_model},
+        }
+        (staging / "tagger.json").write_text(json.dumps(settings, indent=1))
+        vocab = archive.model.vocab
+        vocabularies = {
+            space: [vocab.get_token_from_index(i, space) for i in range(vocab.get_vocab_size(space))]
+            for space in [head.label_namespace] + [indexer["namespace"] for indexer in indexers]
+        }
+        (staging / "vocabularies.json").write_text(json.dumps(vocabularies))
+        metrics_file = pathlib.Path(archive_file).parent / "metrics.json"
+        card = {
+            "nerzoo_version": importlib.metadata.version("nerzoo"),
+            "archive": str(archive_file),
+            "model_type": config["model"]["type"],
+            "onnx_opset": OPSET,
+            "check": check(archive, staging, inputs, spacy_model),
+            "quantized": quantize_int8(staging, inputs, spacy_model) if quantize == "int8" else None,
+            "metrics": json.loads(metrics_file.read_text()) if metrics_file.is_file() else None,
+            "config": config,
+        }
+        (staging / "model_card.json").write_text(json.dumps(card, indent=1))
+        staging.replace(output)  # an empty `output` is replaced
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return card

@@ -1,0 +1,8 @@
+"""
+nerzoo_runtime: tags text with a tagger exported by nerzoo's `allennlp export`, with numpy and
+onnxruntime only (no allennlp, no torch).  `Tagger.load(directory).tag(texts or token lists)`.
+"""
+
+from nerzoo_runtime.tagger import Tagger, TaggerInputError
+
+__all__ = ["Tagger", "TaggerInputError"]

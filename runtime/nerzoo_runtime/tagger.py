@@ -1,0 +1,244 @@
+"""
+`Tagger`: a tagger exported by nerzoo's `allennlp export`, run with onnxruntime and numpy.
+
+An exported directory holds `model.onnx` (token ids to emission scores, `(batch_size, num_tokens,
+num_tags)`), `tagger.json` (how words become the graph's inputs, the labels and tag scheme, the CRF's
+scores and the temperatures of the confidences, the tokenizer of raw text), `vocabularies.json` and
+`model_card.json`.
+"""
+
+import json
+import pathlib
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy
+
+from nerzoo_runtime import crf
+from nerzoo_runtime.tag_scheme import tags_to_spans
+
+FORMAT_VERSION = 1
+Input = Union[str, Sequence[str]]
+
+
+class TaggerInputError(ValueError):
+    """An input the tagger cannot use; the others of its call are tagged."""
+
+
+class Tagger:
+    """
+    # Parameters
+
+    directory : `str` or `pathlib.Path`
+        What `allennlp export` wrote.
+    spacy_model : `str`, optional (default = the one the export names)
+        The spaCy pipeline that tokenises raw text (`"blank:en"`: spaCy's rules, no model).
+    threads : `int`, optional (default = onnxruntime's choice)
+        onnxruntime's threads within an operator.
+    """
+
+    def __init__(self, directory, spacy_model: Optional[str] = None, threads: Optional[int] = None) -> None:
+        import onnxruntime
+
+        self.directory = pathlib.Path(directory)
+        if not (self.directory / "tagger.json").is_file():
+            raise FileNotFoundError(
+                f"{self.directory} is not a directory written by `allennlp export` (no tagger.json)"
+            )
+        settings = json.loads((self.directory / "tagger.json").read_text())
+        if settings.get("format_version") != FORMAT_VERSION:
+            raise ValueError(
+                f"{self.directory} holds export format {settings.get('format_version')}, "
+                f"this nerzoo_runtime reads format {FORMAT_VERSION}"
+            )
+        vocabularies = json.loads((self.directory / "vocabularies.json").read_text())
+        self.labels: List[str] = vocabularies[settings["label_namespace"]]
+        self.tag_scheme: Optional[str] = settings["tag_scheme"]
+        self.indexers = [Indexer(indexer, vocabularies[indexer["namespace"]]) for indexer in settings["indexers"]]
+        self.temperature = settings["temperature"]
+        self.transition_temperature = settings["transition_temperature"]
+        self.crf = None if settings["crf"] is None else crf.Crf.from_settings(settings["crf"])
+        self.spacy_model = spacy_model or settings["tokenizer"]["spacy_model"]
+        self._tokenizer = None
+        options = onnxruntime.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
+        self.session = onnxruntime.InferenceSession(
+            str(self.directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+
+    @classmethod
+    def load(cls, directory, spacy_model: Optional[str] = None, threads: Optional[int] = None) -> "Tagger":
+        return cls(directory, spacy_model, threads)
+
+    def tag(self, inputs: Sequence[Input], batch_size: int = 64) -> List[Dict[str, Any]]:
+        """
+        One result per input, in order, as `allennlp predict` gives it: `tokens`, `token_offsets`,
+        `tags`, `tag_confidences` and `spans` (`label`, `start`, `end` exclusive, `text`,
+        `char_start`, `char_end`, `confidence`).  An input is a raw text (tokenised by spaCy) or a
+        list of tokens (offsets then count in the tokens joined by single spaces).  An input that
+        cannot be tagged gets `{"error": ..., "input": its position}`.
+        """
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+            raise TypeError(f"tag() takes a list of texts or token lists, got {type(inputs).__name__}")
+        results: List[Optional[Dict[str, Any]]] = [None] * len(inputs)
+        pending: List[Tuple[int, List[str], List[Tuple[int, int]], str]] = []
+        for position, item in enumerate(inputs):
+            try:
+                words, offsets, text = self._tokens(item)
+            except TaggerInputError as error:
+                results[position] = {"error": f"input {position}: {error}", "input": position}
+                continue
+            if not words:
+                results[position] = {"tokens": [], "token_offsets": [], "tags": [], "tag_confidences": [], "spans": []}
+            else:
+                pending.append((position, words, offsets, text))
+        for first in range(0, len(pending), batch_size):
+            batch = pending[first : first + batch_size]
+            for (position, words, offsets, text), (tags, confidences, spans) in zip(
+                batch, self._tag_words([words for _, words, _, _ in batch])
+            ):
+                results[position] = _formatted(words, offsets, text, tags, confidences, spans)
+        return results  # type: ignore[return-value]
+
+    def _tokens(self, item: Input) -> Tuple[List[str], List[Tuple[int, int]], str]:
+        """The words of an input, their character offsets and the text they are in."""
+        if isinstance(item, str):
+            document = self.tokenizer()(item)
+            tokens = [token for token in document if not token.is_space]
+            return (
+                [token.text for token in tokens],
+                [(token.idx, token.idx + len(token.text)) for token in tokens],
+                item,
+            )
+        if isinstance(item, (list, tuple)):
+            if not all(isinstance(word, str) and word.strip() for word in item):
+                raise TaggerInputError(f"a token list must hold non-blank strings, got {str(item)[:200]}")
+            offsets, position = [], 0
+            for word in item:
+                offsets.append((position, position + len(word)))
+                position += len(word) + 1
+            return list(item), offsets, " ".join(item)
+        raise TaggerInputError(f"an input is a text or a list of tokens, got {type(item).__name__}: {str(item)[:200]}")
+
+    def tokenizer(self):
+        """spaCy's tokenizer of `spacy_model`, loaded at the first raw text."""
+        if self._tokenizer is None:
+            try:
+                import spacy
+            except ImportError:
+                raise ImportError(
+                    "raw text needs spaCy: pip install 'nerzoo-runtime[spacy]', or tag token lists"
+                ) from None
+            if self.spacy_model.startswith("blank:"):
+                self._tokenizer = spacy.blank(self.spacy_model.split(":", 1)[1]).make_doc
+            else:
+                try:
+                    self._tokenizer = spacy.load(self.spacy_model).make_doc
+                except OSError as error:
+                    raise OSError(
+                        f"spaCy pipeline {self.spacy_model!r} is not installed (nerzoo_runtime downloads nothing); "
+                        f"install it, or pass spacy_model='blank:en'. spaCy said: {error}"
+                    ) from None
+        return self._tokenizer
+
+    def logits(self, batch: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The graph's emission scores `(batch_size, num_tokens, num_tags)` for word lists, and their mask."""
+        feeds = {indexer.name: indexer.ids(batch) for indexer in self.indexers}
+        mask = numpy.arange(max(map(len, batch)))[None] < numpy.array([len(words) for words in batch])[:, None]
+        (logits,) = self.session.run(["logits"], feeds)
+        return logits, mask
+
+    def _tag_words(self, batch: Sequence[Sequence[str]]) -> List[Tuple[List[str], List[float], List[Tuple]]]:
+        """Per word list: its tags, their confidences, and its spans `(label, start, end, confidence)`."""
+        logits, mask = self.logits(batch)
+        if self.crf is not None:
+            paths = crf.viterbi(self.crf.scores(), logits, mask)
+            scaled = logits.astype(numpy.float64)
+            if self.temperature != 1.0:
+                scaled = scaled / float(numpy.float32(self.temperature))
+            posteriors = crf.forward_backward(self.crf.scores(self.transition_temperature), scaled, mask)
+            on_path = paths[:, :, None]
+            tag_log_probabilities = (
+                numpy.take_along_axis(posteriors.log_alpha + posteriors.log_beta, on_path, axis=2)[:, :, 0]
+                - posteriors.log_partition[:, None]
+            )
+
+            def span_log_probability(row, start, end):
+                return crf.path_log_probability(posteriors, scaled, row, paths[row], start, end)
+        else:
+            # Independent positions: a tag's softmax probability, a span's the product of its tags'.
+            paths = logits.argmax(axis=-1) * mask
+            scaled = logits.astype(numpy.float32) / numpy.float32(self.temperature)
+            log_softmax = scaled - crf.logsumexp(scaled, axis=-1)[:, :, None]
+            tag_log_probabilities = numpy.take_along_axis(log_softmax, paths[:, :, None], axis=2)[:, :, 0]
+
+            def span_log_probability(row, start, end):
+                return float(tag_log_probabilities[row, start:end].astype(numpy.float64).sum())
+
+        tagged = []
+        for row, words in enumerate(batch):
+            tags = [self.labels[tag] for tag in paths[row, : len(words)]]
+            confidences = numpy.exp(tag_log_probabilities[row, : len(words)]).tolist()
+            spans = []
+            if self.tag_scheme is not None:
+                for label, start, end in tags_to_spans(tags):
+                    confidence = float(numpy.exp(min(span_log_probability(row, start, end), 0.0)))
+                    spans.append((label, start, end, confidence))
+            tagged.append((tags, confidences, spans))
+        return tagged
+
+
+class Indexer:
+    """
+    Words to one input of the graph, as the allennlp token indexer it was exported from:
+    `single_id` (a word's id, `(batch_size, num_tokens)`) or `characters` (its characters' ids,
+    `(batch_size, num_tokens, num_characters)`, at least `min_padding_length` wide); 0 pads, and a
+    word or character outside the vocabulary gets the id of `oov`.
+    """
+
+    def __init__(self, settings: Dict[str, Any], vocabulary: List[str]) -> None:
+        self.name: str = settings["name"]
+        self.type: str = settings["type"]
+        self.lowercase: bool = settings["lowercase"]
+        self.min_padding_length: int = settings.get("min_padding_length", 0)
+        self.index = {token: index for index, token in enumerate(vocabulary)}
+        self.oov = self.index[settings["oov"]]
+
+    def ids(self, batch: Sequence[Sequence[str]]) -> numpy.ndarray:
+        length = max(map(len, batch))
+        if self.type == "single_id":
+            ids = numpy.zeros((len(batch), length), dtype=numpy.int64)
+            for row, words in enumerate(batch):
+                ids[row, : len(words)] = [self.index.get(self._cased(word), self.oov) for word in words]
+            return ids
+        width = max([self.min_padding_length] + [len(word) for words in batch for word in words])
+        ids = numpy.zeros((len(batch), length, width), dtype=numpy.int64)
+        for row, words in enumerate(batch):
+            for column, word in enumerate(words):
+                ids[row, column, : len(word)] = [self.index.get(character, self.oov) for character in self._cased(word)]
+        return ids
+
+    def _cased(self, text: str) -> str:
+        return text.lower() if self.lowercase else text
+
+
+def _formatted(words, offsets, text, tags, confidences, spans) -> Dict[str, Any]:
+    """One result as nerzoo's `sequence_tagger` predictor writes it (confidences to 6 places)."""
+    return {
+        "tokens": list(words),
+        "token_offsets": [[start, end] for start, end in offsets],
+        "tags": tags,
+        "tag_confidences": [round(value, 6) for value in confidences],
+        "spans": [
+            {
+                "label": label,
+                "start": start,
+                "end": end,
+                "text": text[offsets[start][0] : offsets[end - 1][1]],
+                "char_start": offsets[start][0],
+                "char_end": offsets[end - 1][1],
+                "confidence": round(confidence, 6),
+            }
+            for label, start, end, confidence in spans
+        ],
+    }
