@@ -2,18 +2,9 @@
 What the consumers of a nerzoo model ask of it, as typed Protocols: the predictors, `allennlp
 serve`, `allennlp calibrate` and the draw commands depend on these, not on a model's class or on
 attribute names.  A model (or module) supports a feature by having the Protocol's members; the
-`runtime_checkable` ones are tested with `isinstance`.
-
-- `LabelledModel`: its labels are those of one vocabulary namespace.
-- `TagProbabilityModel`: `make_output_human_readable` gives every tag's probability at every token.
-- `AttentionModel`: `forward` returns attention weights a predictor can show.
-- `MemoryAttentionModel`: it reads a document memory whose attention `allennlp draw-memory` draws.
-- `CalibrationSource`: a model or module whose confidences `allennlp calibrate` can fit (defined
-  beside the calibration it serves, `nerzoo.modules.crf.calibration`).
-- `GraphedModel`: what the `cuda_graphs` trainer callback needs to run its training loss as CUDA
-  graphs.
-- `AuxiliaryLossSource`: a module that adds terms to its model's loss (defined beside its
-  collector, `nerzoo.modules.auxiliary_loss`).
+`runtime_checkable` ones are tested with `isinstance`.  `CalibrationSource` and
+`AuxiliaryLossSource` are defined beside what they serve (`nerzoo.modules.crf.calibration`,
+`nerzoo.modules.auxiliary_loss`) and imported here with the others.
 """
 
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Protocol, Tuple, runtime_checkable

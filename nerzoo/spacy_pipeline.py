@@ -162,7 +162,8 @@ class NerzooTagger(Pipe):
     def _input(self, doc: Doc, kept: List[int]) -> Dict[str, Any]:
         """The `allennlp predict` input of the doc's tokens `kept` (its tree or sentences where the reader reads them)."""
         reader = self.dataset_reader
-        if _document_level(reader) and doc.has_annotation("SENT_START"):
+        # A reader of whole documents (`me_crf`) gets the doc's sentences.
+        if isinstance(reader, ConllColumnsReader) and reader.document_level and doc.has_annotation("SENT_START"):
             position = {index: place for place, index in enumerate(kept)}
             sentences = [
                 [doc[index].text for index in range(sent.start, sent.end) if index in position] for sent in doc.sents
@@ -253,11 +254,6 @@ def load_tagger(archive: str, cuda_device: int = -1) -> Tuple[SequenceTaggerPred
     predictor = Predictor.from_archive(loaded, "sequence_tagger", frozen=True)
     assert isinstance(predictor, SequenceTaggerPredictor)
     return predictor, loaded.validation_dataset_reader
-
-
-def _document_level(reader: DatasetReader) -> bool:
-    """Whether the reader reads whole documents (`me_crf`), which then get their sentences."""
-    return isinstance(reader, ConllColumnsReader) and reader.document_level
 
 
 def _tree_pos_attribute(reader: DatasetReader) -> Optional[str]:

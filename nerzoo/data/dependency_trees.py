@@ -215,9 +215,6 @@ class SpacyDependencyParser:
         digest.update(json.dumps([list(words) for words in sentences], ensure_ascii=False).encode("utf-8"))
         return digest.hexdigest()
 
-    def cache_file(self, key: str) -> str:
-        return os.path.join(self.cache_directory, f"{key}.json.gz")
-
     def parse_file(self, path: str, sentences: Sequence[Sequence[str]]) -> List[DependencyParse]:
         """
         Parses all sentences of the data file `path`, or loads their parses from the cache, which is
@@ -225,7 +222,7 @@ class SpacyDependencyParser:
         be read or does not fit is ignored and replaced.
         """
         key = self.cache_key(path, sentences)
-        cache_file = self.cache_file(key)
+        cache_file = os.path.join(self.cache_directory, f"{key}.json.gz")
         cached = self._load(cache_file, key, sentences)
         if cached is not None:
             logger.info("spaCy parse cache hit for %s: %s", path, cache_file)
@@ -367,12 +364,26 @@ class DependencyReader(DatasetReader):
         metadata: Optional[Dict[str, Any]] = None,
     ) -> Instance:
         """
-        Builds an instance from pre-tokenised words and, when given, their tree (`head_indices`
-        1-based, 0 = root); without a tree the words are parsed with `spacy_model` (no cache).
-        `tags` are already in `tag_scheme` (or plain labels).  Predictors call it with words (and
-        metadata) alone.
+        Builds an instance from pre-tokenised words and, when given, their tree (all three of
+        `pos_tags`, `dependency_labels` and `head_indices`, 1-based, 0 = root, checked against
+        `words`); without a tree the words are parsed with `spacy_model` (no cache).  A partial
+        tree, or one that does not fit `words`, raises `ConfigurationError` (`InvalidTreeError`
+        for heads that are not a tree).  `tags` are already in `tag_scheme` (or plain labels).
+        Predictors call it with words (and metadata) alone.
         """
-        parse = given_or_parsed(self.parser, words, pos_tags, dependency_labels, head_indices)
+        if not words:
+            raise ConfigurationError("cannot build an instance from an empty token list")
+        given = {"pos_tags": pos_tags, "dependency_labels": dependency_labels, "head_indices": head_indices}
+        if all(values is None for values in given.values()):
+            parse = self.parser.parse([list(words)])[0]
+        elif any(values is None for values in given.values()):
+            raise ConfigurationError("give all of pos_tags, dependency_labels and head_indices, or none of them")
+        else:
+            for name, values in given.items():
+                if len(values) != len(words):  # type: ignore
+                    raise ConfigurationError(f"input: {name} has {len(values)} entries for {len(words)} words")  # type: ignore
+            validate_heads(list(head_indices), "input")  # type: ignore
+            parse = DependencyParse(list(pos_tags), list(dependency_labels), list(head_indices))  # type: ignore
         return self._instance(words, parse, tags, metadata)
 
     def _instance(
@@ -387,30 +398,3 @@ class DependencyReader(DatasetReader):
 def check_tree_option(tree: str) -> None:
     if tree not in ("parse", "chain"):
         raise ConfigurationError(f'tree must be "parse" or "chain", got {tree!r}')
-
-
-def given_or_parsed(
-    parser: "SpacyDependencyParser",
-    words: Sequence[str],
-    pos_tags: Optional[Sequence[str]],
-    dependency_labels: Optional[Sequence[str]],
-    head_indices: Optional[Sequence[int]],
-) -> DependencyParse:
-    """
-    For the readers' `text_to_instance`: the given parse (all three), checked against `words`, or
-    `parser`'s parse of `words` when none is given; a partial parse, or one that does not fit
-    `words`, raises `ConfigurationError` (`InvalidTreeError` for heads that are not a tree).
-    """
-    if not words:
-        raise ConfigurationError("cannot build an instance from an empty token list")
-    given = [value is not None for value in (pos_tags, dependency_labels, head_indices)]
-    if not any(given):
-        return parser.parse([list(words)])[0]
-    if not all(given):
-        raise ConfigurationError("give all of pos_tags, dependency_labels and head_indices, or none of them")
-    parse = {"pos_tags": pos_tags, "dependency_labels": dependency_labels, "head_indices": head_indices}
-    for name, values in parse.items():
-        if len(values) != len(words):  # type: ignore
-            raise ConfigurationError(f"input: {name} has {len(values)} entries for {len(words)} words")  # type: ignore
-    validate_heads(list(head_indices), "input")  # type: ignore
-    return DependencyParse(list(pos_tags), list(dependency_labels), list(head_indices))  # type: ignore

@@ -46,16 +46,10 @@ class Seq2Biseq(DecodedTagger, Model):
     - The terms of its auxiliary loss sources (`nerzoo.modules.auxiliary_loss`, e.g. the
       `char_gated` embedder's cosine loss) are added to the loss and reported as `<name>_loss`.
 
-    The two-optimiser variant.  The paper gives the decoders two optimisers: one steps the backward
-    decoder on its own negative log-likelihood (eq. 6), the other steps the whole model on eq. 8.
-    nerzoo builds the equivalent gradient in one backward pass: with `backward_loss_scope:
-    "backward_decoder"` (default) the extra term's gradient reaches only the backward decoder
-    (`GRU_bw` and `W_bw` of eq. 5-6), never the label embeddings or the encoder, so every other
-    parameter gets exactly eq. 8's gradient.  SGD (with or without momentum, no gradient clipping)
-    is linear in the gradient, so two such optimisers with the same learning rate and momentum
-    move the parameters exactly as one on this gradient: `backward_loss_weight: 1` with `sgd` and
-    no `grad_norm` is Seq2Biseq_2-opt (with Adam, a close variant).  `backward_loss_scope: "all"`
-    sends the extra term to every parameter (one optimiser on the plain sum of the two losses).
+    The two-optimiser variant (docs/seq2biseq.md): with `backward_loss_scope: "backward_decoder"`
+    (default) the extra term's gradient reaches only the backward decoder (`GRU_bw` and `W_bw` of
+    eq. 5-6), so with `sgd` and no `grad_norm`, `backward_loss_weight: 1` moves the parameters
+    exactly as the paper's two optimisers; `"all"` sends it to every parameter.
 
     Registered as a `Model` with name "seq2biseq".
 
@@ -286,10 +280,8 @@ class Seq2Biseq(DecodedTagger, Model):
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
         if tags is None or not self.training:
             forward_logits, backward_logits = self.decode(lexical, mask)
-        output["logits"] = forward_logits
-        output["backward_logits"] = backward_logits
         paths = self.scorer.decode(forward_logits, mask)
-        output["paths"] = paths
+        output.update(logits=forward_logits, backward_logits=backward_logits, paths=paths)
         output["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
         if tags is not None:
             posteriors = None

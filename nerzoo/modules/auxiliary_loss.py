@@ -1,13 +1,10 @@
 """
-How a module inside a nerzoo model adds a term to the model's loss.
-
-A module that does is an `AuxiliaryLossSource` (below; `nerzoo.contracts` lists it with the other
-Protocols): it keeps the scalar terms of its forward passes in an `AuxiliaryLossTerms` and hands
-them over with `pop_auxiliary_losses()`, which clears them, so a term is never counted twice.  A model finds its sources once, with an
-`AuxiliaryLossCollector`, and after each forward pass of its encoders collects their terms; an
-`AuxiliaryLosses` (held by `TagHead` and by models with their own loss) adds them to the loss and
-reports each one's running mean as the metric `<name>_loss`.  The `char_gated` token embedder is
-one; any `TokenEmbedder` or `Seq2SeqEncoder` can be.
+How a module inside a nerzoo model adds a term to the model's loss: it is an `AuxiliaryLossSource`
+(the `char_gated` token embedder; any `TokenEmbedder` or `Seq2SeqEncoder` can be) that keeps its
+terms in an `AuxiliaryLossTerms` until `pop_auxiliary_losses()` hands them over and clears them.  A
+model finds its sources once (`AuxiliaryLossCollector`), and an `AuxiliaryLosses` (held by `TagHead`
+and by models with their own loss) adds their terms to the loss and reports each one's running mean
+as the metric `<name>_loss`.
 """
 
 from typing import Dict, Iterable, List, Optional, Protocol, runtime_checkable

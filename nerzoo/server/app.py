@@ -1,17 +1,7 @@
 """
-The JSON API and the page of `allennlp serve`, as a FastAPI application.
-
-Routes (every error is a 4xx with `{"error": "..."}` naming what is wrong):
-
-- `GET /`: the page; `GET /assets/{name}`: its script and style sheet, and nothing else.
-- `GET /api/health`: `{"status": "ok", "models": [names]}`.
-- `GET /api/models`, `GET /api/models/{name}`: each model's metadata (labels, tags, tag scheme,
-  calibration temperatures, what it can show: `parse`, `attention`, `tag_probabilities`,
-  `documents`) and the server's limits.
-- `POST /api/models/{name}/predict`: one input as `allennlp predict` takes it (`sentence`,
-  `tokens` with an optional parse, `document` or `sentences`), plus `"attention": true` and
-  `"tag_probabilities": true` on request; the `sequence_tagger` predictor's output.  Requests
-  that arrive together share a forward pass (`DynamicBatcher`).
+The JSON API and the page of `allennlp serve`, as a FastAPI application; the routes are listed in
+docs/serving.md.  Every error is a 4xx with `{"error": "..."}` naming what is wrong, and requests
+that arrive together share a forward pass (`DynamicBatcher`).
 """
 
 import concurrent.futures

@@ -1,8 +1,4 @@
-"""
-What nerzoo's metrics need under distributed training: collectives that work with gloo (CPU) and
-NCCL (GPU) alike.  The end of the process group once training is over is the `leave_process_group`
-callback (nerzoo/training/callbacks/leave_process_group.py).
-"""
+"""Collectives for nerzoo's metrics under distributed training that work with gloo (CPU) and NCCL (GPU) alike."""
 
 import torch
 import torch.distributed as dist

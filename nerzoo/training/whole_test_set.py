@@ -1,7 +1,3 @@
-"""
-allennlp's train loop, with the test evaluation after distributed training on the whole test set.
-"""
-
 import logging
 from collections import deque
 from typing import Any, Dict

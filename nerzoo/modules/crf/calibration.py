@@ -15,17 +15,9 @@ Two likelihoods can be minimised (`fit_temperatures`'s `objective`):
   likelihood of what a user thresholds on; the sequence likelihood is dominated by the many easy
   `O` tokens and can leave the entity spans over-confident.
 
-A module of a model that supports calibration (the model itself, or e.g. its `TagHead`) is a
-`CalibrationSource` (below; `nerzoo.contracts` lists it with the other Protocols):
-
-- `calibration_site(config_prefix) -> CalibrationSite`: where its temperatures are in the config
-  (its module name, which is also its path under `model`), and its likelihoods;
-- `calibration_batch(output_dict, batch) -> Optional[CalibrationBatch]`: what one batch (`forward` in
-  evaluation mode, gold labels given) contributes to them;
-- `span_calibration`: the metric that scores its span confidences, or `None` without spans.
-
-`allennlp calibrate` (`nerzoo.commands.calibrate`) fits them on a dev file and writes the
-temperatures into the config of a new archive.
+A model or module that supports calibration is a `CalibrationSource` (below); `allennlp
+calibrate` (`nerzoo.commands.calibrate`) fits its temperatures on a dev file and writes them into
+the config of a new archive.
 """
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple, runtime_checkable

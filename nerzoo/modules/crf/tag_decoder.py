@@ -307,7 +307,12 @@ class TagDecoder(torch.nn.Module):
         return CalibrationBatch(logits, tags, mask, paths=paths, spans=spans).detached()
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        metrics = {"accuracy": self._accuracy(reset)}
+        # Token accuracy over every worker (allennlp's `CategoricalAccuracy` of the predicted tags).
+        counts = torch.zeros(2, dtype=torch.long) if self._token_counts is None else self._token_counts
+        correct, total = dist_reduce_sum(counts.clone()).tolist()
+        if reset:
+            self._token_counts = None
+        metrics = {"accuracy": correct / total if total > 0 else 0.0}
         if self.span_f1 is not None:
             span_metrics = self.span_f1.get_metric(reset)
             if not self.verbose_metrics:
@@ -318,14 +323,6 @@ class TagDecoder(torch.nn.Module):
         if self.concept_error_rate is not None:
             metrics.update(self.concept_error_rate.get_metric(reset))
         return metrics
-
-    def _accuracy(self, reset: bool) -> float:
-        """Token accuracy over every worker (allennlp's `CategoricalAccuracy` of the predicted tags)."""
-        counts = torch.zeros(2, dtype=torch.long) if self._token_counts is None else self._token_counts
-        correct, total = dist_reduce_sum(counts.clone()).tolist()
-        if reset:
-            self._token_counts = None
-        return correct / total if total > 0 else 0.0
 
     # ----------------------------------------------------------------------------------------------
     # Output

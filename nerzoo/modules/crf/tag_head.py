@@ -43,18 +43,12 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
 
     It is the `CalibrationSource` (`nerzoo.contracts`) of the models that compose it.
 
-    With `use_crf=False` the head drops the CRF and becomes the MEMNET baseline of Liu, Baldwin &
-    Cohn (2017), "Capturing Long-range Contextual Dependencies with Memory-enhanced Conditional
-    Random Fields", IJCNLP, https://aclanthology.org/I17-1056, §4.3, eq. 13:
-    `y_t = softmax(W u_t)` at each position on its own, "without taking transitions between ...
-    labels into account".  Then the loss is the masked cross-entropy summed over the tokens of the
-    batch (the CRF loss is likewise a sum over the batch, so learning rates carry over), the
-    prediction is the per-position argmax, `tag_probabilities` is the softmax, a token's confidence
-    is the probability of its predicted tag, and an entity's confidence is the product of those
-    probabilities over its tokens (the exact probability of its tags, the positions being
-    independent).  Nothing stops the argmax from producing sequences the tag scheme forbids
-    (`O L-PER`, `B-PER O`); spans are read from them with conlleval's lenient rules
-    (`tags_to_spans`), as for gold data.
+    With `use_crf=False` the head is the MEMNET baseline of Liu, Baldwin & Cohn (2017),
+    https://aclanthology.org/I17-1056, §4.3, eq. 13: `y_t = softmax(W u_t)` at each position on its
+    own.  The loss is then the masked cross-entropy summed over the tokens of the batch (as the CRF
+    loss is a sum, learning rates carry over), an entity's confidence the product of its tokens'
+    probabilities, and spans are read from the argmax, which may break the tag scheme, with
+    conlleval's lenient rules (`tags_to_spans`), as for gold data.
 
     # Parameters
 

@@ -93,7 +93,8 @@ class FastLstm(LstmSeq2SeqEncoder):
 
     def _run(self, inputs: torch.Tensor, weights: List[torch.Tensor], zeros: torch.Tensor) -> torch.Tensor:
         """One direction of one layer over `(batch_size, sequence_length, dim)`, from the `zeros` states."""
-        if inputs.device.type == "cpu" and _cpu_float16_autocast():
+        cpu_float16 = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
+        if inputs.device.type == "cpu" and cpu_float16:
             # oneDNN has no float16 LSTM on most CPUs: run this one in float32 (cuDNN runs float16).
             with torch.autocast("cpu", enabled=False):
                 return self._run(inputs.float(), [weight.float() for weight in weights], zeros.float())
@@ -106,7 +107,3 @@ class FastLstm(LstmSeq2SeqEncoder):
             inputs.contiguous(), (zeros, zeros), weights, len(weights) == 4, 1, 0.0, self.training, False, True
         )
         return output
-
-
-def _cpu_float16_autocast() -> bool:
-    return torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16

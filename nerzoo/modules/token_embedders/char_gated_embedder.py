@@ -41,14 +41,11 @@ class CharGatedEmbedder(TokenEmbedder):
         E~ = E + sum_t g_t (1 - cos(m_t, x_t)),    g_t = 0 if w_t is OOV (or padding), else 1,
 
     and lets no gradient of this term reach `x_t` (the word embeddings are to keep the exceptions,
-    the character model learns the general patterns).  Here the term, times
-    `cosine_loss_weight`, is summed over every in-vocabulary token of the batch (like the CRF
-    loss, a sum over the batch), computed in float32 against `x_t.detach()`.  The embedder is an
-    `AuxiliaryLossSource` (`nerzoo.contracts`, `nerzoo.modules.auxiliary_loss`): every forward pass
-    with `cosine_loss_weight > 0` keeps the term as "char_cosine" (summed over passes) until
-    `pop_auxiliary_losses()` hands it over; nerzoo models collect it after their forward pass, add
-    it to their loss, and report it as the metric "char_cosine_loss".  A token is OOV when its
-    word id is the vocabulary's OOV id in `vocab_namespace`, and padding when its word id is 0.
+    the character model learns the general patterns).  Here the term, times `cosine_loss_weight`,
+    is summed over every in-vocabulary token of the batch, in float32 against `x_t.detach()`, and
+    handed to the model as the auxiliary loss "char_cosine" (`nerzoo.modules.auxiliary_loss`;
+    reported as the metric "char_cosine_loss").  A token is OOV when its word id is the
+    vocabulary's OOV id in `vocab_namespace`, and padding when its word id is 0.
 
     An AllenNLP `TokenEmbedder` only receives the tensors of one token indexer, and this one needs
     both the word id (for `x_t` and `g_t`) and the characters, so it pairs with the

@@ -1,11 +1,3 @@
-"""
-The ME-CRF+ curriculum of Liu, Baldwin & Cohn (2017), "Capturing Long-range Contextual Dependencies
-with Memory-enhanced Conditional Random Fields", IJCNLP, https://aclanthology.org/I17-1056, §4.2:
-"fixing the CRF transition matrix A = 0 for the first e = 20 epochs, after which we train the
-parameters for the remainder of the run", so that the model first learns its labels as independent
-"maxent" classifiers and only then the sequence dynamics.
-"""
-
 import logging
 from typing import Any, Dict, List
 
@@ -19,10 +11,7 @@ logger = logging.getLogger(__name__)
 
 
 def transition_parameters(crf: ConditionalRandomField) -> List[torch.nn.Parameter]:
-    """
-    The parameters that make up `A` of eq. 7 in an allennlp CRF: `transitions` and, when the CRF
-    has them, `start_transitions` and `end_transitions`.
-    """
+    """`A` of eq. 7 in an allennlp CRF: `transitions` and, when it has them, the start and end transitions."""
     parameters = [crf.transitions]
     if crf.include_start_end_transitions:
         parameters += [crf.start_transitions, crf.end_transitions]

@@ -1,7 +1,3 @@
-"""
-The training loss as CUDA graphs, from a config.
-"""
-
 import logging
 
 import torch

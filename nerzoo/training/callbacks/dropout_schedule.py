@@ -1,8 +1,3 @@
-"""
-A dropout rate that changes linearly over training, as FOFE-NER's: "initially set to 0.4, slowly
-decreased during training until it reaches 0.1 at the end" (Xu, 2017, §5.5.1).
-"""
-
 import logging
 import re
 from typing import Any, Dict, List, Optional
@@ -19,8 +14,9 @@ class DropoutSchedule(TrainerCallback):
     """
     Sets the rate `p` of the model's `torch.nn.Dropout` modules (those whose name matches `modules`)
     before every epoch, moving linearly from `start` in the first epoch to `end` in the last one:
-    `p = start + (end - start) * epoch / (num_epochs - 1)`.  Xu (2017), "Fixed-size
-    Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York University, §5.5.1.
+    `p = start + (end - start) * epoch / (num_epochs - 1)`: FOFE-NER's dropout, "initially set to
+    0.4, slowly decreased during training until it reaches 0.1 at the end" (Xu, 2017, "Fixed-size
+    Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York University, §5.5.1).
 
     Registered as a `TrainerCallback` with name "dropout_schedule".
 

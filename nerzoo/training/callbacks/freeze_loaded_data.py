@@ -1,7 +1,3 @@
-"""
-Keeps Python's garbage collector off the data sets while the trainer trains.
-"""
-
 import gc
 import logging
 

@@ -1,7 +1,3 @@
-"""
-Ends the distributed process group when training ends, so that the test evaluation runs as one process.
-"""
-
 import logging
 
 import torch.distributed as dist

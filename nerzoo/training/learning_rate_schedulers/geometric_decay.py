@@ -1,9 +1,3 @@
-"""
-A learning rate multiplied by one factor every epoch so that the last epoch runs at a given fraction
-of the first: FOFE-NER's "initially set to 0.128 and is multiplied by a decay factor each epoch so
-that it reaches 1/16 of the initial value at the end of the training" (Xu, 2017, §5.5.1).
-"""
-
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.training.learning_rate_schedulers import ExponentialLearningRateScheduler, LearningRateScheduler
@@ -14,8 +8,10 @@ class GeometricDecay(ExponentialLearningRateScheduler):
     """
     allennlp's `exponential` scheduler with its `gamma` derived from the trainer's `num_epochs`:
     epoch `e` (0-based) runs at `lr * final_factor ** (e / (num_epochs - 1))`, so an override of
-    `num_epochs` keeps the schedule in step.  Xu (2017), "Fixed-size Ordinally-Forgetting Encoding
-    and Its Applications", MSc thesis, York University, §5.5.1.
+    `num_epochs` keeps the schedule in step.  FOFE-NER's rate is "initially set to 0.128 and is
+    multiplied by a decay factor each epoch so that it reaches 1/16 of the initial value at the end
+    of the training" (Xu, 2017, "Fixed-size Ordinally-Forgetting Encoding and Its Applications", MSc
+    thesis, York University, §5.5.1).
 
     Registered as a `LearningRateScheduler` with name "geometric_decay".
 

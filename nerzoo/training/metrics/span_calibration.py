@@ -77,12 +77,6 @@ def sorted_pairs(confidences: torch.Tensor, correct: torch.Tensor) -> Tuple[torc
     return confidences[order], correct[order]
 
 
-def equal_mass_bins(confidences: torch.Tensor, num_bins: int) -> List[torch.LongTensor]:
-    """Indices of `confidences` sorted and cut into `min(num_bins, n)` bins of nearly equal size."""
-    order = torch.argsort(confidences, stable=True)
-    return [chunk for chunk in torch.tensor_split(order, min(num_bins, len(order))) if len(chunk)]
-
-
 def reliability(
     confidences: torch.Tensor, correct: torch.Tensor, bins: List[torch.LongTensor]
 ) -> List[Tuple[int, float, float]]:
@@ -106,8 +100,10 @@ def calibration_error(confidences: torch.Tensor, correct: torch.Tensor, bins: Li
 
 
 def expected_calibration_error(confidences: torch.Tensor, correct: torch.Tensor, num_bins: int = 10) -> float:
-    """ECE over `num_bins` equal-mass bins."""
-    return calibration_error(confidences, correct, equal_mass_bins(confidences, num_bins))
+    """ECE over the spans sorted by confidence and cut into `min(num_bins, n)` bins of nearly equal size."""
+    order = torch.argsort(confidences, stable=True)
+    bins = [chunk for chunk in torch.tensor_split(order, min(num_bins, len(order))) if len(chunk)]
+    return calibration_error(confidences, correct, bins)
 
 
 def precision_at_coverage(confidences: torch.Tensor, correct: torch.Tensor, coverage: float) -> float:
