@@ -7,7 +7,7 @@ attribute names.  A model (or module) supports a feature by having the Protocol'
 `nerzoo.modules.auxiliary_loss`) and imported here with the others.
 """
 
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Protocol, Tuple, runtime_checkable
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
 
 import torch
 
@@ -65,30 +65,21 @@ class MemoryAttentionModel(AttentionModel, Protocol):
     memory: "MemoryHopEncoder"
 
 
-class GraphInputs(NamedTuple):
-    """What a graph of a batch's training loss reads: the batch's tensor fields (padded with zeros
-    before they reach `graph_loss`) and the host's numbers that shape the computation (one graph
-    is captured for each value, e.g. a tree depth)."""
-
-    tensors: Dict[str, Any]
-    static: Tuple[int, ...] = ()
-
-
 @runtime_checkable
 class GraphedModel(Protocol):
     """
     A model whose training loss the `cuda_graphs` trainer callback can run as CUDA graphs
     (`nerzoo.training.step_graphs`).  Its `forward` knows nothing of graphs: the callback asks the
-    model which tensors and static numbers a batch's loss needs, runs `graph_loss` on them padded
+    model which tensors a batch's loss needs, runs `graph_loss` on them padded
     (as a graph replay), and hands the loss and logits back for the output and metrics.
     """
 
-    def graph_inputs(self, batch: Dict[str, Any]) -> Optional[GraphInputs]:
-        """The tensors and static numbers of `batch` (`forward`'s keyword arguments) that its
-        training loss reads; `None` where that loss cannot be a graph (then `forward` runs)."""
+    def graph_inputs(self, batch: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """The tensors of `batch` (`forward`'s keyword arguments) that its training loss reads
+        (padded with zeros before they reach `graph_loss`); `None` where that loss cannot be a graph (then `forward` runs)."""
         ...
 
-    def graph_loss(self, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    def graph_loss(self, inputs: Dict[str, Any]) -> Tuple[torch.Tensor, torch.Tensor]:
         """The training loss and the logits (detached) of `inputs` padded with zeros, reading
         nothing on the host."""
         ...

@@ -9,7 +9,6 @@ from allennlp.modules import Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
-from nerzoo.contracts import GraphInputs
 from nerzoo.models.head_tagger import HeadTagger
 from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.variational_dropout import VariationalDropout
@@ -92,11 +91,11 @@ class BiLstmCrf(HeadTagger):
         embedded = self.dropout(self.text_field_embedder(tokens))
         return self.dropout(self.encoder(embedded, mask))
 
-    def graph_inputs(self, batch: Dict[str, Any]) -> Optional[GraphInputs]:
+    def graph_inputs(self, batch: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         """For the `cuda_graphs` callback (`nerzoo.contracts.GraphedModel`): `tokens` and `tags`."""
-        return GraphInputs({"tokens": batch["tokens"], "tags": batch["tags"]}) if self.graphable(batch) else None
+        return {"tokens": batch["tokens"], "tags": batch["tags"]} if self.graphable(batch) else None
 
-    def graph_loss(self, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    def graph_loss(self, inputs: Dict[str, Any]) -> Tuple[torch.Tensor, torch.Tensor]:
         """
         The training loss and logits (detached, `(batch_size, num_tokens, num_tags)`) of `inputs`
         (`tokens`, `tags`) as tensors only: what `StepGraphs` captures.  `forward` gives the same

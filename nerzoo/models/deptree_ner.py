@@ -9,7 +9,6 @@ from allennlp.modules import Embedding, Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 
-from nerzoo.contracts import GraphInputs
 from nerzoo.data.dependency_trees import DEPENDENCY_NAMESPACE, POS_NAMESPACE
 from nerzoo.models.head_tagger import HeadTagger
 from nerzoo.modules.crf.tag_head import TagHead
@@ -173,32 +172,6 @@ class DeptreeNer(HeadTagger):
         output.update(self.tag(hidden, mask, tags, metadata))
         return output
 
-    def graph_loss(self, inputs: Dict[str, Any], *static: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        """
-        The training loss and logits (detached) of `inputs` (the batch's tensor fields) as tensors
-        only, with the Tree-LSTM over `static[0]` fixed-depth levels: what `StepGraphs`
-        captures.  `forward` gives the same loss for a batch of one CRF chain per row.
-        """
-        tokens = inputs["tokens"]
-        mask = get_text_field_mask(tokens)
-        labels = (inputs.get(name) for name in ("pos_tags", "dependency_labels", "head_indices"))
-        hidden, _ = self._encode(tokens, mask, *labels, num_levels=static[0])
-        return self.head.graph_loss(hidden, mask, inputs["tags"])
-
-    def graph_inputs(self, batch: Dict[str, Any]) -> Optional[GraphInputs]:
-        """
-        For the `cuda_graphs` callback (`nerzoo.contracts.GraphedModel`): the tensor fields, and
-        the Tree-LSTM's levels for the batch's deepest tree (from the readers' `tree_depth`)
-        rounded up to a multiple of 4, so that batches share graphs.
-        """
-        metadata = batch.get("metadata")
-        depths = [instance.get("tree_depth") for instance in metadata or []]
-        if not depths or any(depth is None for depth in depths) or not self.graphable(batch):
-            return None
-        fields = ("tokens", "pos_tags", "dependency_labels", "head_indices", "tags")
-        tensors = {name: batch[name] for name in fields if batch.get(name) is not None}
-        return GraphInputs(tensors, (-(-(max(depths) + 1) // 4) * 4,))
-
     def _encode(
         self,
         tokens: TextFieldTensors,
@@ -206,12 +179,8 @@ class DeptreeNer(HeadTagger):
         pos_tags: Optional[torch.LongTensor],
         dependency_labels: Optional[torch.LongTensor],
         head_indices: Optional[torch.LongTensor],
-        num_levels: Optional[int] = None,
     ) -> Tuple[torch.Tensor, Dict[str, Any]]:
-        """
-        The encoding `(batch_size, num_tokens, encoded_dim)` the head reads, and the attention
-        outputs; the Tree-LSTM over the batch's own levels, or over `num_levels` fixed-depth ones.
-        """
+        """The encoding `(batch_size, num_tokens, encoded_dim)` the head reads, and the attention outputs."""
         parts = [self.text_field_embedder(tokens)]
         for embedding, labels, name in (
             (self.pos_tag_embedding, pos_tags, "pos_tags"),
@@ -232,7 +201,7 @@ class DeptreeNer(HeadTagger):
         if self.syntactic_encoder is not None:
             if head_indices is None:
                 raise ConfigurationError("the Tree-LSTM needs head_indices: read the data with a dependency reader")
-            syntactic = self.syntactic_encoder.encode(embedded, mask, head_indices, num_levels)
+            syntactic = self.syntactic_encoder.encode(embedded, mask, head_indices)
             encoded.append(syntactic.states)
             queries.insert(0, syntactic.root)
         hidden = self.dropout(torch.cat(encoded, dim=-1))

@@ -14,8 +14,8 @@ from nerzoo.modules.auxiliary_loss import auxiliary_loss_sources
 
 logger = logging.getLogger(__name__)
 
-# (the padded inputs' shapes and dtypes, the autocast dtype or None, the host's numbers)
-_Key = Tuple[Tuple[Tuple[torch.Size, torch.dtype], ...], Optional[torch.dtype], Tuple[int, ...]]
+# (the padded inputs' shapes and dtypes, the autocast dtype or None)
+_Key = Tuple[Tuple[Tuple[torch.Size, torch.dtype], ...], Optional[torch.dtype]]
 
 
 class StepGraphs:
@@ -30,8 +30,7 @@ class StepGraphs:
     multiple of `length_multiple`, an integer input's further dimensions (characters per token) to
     a multiple of `character_multiple`.  Zero is the padding id, the models read their masks from
     the ids, and real tokens are scored as in the unpadded batch: the same loss and gradients.  One
-    graph per padded shape, autocast state and the host's numbers that `graph_loss` takes (e.g. a
-    tree depth), captured the first time they come (with
+    graph per padded shape and autocast state, captured the first time they come (with
     `torch.cuda.make_graphed_callables`' warm-up passes); length-bucketed batches keep them few.
     Past `max_graphs` a new shape takes the model's plain step.
 
@@ -74,11 +73,9 @@ class StepGraphs:
         """Drops the graphs (and so their memory)."""
         self._graphs.clear()
 
-    def __call__(
-        self, model: torch.nn.Module, inputs: Dict[str, Any], *static: int
-    ) -> Optional[Tuple[torch.Tensor, ...]]:
+    def __call__(self, model: torch.nn.Module, inputs: Dict[str, Any]) -> Optional[Tuple[torch.Tensor, ...]]:
         """
-        `model.graph_loss(inputs, *static)` on the padded `inputs` (tensors, in dicts at any
+        `model.graph_loss(inputs)` on the padded `inputs` (tensors, in dicts at any
         depth), as a graph replay; `None` for a new shape past `max_graphs` (the model's plain
         step is then the faster).  Its outputs keep the padded shapes; on CUDA they are the
         graph's buffers, which the next replay overwrites.
@@ -93,15 +90,15 @@ class StepGraphs:
         padded = [self.pad(leaf) for leaf in leaves]
         if not (self.capture and padded and padded[0].is_cuda):
             self.eager_runs += 1
-            return model.graph_loss(tree_unflatten(padded, spec), *static)
+            return model.graph_loss(tree_unflatten(padded, spec))
         dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
-        key: _Key = (tuple((leaf.shape, leaf.dtype) for leaf in padded), dtype, static)
+        key: _Key = (tuple((leaf.shape, leaf.dtype) for leaf in padded), dtype)
         graphed = self._graphs.get(key)
         if graphed is None:
             if len(self._graphs) >= self.max_graphs:
                 self.plain_steps += 1
                 return None
-            graphed = self._capture(model, spec, static, padded, dtype)
+            graphed = self._capture(model, spec, padded, dtype)
             self._graphs[key] = graphed
         self.replays += 1
         return graphed(*padded)
@@ -124,11 +121,10 @@ class StepGraphs:
         self,
         model: torch.nn.Module,
         spec: TreeSpec,
-        static: Tuple[int, ...],
         padded: List[torch.Tensor],
         dtype: Optional[torch.dtype],
     ) -> Callable[..., Any]:
-        body = _GraphBody(model, spec, static, dtype)
+        body = _GraphBody(model, spec, dtype)
         logger.info(
             "StepGraphs: capturing %s's training loss for inputs %s (graph %d)",
             type(model).__name__,
@@ -157,19 +153,16 @@ class _GraphBody(torch.nn.Module):
     autocast to `dtype` (`None`: off) without its cast cache, which `make_graphed_callables` refuses.
     """
 
-    def __init__(
-        self, model: torch.nn.Module, spec: TreeSpec, static: Tuple[int, ...], dtype: Optional[torch.dtype] = None
-    ) -> None:
+    def __init__(self, model: torch.nn.Module, spec: TreeSpec, dtype: Optional[torch.dtype] = None) -> None:
         super().__init__()
         self.model = model
         self.spec = spec
-        self.static = static
         self.dtype = dtype
 
     def forward(self, *leaves: torch.Tensor) -> Tuple[torch.Tensor, ...]:  # type: ignore
         enabled = self.dtype is not None
         with torch.autocast("cuda", dtype=self.dtype or torch.float16, enabled=enabled, cache_enabled=False):
-            return self.model.graph_loss(tree_unflatten(list(leaves), self.spec), *self.static)
+            return self.model.graph_loss(tree_unflatten(list(leaves), self.spec))
 
 
 def use_step_graphs(model: torch.nn.Module, graphs: Optional[StepGraphs]) -> None:
@@ -182,7 +175,9 @@ def use_step_graphs(model: torch.nn.Module, graphs: Optional[StepGraphs]) -> Non
     if graphs is None:
         return
     if not isinstance(model, GraphedModel):
-        raise ConfigurationError(f"cuda_graphs: {type(model).__name__} has no graph_loss to capture")
+        raise ConfigurationError(
+            f"cuda_graphs: {type(model).__name__} has no graph_loss to capture; train it without `cuda_graphs`"
+        )
     if auxiliary_loss_sources(model):
         raise ConfigurationError(
             f"{type(model).__name__}: its modules add auxiliary losses, which a CUDA graph of the loss would not see"
@@ -207,7 +202,7 @@ class GraphedForward:
         if not model.training:  # type: ignore[attr-defined]
             return plain(model, **batch)
         inputs = model.graph_inputs(batch)
-        graphed = None if inputs is None else self.graphs(model, inputs.tensors, *inputs.static)  # type: ignore
+        graphed = None if inputs is None else self.graphs(model, inputs)  # type: ignore
         if graphed is None:
             return plain(model, **batch)
         loss, logits = graphed

@@ -12,8 +12,9 @@ not bit-identical, so the comparisons run one archive on both devices:
   `--cuda-device` DEVICE what they give with `--cuda-device -1`: the same F1, the same tags, the same
   temperatures; so does `serve`'s model (`ServedModel` and the app, in this process);
 - training bilstm_crf with `trainer.use_amp` (CUDA only: allennlp's AMP is `torch.cuda.amp`)
-  finishes with finite losses; so does training each experiment with the `cuda_graphs` callback,
-  which logs the graphs it captured and replayed.
+  finishes with finite losses; so does training bilstm_crf with the `cuda_graphs` callback, which
+  logs the graphs it captured and replayed, while deptree_ner with it stops before training with
+  one error saying to train without it.
 
 All commands start at once in two rounds (the trainings, then the rest), so the module's time is
 about that of its two slowest commands.
@@ -321,7 +322,15 @@ def test_training_under_amp_on_the_device(runs):
 
 
 @pytest.mark.skipif(DEVICE.type != "cuda", reason="cuda_graphs captures on CUDA only")
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_cuda_graphs_refuse_deptree_ner_before_training(runs):
+    result = runs.results[("deptree_ner", "train", "graphs")]
+    assert result.returncode != 0
+    assert "DeptreeNer has no graph_loss to capture; train it without `cuda_graphs`" in result.stdout + result.stderr
+    assert not (runs.directory(("deptree_ner", "train", "graphs")) / "run" / "model.tar.gz").exists()
+
+
+@pytest.mark.skipif(DEVICE.type != "cuda", reason="cuda_graphs captures on CUDA only")
+@pytest.mark.parametrize("experiment", ["bilstm_crf"])
 def test_training_with_cuda_graphs_on_the_device(runs, experiment):
     metrics = runs.output(experiment, "train", "graphs")
     directory = runs.directory((experiment, "train", "graphs"))

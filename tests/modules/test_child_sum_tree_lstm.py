@@ -8,7 +8,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
 
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
-from nerzoo.modules.seq2seq_encoders.tree_levels import fixed_depth_levels, tree_levels
+from nerzoo.modules.seq2seq_encoders.tree_levels import tree_levels
 from nerzoo.modules.seq2seq_encoders.tree_lstm_reference import reference_tree_lstm
 
 
@@ -379,9 +379,8 @@ def test_the_levels_hold_each_token_once_after_its_children(seed):
             depth[row * num_tokens + token] = token_depth
     max_depth = max(depth.values())
     assert levels.sizes == [sum(d == max_depth - level for d in depth.values()) for level in range(max_depth + 1)]
-    # One row and one slot per real token, in the same order.
+    # One row per real token.
     assert sorted(levels.tokens.tolist()) == sorted(depth)
-    assert levels.rows.tolist() == levels.outputs.tolist() == list(range(len(depth)))
     level_tokens = levels.tokens.split(levels.sizes)
     for level, (tokens, head_slots) in enumerate(zip(level_tokens, levels.head_slots.split(levels.sizes))):
         assert all(depth[position] == max_depth - level for position in tokens.tolist())
@@ -394,84 +393,22 @@ def test_the_levels_hold_each_token_once_after_its_children(seed):
                 assert int(level_tokens[level + 1][head_slot]) == head_position
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_the_fixed_depth_levels_hold_the_exact_levels_and_empty_slots(seed):
-    mask, head_indices = random_batch(seed)
-    num_positions = mask.numel()
-    exact = tree_levels(mask, head_indices)
-    num_levels = len(exact.sizes) + 2  # two more than needed: empty levels in front
-    fixed = fixed_depth_levels(mask, head_indices, num_levels)
-    assert fixed.tokens.tolist() == list(range(num_positions))  # a row for every position
-    assert fixed.sizes == [num_positions] * num_levels
-    assert fixed.rows.tolist() == list(range(num_positions)) * num_levels
-    for level, outputs in enumerate(fixed.outputs.split(fixed.sizes)):
-        filled = outputs[outputs < num_positions]
-        assert filled.tolist() == (sorted(exact.tokens.split(exact.sizes)[level - 2].tolist()) if level >= 2 else [])
-    # A filled slot sends to its head's row (each level's slot p is row p), the others to the dropped row.
-    filled = fixed.outputs < num_positions
-    has_head = (head_indices.view(-1) > 0).repeat(num_levels)
-    assert torch.equal(fixed.head_slots[filled & has_head], fixed.head_rows[filled & has_head])
-    assert (fixed.head_slots[~(filled & has_head)] == num_positions).all()
-
-
-@pytest.mark.parametrize(
-    "seed, input_dim, num_layers, residual, projected_residual, top_down",
-    [
-        (0, 6, 1, False, True, False),
-        (1, 5, 2, True, True, False),
-        (2, 6, 2, True, False, False),
-        (1, 5, 2, True, True, True),
-    ],
-)
-def test_the_fixed_depth_pass_equals_the_exact_one(seed, input_dim, num_layers, residual, projected_residual, top_down):
-    torch.manual_seed(seed)
-    mask, head_indices = random_batch(seed)
-    module = ChildSumTreeLstm(
-        input_dim, 5, num_layers=num_layers, residual=residual, projected_residual=projected_residual, top_down=top_down
-    ).double()
-    inputs = torch.randn(*mask.shape, input_dim, dtype=torch.double)
-    # The chain of 40 has depth 39: 40 levels are needed, more only add empty ones.
-    exact = gradients(module, inputs, lambda x: module.encode(x, mask, head_indices))
-    fixed = gradients(module, inputs, lambda x: module.encode(x, mask, head_indices, num_levels=43))
-    for wanted, actual in zip(exact[:3], fixed[:3]):
-        torch.testing.assert_close(actual, wanted, atol=1e-12, rtol=1e-10)
-    for name in exact[3]:
-        torch.testing.assert_close(fixed[3][name], exact[3][name], atol=1e-12, rtol=1e-10, msg=name)
-    # Too few levels leave the deep chain's upper tokens without a state: num_levels must exceed every depth.
-    short = module.encode(inputs, mask, head_indices, num_levels=10).states
-    assert not torch.allclose(short, exact[0])
-
-
-def test_both_passes_draw_the_same_dropout_masks():
-    mask, head_indices = random_batch(2)
-    module = ChildSumTreeLstm(6, 6, num_layers=2, residual=True, dropout=0.4).train()
-    inputs = torch.randn(*mask.shape, 6)
-    outputs = []
-    for num_levels in (None, 41):
-        torch.manual_seed(7)
-        outputs.append(module.encode(inputs, mask, head_indices, num_levels))
-    torch.testing.assert_close(outputs[1].states, outputs[0].states)
-    torch.testing.assert_close(outputs[1].root, outputs[0].root)
-
-
 class Encode(torch.nn.Module):
     """`encode` of a `ChildSumTreeLstm` as its forward, for `torch.func.functional_call`."""
 
-    def __init__(self, module: ChildSumTreeLstm, num_levels) -> None:
+    def __init__(self, module: ChildSumTreeLstm) -> None:
         super().__init__()
         self.module = module
-        self.num_levels = num_levels
 
     def forward(self, inputs, mask, head_indices):
-        return tuple(self.module.encode(inputs, mask, head_indices, self.num_levels))
+        return tuple(self.module.encode(inputs, mask, head_indices))
 
 
-@pytest.mark.parametrize("num_levels", [None, 4])
 @pytest.mark.parametrize("top_down", [False, True])
-def test_gradcheck_on_a_small_forest(num_levels, top_down):
+def test_gradcheck_on_a_small_forest(top_down):
     torch.manual_seed(0)
     mask, head_indices = pad([[0, 1, 1, 2, 0], [2, 0, 2]])
-    encode = Encode(ChildSumTreeLstm(3, 2, num_layers=2, residual=True, top_down=top_down).double(), num_levels)
+    encode = Encode(ChildSumTreeLstm(3, 2, num_layers=2, residual=True, top_down=top_down).double())
     names = [name for name, _ in encode.named_parameters()]
     inputs = torch.randn(*mask.shape, 3, dtype=torch.double, requires_grad=True)
     parameters = [parameter.detach().clone().requires_grad_() for parameter in encode.parameters()]
@@ -482,33 +419,18 @@ def test_gradcheck_on_a_small_forest(num_levels, top_down):
     assert torch.autograd.gradcheck(run, (inputs, *parameters), fast_mode=True)
 
 
-@pytest.mark.parametrize("num_levels", [None, 41])
-def test_inference_mode_gives_the_outputs_of_a_training_pass(num_levels):
+def test_inference_mode_gives_the_outputs_of_a_training_pass():
     torch.manual_seed(1)
     mask, head_indices = random_batch(1)
     module = ChildSumTreeLstm(6, 5, num_layers=2, residual=True, dropout=0.3).eval()
     inputs = torch.randn(*mask.shape, 6)
-    expected = module.encode(inputs, mask, head_indices, num_levels)
+    expected = module.encode(inputs, mask, head_indices)
     with torch.inference_mode():
-        served = module.encode(inputs.clone(), mask.clone(), head_indices.clone(), num_levels)
+        served = module.encode(inputs.clone(), mask.clone(), head_indices.clone())
     torch.testing.assert_close(served.states, expected.states, atol=0, rtol=0)
     torch.testing.assert_close(served.root, expected.root, atol=0, rtol=0)
     # A training step after serving still works.
     module.train()
-    states, root = module.encode(inputs.requires_grad_(), mask, head_indices, num_levels)
+    states, root = module.encode(inputs.requires_grad_(), mask, head_indices)
     (states.sum() + root.sum()).backward()
     assert all(parameter.grad is not None for parameter in module.parameters())
-
-
-@pytest.mark.parametrize("top_down", [False, True])
-def test_the_fixed_depth_pass_reads_nothing_back_from_the_device(top_down):
-    # Every read of tensor data fails on the meta device: a CUDA graph can hold this pass.
-    mask, head_indices = random_batch(5)
-    meta = torch.device("meta")
-    module = ChildSumTreeLstm(5, 6, num_layers=2, residual=True, dropout=0.3, top_down=top_down).to(meta).train()
-    inputs = torch.empty(*mask.shape, 5, device=meta, requires_grad=True)
-    output = module.encode(inputs, mask.to(meta), head_indices.to(meta), num_levels=8)
-    (output.states.sum() + output.root.sum()).backward()
-    size = module.get_output_dim()
-    assert output.states.shape == (*mask.shape, size) and output.root.shape == (mask.size(0), size)
-    assert inputs.grad.shape == inputs.shape

@@ -1,9 +1,9 @@
 """
 `StepGraphs` and the `cuda_graphs` callback on the CPU, where `graph_loss` runs eagerly on the
 padded inputs: a training step through it gives the loss, gradients, outputs and metrics of the
-plain step (`deptree_ner`'s with the Tree-LSTM's dense levels), the padding reaches what a graph
-would replay, and it reads nothing back from the device (the `meta` device).  The graphs
-themselves run in tests/gpu.
+plain step, the padding reaches what a graph would replay, and it reads nothing back from the
+device (the `meta` device); models without a graphed loss are refused before training.  The
+graphs themselves run in tests/gpu.
 """
 
 import copy
@@ -50,21 +50,9 @@ def test_pad_rounds_tokens_and_characters_up_with_zeros():
         StepGraphs(length_multiple=0)
 
 
-TOP_DOWN = '{"model.syntactic_encoder.top_down": true}'
-
-
-@pytest.mark.parametrize(
-    "config, overrides",
-    [
-        ("bilstm_crf.jsonnet", ""),
-        ("bilstm_crf_gpu.jsonnet", ""),
-        ("deptree_ner.jsonnet", ""),
-        ("deptree_ner_gpu.jsonnet", ""),
-        ("deptree_ner.jsonnet", TOP_DOWN),
-    ],
-)
-def test_a_step_through_the_padded_loss_is_the_plain_step(config, overrides):
-    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config, overrides)
+@pytest.mark.parametrize("config", ["bilstm_crf.jsonnet", "bilstm_crf_gpu.jsonnet"])
+def test_a_step_through_the_padded_loss_is_the_plain_step(config):
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config)
     assert isinstance(model, GraphedModel)
     plain = _without_dropout(model)
     graphed = copy.deepcopy(plain)
@@ -99,11 +87,8 @@ def test_a_step_through_the_padded_loss_is_the_plain_step(config, overrides):
     assert graphs.eager_runs == len(lengths)
 
 
-@pytest.mark.parametrize(
-    "config, overrides", [("bilstm_crf.jsonnet", ""), ("deptree_ner.jsonnet", ""), ("deptree_ner.jsonnet", TOP_DOWN)]
-)
-def test_the_padded_loss_reads_nothing_back_from_the_device(config, overrides):
-    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / config, overrides)
+def test_the_padded_loss_reads_nothing_back_from_the_device():
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "bilstm_crf.jsonnet")
     meta = torch.device("meta")
     model.to(meta).train()
     use_step_graphs(model, StepGraphs(capture=False))
@@ -120,9 +105,10 @@ def test_the_callback_leaves_a_cpu_model_eager_and_refuses_what_it_cannot_graph(
     assert "forward" not in vars(model)  # its own forward: the CPU trains eagerly
     with pytest.raises(ConfigurationError, match="gradient accumulation"):
         callback.on_start(SimpleNamespace(model=model, _num_gradient_accumulation_steps=2, _distributed=False))
-    fofe, _, _ = build_on_fixtures(PROJECT_ROOT / "training_config" / "fofe_ner.jsonnet")
-    with pytest.raises(ConfigurationError, match="no graph_loss"):
-        callback.on_start(SimpleNamespace(model=fofe, _num_gradient_accumulation_steps=1, _distributed=False))
+    for config in ("fofe_ner.jsonnet", "deptree_ner_gpu.jsonnet"):
+        other, _, _ = build_on_fixtures(PROJECT_ROOT / "training_config" / config)
+        with pytest.raises(ConfigurationError, match="no graph_loss to capture; train it without `cuda_graphs`"):
+            callback.on_start(SimpleNamespace(model=other, _num_gradient_accumulation_steps=1, _distributed=False))
 
 
 def test_the_module_a_graph_captures_runs_graph_loss_on_flat_tensors():
@@ -130,16 +116,16 @@ def test_the_module_a_graph_captures_runs_graph_loss_on_flat_tensors():
 
     from nerzoo.training.step_graphs import _GraphBody
 
-    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet")
+    model, instances, vocab = build_on_fixtures(PROJECT_ROOT / "training_config" / "bilstm_crf.jsonnet")
     _without_dropout(model)
     tensors = next(_batches(instances, vocab, 4))
     inputs = {name: value for name, value in tensors.items() if name != "metadata"}
     leaves, spec = tree_flatten(inputs)
-    body = _GraphBody(model, spec, (8,))
+    body = _GraphBody(model, spec)
     assert all(isinstance(leaf, torch.Tensor) for leaf in leaves)
     assert dict(body.named_parameters()).keys() == {f"model.{name}" for name, _ in model.named_parameters()}
     loss, logits = body(*leaves)
-    expected_loss, expected_logits = model.graph_loss(inputs, 8)
+    expected_loss, expected_logits = model.graph_loss(inputs)
     torch.testing.assert_close(loss, expected_loss)
     torch.testing.assert_close(logits, expected_logits)
 
@@ -152,7 +138,7 @@ class _RecordingLoss(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.ones(8))
         self.autocast: list = []
 
-    def graph_loss(self, inputs, *static):
+    def graph_loss(self, inputs):
         self.autocast.append((torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")))
         loss = (inputs["tags"].float() * self.weight).sum()
         return loss, loss.detach()
@@ -177,7 +163,7 @@ def test_a_capture_autocasts_the_forward_alone_on_copies_of_the_batch(monkeypatc
     (padded,), spec = tree_flatten({"tags": graphs.pad(tags)})
     assert padded is tags
     with torch.autocast("cuda", dtype=torch.float16, cache_enabled=False):  # as `use_amp` trains
-        graphs._capture(model, spec, (), [padded], torch.float16)
+        graphs._capture(model, spec, [padded], torch.float16)
     assert captured["autocast where the backward runs"] is False
     assert model.autocast == [(True, torch.float16)]
     (sample,) = captured["sample_args"]

@@ -12,7 +12,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
 
 from nerzoo.modules.seq2seq_encoders.top_down_tree_lstm import TopDownTreeLstmLayer, top_down_states
-from nerzoo.modules.seq2seq_encoders.tree_levels import TreeLevels, fixed_depth_levels, tree_levels
+from nerzoo.modules.seq2seq_encoders.tree_levels import TreeLevels, tree_levels
 from nerzoo.modules.variational_dropout import VariationalDropout
 
 
@@ -179,21 +179,10 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         """
         return self.encode(inputs, mask, head_indices).states
 
-    def encode(
-        self,
-        inputs: torch.Tensor,
-        mask: torch.BoolTensor,
-        head_indices: torch.LongTensor,
-        num_levels: Optional[int] = None,
-    ) -> TreeLstmOutput:
+    def encode(self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor) -> TreeLstmOutput:
         """
         As `forward`, and also returns `root`, `(batch_size, output_dim)`: per sentence the mean of
         the last layer's outputs at its roots (zero for a row without tokens).
-
-        With `num_levels` the pass runs over `fixed_depth_levels`: `num_levels` levels of every
-        position, whose shapes do not depend on the trees and which read nothing back from the
-        device, for a CUDA graph.  `num_levels` must exceed every tree's depth; the heads are then not
-        checked, and the work grows with `num_levels * batch_size * num_tokens`.
         """
         batch_size, num_tokens, input_dim = inputs.shape
         if input_dim != self._input_dim:
@@ -204,10 +193,7 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
                 f"shape (batch_size, num_tokens) = {(batch_size, num_tokens)}."
             )
         mask = mask.bool()
-        if num_levels is None:
-            levels = tree_levels(mask, head_indices)
-        else:
-            levels = fixed_depth_levels(mask, head_indices, num_levels)
+        levels = tree_levels(mask, head_indices)
         # The layers run on the rows of `levels.tokens`, `(num_rows, dim)`; what masked positions
         # hold (even inf/nan) reaches no token.
         flat_inputs = inputs.masked_fill(~mask.unsqueeze(-1), 0.0).reshape(batch_size * num_tokens, input_dim)
@@ -218,15 +204,14 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
                 sentence_masks = self.dropout(layer_input.new_ones(batch_size, 1, layer_input.size(1))).squeeze(1)
                 layer_input = layer_input * sentence_masks[levels.tokens // num_tokens]
             up = _tree_lstm_layer(layer, layer_input, levels)
-            output = _rows(up, levels)
+            output = torch.cat(up)
             if layer.top_down is not None:
                 down = top_down_states(layer.top_down, layer_input, levels, up)
-                output = torch.cat([output, _rows(down, levels)], dim=1)
+                output = torch.cat([output, torch.cat(down)], dim=1)
             layer_input = _residual(layer, layer_input, output)
         flat_states = layer_input.new_zeros(batch_size * num_tokens, self._output_dim)
         flat_states = flat_states.index_copy(0, levels.tokens, layer_input)
-        # Zero at masked positions (which fixed-depth levels compute rows for); the states are finite.
-        states = flat_states.view(batch_size, num_tokens, self._output_dim) * mask.unsqueeze(-1)
+        states = flat_states.view(batch_size, num_tokens, self._output_dim)
         roots = (mask & (head_indices == 0)).unsqueeze(-1)
         root = (states * roots).sum(dim=1) / roots.sum(dim=1).clamp(min=1)
         return TreeLstmOutput(states, root)
@@ -235,14 +220,14 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
 def _tree_lstm_layer(layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, levels: TreeLevels) -> List[torch.Tensor]:
     """
     One Tree-LSTM layer, the equations above a level at a time: `inputs` `(num_rows, in)` -> `h`
-    of every slot, a `(sizes[l], hidden)` tensor per level.  `h~_j` enters the gates only as
-    `U h~_j = sum_k U h_k`, so a level's slots make `[U h_k, U_f h_k]` in one product and send
+    of every row, a `(sizes[l], hidden)` tensor per level.  `h~_j` enters the gates only as
+    `U h~_j = sum_k U h_k`, so a level's rows make `[U h_k, U_f h_k]` in one product and send
     `[U h_k, f_jk * c_k]` to their heads' rows of the next level's `children`, where they add up to
-    `[U h~_j, sum_k f_jk * c_k]` (one extra row, dropped, takes what roots and empty slots send).
+    `[U h~_j, sum_k f_jk * c_k]` (one extra row, dropped, takes what roots send).
     """
     hidden = layer.hidden_dim
     projected = layer.input_linearity(inputs)  # (num_rows, 4 * hidden): W x + b for i, o, u, f
-    gate_inputs = projected[levels.rows, : 3 * hidden].split(levels.sizes)  # W x_j + b for i, o, u
+    gate_inputs = projected[:, : 3 * hidden].split(levels.sizes)  # W x_j + b for i, o, u
     head_forget_inputs = projected[levels.head_rows, 3 * hidden :].split(levels.sizes)  # W_f x_j + b_f
     head_slots = levels.head_slots.split(levels.sizes)
     state_weights = torch.cat([layer.state_linearity.weight, layer.forget_state_linearity.weight])  # [U; U_f]
@@ -264,12 +249,6 @@ def _tree_lstm_layer(layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, levels:
             next_size = levels.sizes[level + 1]
             children = sent.new_zeros(next_size + 1, 4 * hidden).index_add(0, head_slots[level], sent)[:next_size]
     return states
-
-
-def _rows(states: List[torch.Tensor], levels: TreeLevels) -> torch.Tensor:
-    """The slots' states per level to `(num_rows, dim)` rows, zero where no slot writes."""
-    num_rows, flat = levels.tokens.size(0), torch.cat(states)
-    return flat.new_zeros(num_rows + 1, flat.size(1)).index_copy(0, levels.outputs, flat)[:num_rows]
 
 
 def _residual(layer: ChildSumTreeLstmLayer, layer_input: torch.Tensor, output: torch.Tensor) -> torch.Tensor:

@@ -40,13 +40,13 @@ def top_down_states(
     layer: TopDownTreeLstmLayer, inputs: torch.Tensor, levels: TreeLevels, up_states: List[torch.Tensor]
 ) -> List[torch.Tensor]:
     """
-    `h^down` of every slot, a `(sizes[l], hidden_dim)` tensor per level as `up_states` (the bottom-up
-    `h` per level).  `inputs` are the layer's rows `(num_rows, input_dim)`.  A level's slots read
-    their heads' `[h^up ; h^down ; c^down]` from the level above by `head_slots`; roots and empty
-    slots read the zero row appended to it.
+    `h^down` of every row, a `(sizes[l], hidden_dim)` tensor per level as `up_states` (the bottom-up
+    `h` per level).  `inputs` are the layer's rows `(num_rows, input_dim)`.  A level's rows read
+    their heads' `[h^up ; h^down ; c^down]` from the level above by `head_slots`; roots read the
+    zero row appended to it.
     """
     hidden = layer.hidden_dim
-    gate_inputs = layer.input_linearity(inputs)[levels.rows].split(levels.sizes)  # W_x x_j + b
+    gate_inputs = layer.input_linearity(inputs).split(levels.sizes)  # W_x x_j + b
     head_slots = levels.head_slots.split(levels.sizes)
     # Above the roots: zeros, as many rows as any root's head slot can name.
     heads = inputs.new_zeros(levels.sizes[-1] + 1, 3 * hidden)

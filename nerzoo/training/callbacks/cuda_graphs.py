@@ -16,9 +16,10 @@ class CudaGraphs(TrainerCallback):
     Runs the model's training loss, forward and backward, as CUDA graphs (`StepGraphs`) while the
     trainer trains on a GPU: a step launches a few replays and the optimizer's kernels instead of a
     kernel per operator and several per LSTM time step.  The model must be a `GraphedModel`
-    (`bilstm_crf`, `deptree_ner` with its Tree-LSTM's dense levels); its batches are padded to
-    multiples of `length_multiple` tokens, so each bucket of lengths is captured once.  Validation, evaluation and prediction run as before.  On
-    the CPU, and in distributed training, it logs that and does nothing.
+    (`bilstm_crf`); any other model is refused before training starts.  Batches are padded to
+    multiples of `length_multiple` tokens, so each bucket of lengths is captured once.  Validation,
+    evaluation and prediction run as before.  On the CPU, and in distributed training, it logs that
+    and does nothing.
 
     Registered as a `TrainerCallback` with name "cuda_graphs":
     `-o '{"trainer.callbacks": [{"type": "cuda_graphs"}]}'`.
@@ -42,7 +43,9 @@ class CudaGraphs(TrainerCallback):
     def on_start(self, trainer, is_primary: bool = True, **kwargs) -> None:
         model = trainer.model
         if not isinstance(model, GraphedModel):
-            raise ConfigurationError(f"cuda_graphs: {type(model).__name__} has no graph_loss to capture")
+            raise ConfigurationError(
+                f"cuda_graphs: {type(model).__name__} has no graph_loss to capture; train it without `cuda_graphs`"
+            )
         if getattr(trainer, "_num_gradient_accumulation_steps", 1) > 1:
             raise ConfigurationError("cuda_graphs: gradient accumulation needs each batch's gradients kept apart")
         if not next(model.parameters()).is_cuda:
