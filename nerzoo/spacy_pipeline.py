@@ -1,8 +1,9 @@
 """
 nerzoo taggers as a spaCy pipeline component: `nlp.add_pipe("nerzoo_ner", config={"archive": ...})`.
 
-The factory is installed with nerzoo (setup.cfg's `spacy_factories` entry point), so spaCy finds
-it without an import.
+The factory is registered in the top-level module `nerzoo_spacy_factory` (setup.cfg's
+`spacy_factories` entry point, so spaCy finds it without an import), which imports this module only
+when a pipeline adds the component.
 """
 
 import functools
@@ -24,6 +25,7 @@ from spacy.training import Example
 from spacy.util import minibatch
 
 import nerzoo  # noqa: F401  (registers the models, readers and predictors an archive names)
+import nerzoo_spacy_factory  # noqa: F401  (the factory, where nerzoo is on the path but not installed)
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
 from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReader
@@ -86,11 +88,15 @@ class NerzooTagger(Pipe):
         self,
         nlp: Language,
         name: str,
-        archive: str,
+        archive: Optional[str],
         cuda_device: int = -1,
         batch_size: int = 64,
         existing_ents: str = "replace",
     ) -> None:
+        if not archive:
+            raise ConfigurationError(
+                'nerzoo_ner needs an archive: nlp.add_pipe("nerzoo_ner", config={"archive": "..."})'
+            )
         if existing_ents not in EXISTING_ENTS:
             raise ValueError(f"existing_ents must be one of {EXISTING_ENTS}, not {existing_ents!r}")
         if batch_size < 1:
@@ -288,17 +294,3 @@ def _doc_error(doc: Doc, error: Exception) -> Exception:
     """`error`, with the doc it comes from named in its message."""
     preview = doc.text[:60] + ("..." if len(doc.text) > 60 else "")
     return ValueError(f"nerzoo_ner could not tag a doc of {len(doc)} tokens ({preview!r}): {error}")
-
-
-@Language.factory(
-    "nerzoo_ner",
-    assigns=["doc.ents", "token.ent_iob", "token.ent_type", "span._.confidence", "token._.nerzoo_tag"],
-    default_config={"archive": None, "cuda_device": -1, "batch_size": 64, "existing_ents": "replace"},
-    default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
-)
-def make_nerzoo_ner(
-    nlp: Language, name: str, archive: Optional[str], cuda_device: int, batch_size: int, existing_ents: str
-) -> NerzooTagger:
-    if not archive:
-        raise ConfigurationError('nerzoo_ner needs an archive: nlp.add_pipe("nerzoo_ner", config={"archive": "..."})')
-    return NerzooTagger(nlp, name, archive, cuda_device, batch_size, existing_ents)

@@ -252,3 +252,15 @@ def test_the_benchmark_runs_on_the_fixtures(archive_of):
     figures = json.loads(run.stdout.strip().splitlines()[-1])
     assert figures["sentences"] == len(sentences())
     assert figures["component_sentences_per_second"] > 0 and figures["ratio"] > 0
+
+
+def test_spacy_blank_imports_neither_nerzoo_nor_allennlp():
+    """The entry point registers `nerzoo_ner` without nerzoo: a pipeline that adds it imports nerzoo."""
+    program = (
+        "import json, sys, spacy\n"
+        "nlp = spacy.blank('en')\n"
+        "found = {'factory': nlp.has_factory('nerzoo_ner'), 'imported': [m for m in ('nerzoo', 'allennlp') if m in sys.modules]}\n"
+        "print(json.dumps(found))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=True)
+    assert json.loads(run.stdout) == {"factory": True, "imported": []}
