@@ -9,6 +9,7 @@ predictor's with every confidence within 1e-4.  `--quantize int8` then stores in
 """
 
 import argparse
+import copy
 import importlib.metadata
 import json
 import logging
@@ -17,7 +18,7 @@ import shutil
 import sys
 import uuid
 import warnings
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from allennlp.commands.subcommand import Subcommand
@@ -25,12 +26,15 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import lazy_groups_of
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenCharactersIndexer
 from allennlp.models.archival import Archive, load_archive
+from allennlp.modules.seq2vec_encoders import PytorchSeq2VecWrapper
 from allennlp.nn.util import get_text_field_mask
 from allennlp.predictors import Predictor
 
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
+from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 from nerzoo.models.bilstm_crf import BiLstmCrf
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
+from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
 from nerzoo.predictors.input_lines import parse_line
 
 # What the models `allennlp export` cannot export yet lack, by registered name.
@@ -75,16 +79,75 @@ def _export(args: argparse.Namespace) -> None:
 
 
 class TaggerGraph(torch.nn.Module):
-    """A `bilstm_crf` from one id tensor per exported indexer (0 pads) to its emission scores."""
+    """A `bilstm_crf` from the id tensors of its exported indexers (0 pads) to its emission scores."""
 
     def __init__(self, model: BiLstmCrf, indexers: Sequence[Dict[str, Any]]) -> None:
         super().__init__()
-        self.model = model
-        self.keys = [(indexer["name"], indexer["key"]) for indexer in indexers]
+        self.model = traceable(model)
+        self.keys = [(name, key) for _, name, key, _ in graph_inputs(indexers)]
 
     def forward(self, *ids: torch.Tensor) -> torch.Tensor:
-        tokens = {name: {key: tensor} for (name, key), tensor in zip(self.keys, ids)}
+        tokens: Dict[str, Dict[str, torch.Tensor]] = {}
+        for (name, key), tensor in zip(self.keys, ids):
+            tokens.setdefault(name, {})[key] = tensor
         return self.model.head.logits(self.model._encode(tokens, get_text_field_mask(tokens)))
+
+
+class LstmFinalStates(PytorchSeq2VecWrapper):
+    """
+    allennlp's `lstm` Seq2VecEncoder (the top layer's final state in each direction) as the export
+    traces it: its LSTM runs as `fast_lstm` on the padded batch and the final states are read at
+    each row's length.  `lstm` packs its batch with the lengths as Python numbers, which a trace
+    would fix to the traced batch.
+
+    # Parameters
+
+    encoder : `PytorchSeq2VecWrapper`, required
+        allennlp's `lstm`; its `torch.nn.LSTM`, parameters included, is shared, not copied.
+    """
+
+    def __init__(self, encoder: PytorchSeq2VecWrapper) -> None:
+        lstm = encoder._module
+        super().__init__(lstm)
+        self.steps = FastLstm(
+            lstm.input_size, lstm.hidden_size, lstm.num_layers, lstm.bias, lstm.dropout, lstm.bidirectional
+        )
+        self.steps._module = lstm  # the same parameters
+
+    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor, hidden_state: None = None) -> torch.Tensor:
+        # (batch_size, num_steps, directions * hidden_size), zeros at padding
+        steps = self.steps(inputs, mask)
+        last = (mask.long().sum(dim=1) - 1).clamp(min=0)
+        final = steps.gather(1, last[:, None, None].expand(-1, 1, steps.size(-1)))[:, 0]
+        if not self._module.bidirectional:
+            return final
+        size = self._module.hidden_size  # the backward direction ends at the first step
+        return torch.cat([final[:, :size], steps[:, 0, size:]], dim=-1)
+
+
+def traceable(model: BiLstmCrf) -> BiLstmCrf:
+    """A copy of `model` with its `lstm` Seq2VecEncoders as `LstmFinalStates`."""
+    model = copy.deepcopy(model)
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            if isinstance(child, PytorchSeq2VecWrapper):
+                setattr(module, name, LstmFinalStates(child))
+    return model
+
+
+def graph_inputs(indexers: Sequence[Dict[str, Any]]) -> List[Tuple[str, str, str, int]]:
+    """Each input of the graph: its name, its indexer's name and key, and its number of dimensions."""
+    inputs = []
+    for indexer in indexers:
+        name = indexer["name"]
+        if indexer["type"] == "word_and_characters":  # nerzoo_runtime's WordAndCharactersIndexer names them
+            inputs += [
+                (f"{name}.token_ids", name, "token_ids", 2),
+                (f"{name}.token_characters", name, "token_characters", 3),
+            ]
+        else:
+            inputs.append((name, name, indexer["key"], 2 if indexer["type"] == "single_id" else 3))
+    return inputs
 
 
 def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
@@ -93,6 +156,12 @@ def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
     if not isinstance(archive.model, BiLstmCrf):
         lacks = NOT_EXPORTABLE.get(name, "it is not a bilstm_crf, the model `allennlp export` exports")
         raise ConfigurationError(f"cannot export this {name}: {lacks}")
+    for module in archive.model.modules():
+        if isinstance(module, PytorchSeq2VecWrapper) and type(module._module) is not torch.nn.LSTM:
+            raise ConfigurationError(
+                f"cannot export this {name}: its {type(module._module).__name__} Seq2VecEncoder packs its batch, "
+                f"which the exporter fixes to the traced lengths (exported: lstm)"
+            )
     indexers = []
     for key, indexer in archive.validation_dataset_reader._token_indexers.items():
         if isinstance(indexer, SingleIdTokenIndexer) and indexer.namespace and indexer._feature_name == "text":
@@ -105,15 +174,29 @@ def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
             settings.update(lowercase=characters._lowercase_characters, min_padding_length=indexer._min_padding_length)
             extras = [indexer._start_tokens, indexer._end_tokens, characters._start_tokens, characters._end_tokens]
             extras.append(characters._byte_encoding)
+        elif isinstance(indexer, WordAndCharactersIndexer):
+            settings, extras = word_and_characters_settings(indexer), []
         else:
             extras = [True]
         if any(extras):  # start or end tokens, a byte encoding, or another indexer: none have an exported form
             raise ConfigurationError(
                 f"cannot export this {name}: its token indexer {key!r} ({type(indexer).__name__}) has no exported "
-                f"form yet (exported: single_id and characters, without start or end tokens)"
+                f"form yet (exported: single_id, characters and word_and_characters, without start or end tokens)"
             )
         indexers.append({"name": key, **settings, "oov": archive.model.vocab._oov_token})
     return indexers
+
+
+def word_and_characters_settings(indexer: WordAndCharactersIndexer) -> Dict[str, Any]:
+    """How nerzoo_runtime's `WordAndCharactersIndexer` gives a word's id and its characters' ids."""
+    words, characters = indexer._word_indexer, indexer._character_indexer
+    return {
+        "type": "word_and_characters",
+        "namespace": words.namespace,
+        "lowercase": words.lowercase_tokens,
+        "character_namespace": characters._namespace,
+        "min_padding_length": characters._min_padding_length,
+    }
 
 
 def crf_settings(crf: LinearChainCrf) -> Dict[str, List]:
@@ -131,8 +214,9 @@ def crf_settings(crf: LinearChainCrf) -> Dict[str, List]:
 def write_graph(archive: Archive, indexers: List[Dict[str, Any]], path: pathlib.Path) -> None:
     """`model.onnx`: the emission scores, traced on a padded batch of two."""
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
-    ids = [mask.clone() if indexer["type"] == "single_id" else mask[..., None].repeat(1, 1, 4) for indexer in indexers]
-    names = [indexer["name"] for indexer in indexers]
+    inputs = graph_inputs(indexers)
+    ids = [mask.clone() if dims == 2 else mask[..., None].repeat(1, 1, 4) for *_, dims in inputs]
+    names = [name for name, *_ in inputs]
     tokens = {0: "batch_size", 1: "num_tokens"}
     axes = {name: {**tokens, 2: "num_characters"} if tensor.dim() == 3 else tokens for name, tensor in zip(names, ids)}
     with torch.no_grad(), warnings.catch_warnings():
@@ -154,7 +238,8 @@ def write_graph(archive: Archive, indexers: List[Dict[str, Any]], path: pathlib.
 def check_inputs(archive: Archive, indexers: List[Dict[str, Any]], check_file: Optional[str]) -> List[Any]:
     """The sample sentences, sentences of 1 to 40 of the vocabulary's words, and `check_file`'s inputs."""
     inputs: List[Any] = [sentence.split() for sentence in SAMPLE_SENTENCES]
-    namespace = next((indexer["namespace"] for indexer in indexers if indexer["type"] == "single_id"), None)
+    kinds = ("single_id", "word_and_characters")  # indexers of words
+    namespace = next((indexer["namespace"] for indexer in indexers if indexer["type"] in kinds), None)
     words = list(archive.model.vocab.get_token_to_index_vocabulary(namespace))[2:402] if namespace else []
     lengths = [1, 2, 5, 9, 17, 40]
     while words:
@@ -272,9 +357,12 @@ def export_archive(
         }
         (staging / "tagger.json").write_text(json.dumps(settings, indent=1))
         vocab = archive.model.vocab
+        spaces = [
+            indexer[key] for indexer in indexers for key in ("namespace", "character_namespace") if key in indexer
+        ]
         vocabularies = {
             space: [vocab.get_token_from_index(i, space) for i in range(vocab.get_vocab_size(space))]
-            for space in [head.label_namespace] + [indexer["namespace"] for indexer in indexers]
+            for space in [head.label_namespace] + spaces
         }
         (staging / "vocabularies.json").write_text(json.dumps(vocabularies))
         metrics_file = pathlib.Path(archive_file).parent / "metrics.json"

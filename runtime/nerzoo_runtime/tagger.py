@@ -53,7 +53,7 @@ class Tagger:
         vocabularies = json.loads((self.directory / "vocabularies.json").read_text())
         self.labels: List[str] = vocabularies[settings["label_namespace"]]
         self.tag_scheme: Optional[str] = settings["tag_scheme"]
-        self.indexers = [Indexer(indexer, vocabularies[indexer["namespace"]]) for indexer in settings["indexers"]]
+        self.indexers = [_indexer(indexer, vocabularies) for indexer in settings["indexers"]]
         self.temperature = settings["temperature"]
         self.transition_temperature = settings["transition_temperature"]
         self.crf = None if settings["crf"] is None else crf.Crf.from_settings(settings["crf"])
@@ -143,7 +143,7 @@ class Tagger:
 
     def logits(self, batch: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """The graph's emission scores `(batch_size, num_tokens, num_tags)` for word lists, and their mask."""
-        feeds = {indexer.name: indexer.ids(batch) for indexer in self.indexers}
+        feeds = {name: ids for indexer in self.indexers for name, ids in indexer.feeds(batch).items()}
         mask = numpy.arange(max(map(len, batch)))[None] < numpy.array([len(words) for words in batch])[:, None]
         (logits,) = self.session.run(["logits"], feeds)
         return logits, mask
@@ -218,8 +218,47 @@ class Indexer:
                 ids[row, column, : len(word)] = [self.index.get(character, self.oov) for character in self._cased(word)]
         return ids
 
+    def feeds(self, batch: Sequence[Sequence[str]]) -> Dict[str, numpy.ndarray]:
+        return {self.name: self.ids(batch)}
+
     def _cased(self, text: str) -> str:
         return text.lower() if self.lowercase else text
+
+
+class WordAndCharactersIndexer:
+    """
+    Words to the two inputs of the graph that nerzoo's `word_and_characters` indexer gives:
+    `NAME.token_ids` (a word's id, as `single_id`, lower-cased if the indexer was) and
+    `NAME.token_characters` (its characters' ids, as `characters`, always in their own case).
+
+    # Parameters
+
+    settings : `Dict[str, Any]`
+        Its entry in `tagger.json`'s `indexers`: `name`, `namespace`, `lowercase`,
+        `character_namespace`, `min_padding_length` and `oov`.
+    vocabularies : `Dict[str, List[str]]`
+        `vocabularies.json`: the tokens of each namespace, by id.
+    """
+
+    def __init__(self, settings: Dict[str, Any], vocabularies: Dict[str, List[str]]) -> None:
+        name, oov = settings["name"], settings["oov"]
+        words = {"name": f"{name}.token_ids", "type": "single_id", "lowercase": settings["lowercase"], "oov": oov}
+        characters = {"name": f"{name}.token_characters", "type": "characters", "lowercase": False, "oov": oov}
+        characters["min_padding_length"] = settings["min_padding_length"]
+        self.parts = [
+            Indexer(words, vocabularies[settings["namespace"]]),
+            Indexer(characters, vocabularies[settings["character_namespace"]]),
+        ]
+
+    def feeds(self, batch: Sequence[Sequence[str]]) -> Dict[str, numpy.ndarray]:
+        return {part.name: part.ids(batch) for part in self.parts}
+
+
+def _indexer(settings: Dict[str, Any], vocabularies: Dict[str, List[str]]):
+    """The runtime indexer of one entry of `tagger.json`'s `indexers`."""
+    if settings["type"] == "word_and_characters":
+        return WordAndCharactersIndexer(settings, vocabularies)
+    return Indexer(settings, vocabularies[settings["namespace"]])
 
 
 def _formatted(words, offsets, text, tags, confidences, spans) -> Dict[str, Any]:
