@@ -4,8 +4,9 @@ A bilstm_crf exported by `allennlp export` (float32 and int8, run by nerzoo_runt
 Predictor and spaCy's own NER on CoNLL-2003 eng.testb: start-up, peak memory, words/s, F1, agreement.
 
 Each variant runs in a fresh process: start-up from its start, imports included, to its first tagged
-sentence; peak memory its VmHWM. After a warm-up batch it tags every sentence in batches of 64, then
-the first `--batch-1-sentences` one by one; `--rounds` rounds, the order reversed every other one, the
+sentence; peak memory its VmHWM. After a warm-up batch it tags every sentence in batches of 64 (the
+runtime's `tag` batches them by length, as its users call it; "file order": the Predictor's batches,
+in the file's order), then the first `--batch-1-sentences` one by one; `--rounds` rounds, the order reversed every other one, the
 best kept (the largest peak). spaCy's tok2vec and ner get Docs of the same words (its thinc imports torch
 where installed). F1: exact typed spans; on all of eng.testb, the Predictor's is the archive's test F1.
 """
@@ -24,42 +25,50 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import harness  # noqa: E402
 
 DATA = os.path.join(harness.SHARED_DATA, "conll2003", "eng.testb")
-VARIANTS = ["onnx float32", "onnx int8", "predictor", "spacy ner"]
+VARIANTS = ["onnx float32", "onnx int8", "onnx float32, file order", "predictor", "spacy ner"]
 ACCURACY = {"f1": ".2f", "tokens_alike": ".3f", "sentences_alike": ".2f", "max_confidence_difference": ".6f"}
 
 
 def load(variant: str, target: str, threads: int):
-    """The variant's tagger: a function from a batch of word lists to one result per list."""
+    """The variant's tagger: a function from word lists and a batch size to one result per list."""
     if variant.startswith("onnx"):
         from nerzoo_runtime import Tagger
 
         tagger = Tagger.load(target, threads=threads)
-        return lambda batch: tagger.tag(batch, batch_size=len(batch))
+        if variant.endswith("file order"):  # the Predictor's batches, not the runtime's by length
+            return lambda sentences, size: [
+                out for batch in harness.batches(sentences, size) for out in tagger.tag(batch)
+            ]
+        return lambda sentences, size: tagger.tag(sentences, batch_size=size)
     if variant == "predictor":
         from nerzoo.predictors.sequence_tagger import SequenceTaggerPredictor
 
         harness.set_threads(threads)
         predictor = SequenceTaggerPredictor.from_path(target, "sequence_tagger")  # load_archive, from_archive
-        return lambda batch: predictor.predict_batch_json([{"tokens": words} for words in batch])
+        return lambda sentences, size: [
+            out
+            for batch in harness.batches(sentences, size)
+            for out in predictor.predict_batch_json([{"tokens": words} for words in batch])
+        ]
     import spacy
     from spacy.tokens import Doc
 
     pipes = spacy.util.get_model_meta(spacy.util.get_package_path(target))["pipeline"]
     nlp = spacy.load(target, exclude=[name for name in pipes if name not in ("tok2vec", "ner")])
-    return lambda batch: list(nlp.pipe((Doc(nlp.vocab, words=words) for words in batch), batch_size=len(batch)))
+    return lambda sentences, size: list(nlp.pipe((Doc(nlp.vocab, words=words) for words in sentences), batch_size=size))
 
 
 def measure(variant: str, target: str, sentences_file: str, started: str, threads: int, first: int) -> Dict:
     """Runs in the variant's own process (`--measure`)."""
     sentences = harness.read_json(sentences_file)
     tag = load(variant, target, threads)
-    tag(sentences[:1])
+    tag(sentences[:1], 1)
     startup = time.time() - float(started)
-    tag(sentences[:64])  # warm-up
+    tag(sentences[:64], 64)  # warm-up
     seconds, outputs = {}, {}
     for size, chosen in ((64, sentences), (1, sentences[:first])):
         begin = time.perf_counter()
-        outputs[size] = [output for batch in harness.batches(chosen, size) for output in tag(batch)]
+        outputs[size] = tag(chosen, size)
         seconds[f"batch_{size}"] = time.perf_counter() - begin
     with open("/proc/self/status") as handle:  # ru_maxrss would be this process's parent's, kept across exec
         peak = next(int(line.split()[1]) / 1024 for line in handle if line.startswith("VmHWM:"))
@@ -127,7 +136,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             size = os.path.getsize(f"{scratch}/{name}/model.onnx") / 2**20
             exports[name] = {"seconds": round(time.perf_counter() - started, 1), "onnx_mb": round(size, 2)}
         harness.write_json(f"{scratch}/sentences.json", sentences)
-        targets = [f"{scratch}/float32", f"{scratch}/int8", os.path.abspath(args.archive), args.spacy_model]
+        targets = [f"{scratch}/float32", f"{scratch}/int8", f"{scratch}/float32", os.path.abspath(args.archive)]
+        targets.append(args.spacy_model)
         for number in range(args.rounds):
             for variant, target in list(zip(VARIANTS, targets))[:: -1 if number % 2 else 1]:
                 command = [sys.executable, __file__, "--threads", str(args.threads), "--batch-1-sentences"]
