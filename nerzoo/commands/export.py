@@ -24,6 +24,8 @@ import torch
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import lazy_groups_of
+from allennlp.data import Batch, Instance, Token
+from allennlp.data.fields import TextField
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenCharactersIndexer
 from allennlp.models.archival import Archive, load_archive
 from allennlp.modules.seq2vec_encoders import PytorchSeq2VecWrapper
@@ -31,10 +33,12 @@ from allennlp.nn.util import get_text_field_mask
 from allennlp.predictors import Predictor
 
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
+from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 from nerzoo.models.bilstm_crf import BiLstmCrf
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
 from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
+from nerzoo.modules.token_embedders.contextual_word_vectors import ContextualWordVectors
 from nerzoo.predictors.input_lines import parse_line
 
 # What the models `allennlp export` cannot export yet lack, by registered name.
@@ -53,6 +57,9 @@ SAMPLE_SENTENCES = [
     "Anna Keller , chief executive of Norvik Bank , resigned on Friday .",
     "Oslo",
 ]
+# The graph's inputs from a `contextual_word_pieces` indexer (`nerzoo_runtime.word_pieces`), `{indexer}.{key}`, and
+# what their second axis counts; type ids (all 0, which the embedder ignores) are left out.
+WORD_PIECES = {"token_ids": "num_pieces", "mask": "num_tokens", "offsets": "num_tokens", "wordpiece_mask": "num_pieces"}
 
 
 @Subcommand.register("export")
@@ -79,7 +86,7 @@ def _export(args: argparse.Namespace) -> None:
 
 
 class TaggerGraph(torch.nn.Module):
-    """A `bilstm_crf` from the id tensors of its exported indexers (0 pads) to its emission scores."""
+    """A `bilstm_crf` from the tensors of its exported indexers (`graph_inputs`) to its emission scores."""
 
     def __init__(self, model: BiLstmCrf, indexers: Sequence[Dict[str, Any]]) -> None:
         super().__init__()
@@ -90,6 +97,9 @@ class TaggerGraph(torch.nn.Module):
         tokens: Dict[str, Dict[str, torch.Tensor]] = {}
         for (name, key), tensor in zip(self.keys, ids):
             tokens.setdefault(name, {})[key] = tensor
+        for tensors in tokens.values():
+            if "wordpiece_mask" in tensors:  # one segment (the runtime refuses more): the two masks are one
+                tensors["segment_concat_mask"] = tensors["wordpiece_mask"]
         return self.model.head.logits(self.model._encode(tokens, get_text_field_mask(tokens)))
 
 
@@ -135,18 +145,22 @@ def traceable(model: BiLstmCrf) -> BiLstmCrf:
     return model
 
 
-def graph_inputs(indexers: Sequence[Dict[str, Any]]) -> List[Tuple[str, str, str, int]]:
-    """Each input of the graph: its name, its indexer's name and key, and its number of dimensions."""
+def graph_inputs(indexers: Sequence[Dict[str, Any]]) -> List[Tuple[str, str, str, Dict[int, str]]]:
+    """Each input of the graph: its name, its indexer's name and key, and its dynamic axes."""
+    words = {0: "batch_size", 1: "num_tokens"}
+    characters = {**words, 2: "num_characters"}
     inputs = []
     for indexer in indexers:
         name = indexer["name"]
         if indexer["type"] == "word_and_characters":  # nerzoo_runtime's WordAndCharactersIndexer names them
             inputs += [
-                (f"{name}.token_ids", name, "token_ids", 2),
-                (f"{name}.token_characters", name, "token_characters", 3),
+                (f"{name}.token_ids", name, "token_ids", words),
+                (f"{name}.token_characters", name, "token_characters", characters),
             ]
+        elif indexer["type"] == "contextual_word_pieces":  # nerzoo_runtime's WordPieces names them
+            inputs += [(f"{name}.{key}", name, key, {**words, 1: axis}) for key, axis in WORD_PIECES.items()]
         else:
-            inputs.append((name, name, indexer["key"], 2 if indexer["type"] == "single_id" else 3))
+            inputs.append((name, name, indexer["key"], words if indexer["type"] == "single_id" else characters))
     return inputs
 
 
@@ -164,6 +178,9 @@ def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
             )
     indexers = []
     for key, indexer in archive.validation_dataset_reader._token_indexers.items():
+        if isinstance(indexer, ContextualWordPiecesIndexer):
+            indexers.append({"name": key, **word_piece_settings(archive, key, indexer)})
+            continue
         if isinstance(indexer, SingleIdTokenIndexer) and indexer.namespace and indexer._feature_name == "text":
             settings = {"type": "single_id", "key": "tokens", "namespace": indexer.namespace}
             settings["lowercase"] = indexer.lowercase_tokens
@@ -199,6 +216,31 @@ def word_and_characters_settings(indexer: WordAndCharactersIndexer) -> Dict[str,
     }
 
 
+def word_piece_settings(archive: Archive, key: str, indexer: ContextualWordPiecesIndexer) -> Dict[str, Any]:
+    """How `nerzoo_runtime.word_pieces` splits words as `indexer` does; raises what the export lacks."""
+    embedder = archive.model.text_field_embedder._token_embedders.get(key)
+    tokenizer = indexer._allennlp_tokenizer
+    special = tokenizer.single_sequence_start_tokens + tokenizer.single_sequence_end_tokens
+    if not isinstance(embedder, ContextualWordVectors):
+        lacks = f"its word pieces {key!r} feed {type(embedder).__name__}, not contextual_word_vectors"
+    elif not indexer._tokenizer.is_fast:
+        lacks = f"the word pieces {key!r} come from a slow tokenizer; the runtime reads a fast one's tokenizer.json"
+    elif tokenizer.single_sequence_token_type_id or any(token.type_id for token in special):
+        lacks = f"the word pieces {key!r} have type ids other than 0"
+    else:
+        transformer = embedder._matched_embedder
+        return {
+            "type": "contextual_word_pieces",
+            "tokenizer_file": f"{key}.tokenizer.json",
+            "start_ids": [token.text_id for token in tokenizer.single_sequence_start_tokens],
+            "end_ids": [token.text_id for token in tokenizer.single_sequence_end_tokens],
+            "pad_id": indexer._tokenizer.pad_token_id or 0,
+            # Longer sentences are folded into segments, which the graph does not do: the runtime refuses them.
+            "max_length": transformer._max_length or transformer.transformer_model.config.max_position_embeddings,
+        }
+    raise ConfigurationError(f"cannot export this {archive.config['model']['type']}: {lacks}")
+
+
 def crf_settings(crf: LinearChainCrf) -> Dict[str, List]:
     """The learned scores of `crf` and the moves its tag scheme allows, for `nerzoo_runtime.crf.Crf.from_settings`."""
     allowed = crf._constraint_mask.detach() > 0.5  # (K + 2, K + 2): K is the start, K + 1 the end
@@ -212,24 +254,24 @@ def crf_settings(crf: LinearChainCrf) -> Dict[str, List]:
 
 
 def write_graph(archive: Archive, indexers: List[Dict[str, Any]], path: pathlib.Path) -> None:
-    """`model.onnx`: the emission scores, traced on a padded batch of two."""
-    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    """`model.onnx`: the emission scores, traced on a padded batch of two sample sentences."""
+    reader_indexers = archive.validation_dataset_reader._token_indexers
+    sentences = [[Token(word) for word in sentence.split()] for sentence in SAMPLE_SENTENCES[:2]]
+    batch = Batch([Instance({"tokens": TextField(sentence, reader_indexers)}) for sentence in sentences])
+    batch.index_instances(archive.model.vocab)
+    tensors = batch.as_tensor_dict()["tokens"]
     inputs = graph_inputs(indexers)
-    ids = [mask.clone() if dims == 2 else mask[..., None].repeat(1, 1, 4) for *_, dims in inputs]
-    names = [name for name, *_ in inputs]
-    tokens = {0: "batch_size", 1: "num_tokens"}
-    axes = {name: {**tokens, 2: "num_characters"} if tensor.dim() == 3 else tokens for name, tensor in zip(names, ids)}
     with torch.no_grad(), warnings.catch_warnings():
         # Of shapes traced as constants and LSTMs over other batch sizes: the check tags those against the archive.
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", "Exporting a model to ONNX with a batch_size other than 1")
         torch.onnx.export(
             TaggerGraph(archive.model, indexers).eval(),
-            tuple(ids),
+            tuple(tensors[name][key] for _, name, key, _ in inputs),
             str(path),
-            input_names=names,
+            input_names=[name for name, *_ in inputs],
             output_names=["logits"],
-            dynamic_axes={**axes, "logits": tokens},
+            dynamic_axes={**{name: axes for name, _, _, axes in inputs}, "logits": {0: "batch_size", 1: "num_tokens"}},
             opset_version=OPSET,
             dynamo=False,
         )
@@ -356,6 +398,10 @@ def export_archive(
             "tokenizer": {"spacy_model": spacy_model},
         }
         (staging / "tagger.json").write_text(json.dumps(settings, indent=1))
+        for indexer in indexers:
+            if indexer["type"] == "contextual_word_pieces":  # the tokenizer as the reader's indexer holds it
+                tokenizer = archive.validation_dataset_reader._token_indexers[indexer["name"]]._tokenizer
+                tokenizer.backend_tokenizer.save(str(staging / indexer["tokenizer_file"]))
         vocab = archive.model.vocab
         spaces = [
             indexer[key] for indexer in indexers for key in ("namespace", "character_namespace") if key in indexer

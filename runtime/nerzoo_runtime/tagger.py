@@ -53,7 +53,7 @@ class Tagger:
         vocabularies = json.loads((self.directory / "vocabularies.json").read_text())
         self.labels: List[str] = vocabularies[settings["label_namespace"]]
         self.tag_scheme: Optional[str] = settings["tag_scheme"]
-        self.indexers = [_indexer(indexer, vocabularies) for indexer in settings["indexers"]]
+        self.indexers = [_indexer(indexer, vocabularies, self.directory) for indexer in settings["indexers"]]
         self.temperature = settings["temperature"]
         self.transition_temperature = settings["transition_temperature"]
         self.crf = None if settings["crf"] is None else crf.Crf.from_settings(settings["crf"])
@@ -88,6 +88,8 @@ class Tagger:
         for position, item in enumerate(inputs):
             try:
                 words, offsets, text = self._tokens(item)
+                for indexer in self.indexers:
+                    indexer.check(words)
             except TaggerInputError as error:
                 results[position] = {"error": f"input {position}: {error}", "input": position}
                 continue
@@ -223,6 +225,9 @@ class Indexer:
                 ids[row, column, : len(word)] = [self.index.get(character, self.oov) for character in self._cased(word)]
         return ids
 
+    def check(self, words: Sequence[str]) -> None:
+        """Any words will do."""
+
     def feeds(self, batch: Sequence[Sequence[str]]) -> Dict[str, numpy.ndarray]:
         return {self.name: self.ids(batch)}
 
@@ -255,14 +260,21 @@ class WordAndCharactersIndexer:
             Indexer(characters, vocabularies[settings["character_namespace"]]),
         ]
 
+    def check(self, words: Sequence[str]) -> None:
+        """Any words will do."""
+
     def feeds(self, batch: Sequence[Sequence[str]]) -> Dict[str, numpy.ndarray]:
         return {part.name: part.ids(batch) for part in self.parts}
 
 
-def _indexer(settings: Dict[str, Any], vocabularies: Dict[str, List[str]]):
+def _indexer(settings: Dict[str, Any], vocabularies: Dict[str, List[str]], directory: pathlib.Path):
     """The runtime indexer of one entry of `tagger.json`'s `indexers`."""
     if settings["type"] == "word_and_characters":
         return WordAndCharactersIndexer(settings, vocabularies)
+    if settings["type"] == "contextual_word_pieces":
+        from nerzoo_runtime.word_pieces import WordPieces  # its `tokenizers` is the `contextual` extra
+
+        return WordPieces(settings, directory)
     return Indexer(settings, vocabularies[settings["namespace"]])
 
 

@@ -1,11 +1,10 @@
 import logging
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules import ScalarMix
 from allennlp.modules.token_embedders import PretrainedTransformerMismatchedEmbedder, TokenEmbedder
-from allennlp.nn import util
 
 from nerzoo.transformer_models import local_model_directory
 
@@ -133,7 +132,7 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         `(batch_size, num_words, hidden_size)`; padded words get zeros.
         """
         inputs = (token_ids, mask, offsets, wordpiece_mask, type_ids, segment_concat_mask)
-        if self.cache_size_bytes == 0:
+        if self.cache_size_bytes == 0 or torch.jit.is_tracing():  # a trace (`allennlp export`) has no cache
             return self._mix(self._word_layers(*inputs))
         # Mixed from (num_layers, real words of the batch, hidden_size), row after row.
         words = self._mix(self._cached_word_layers(*inputs))
@@ -165,7 +164,7 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         batch_size, num_pieces = pieces.shape[:2]
         flat = pieces.reshape(batch_size, num_pieces, -1)
         # span_pieces: (batch_size, num_words, max_span_length, num_layers * hidden_size)
-        span_pieces, span_mask = util.batched_span_select(flat.contiguous(), offsets)
+        span_pieces, span_mask = _span_pieces(flat, offsets)
         span_mask = span_mask & mask.unsqueeze(-1)
         if self.sub_token_mode == "first":
             words = span_pieces[:, :, 0] * span_mask[:, :, :1]
@@ -266,3 +265,18 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
             return
         self._cache[key] = sentence
         self._cache_bytes += size
+
+
+def _span_pieces(pieces: torch.Tensor, offsets: torch.LongTensor) -> Tuple[torch.Tensor, torch.BoolTensor]:
+    """
+    allennlp's `batched_span_select` (each word's pieces and their mask; a word at `(-1, -1)` has
+    none), its widest word kept a tensor so that a trace (`allennlp export`) follows it.
+    """
+    starts, ends = offsets.split(1, dim=-1)
+    widths = ends - starts
+    span_range = torch.arange(widths.max() + 1, device=pieces.device).view(1, 1, -1)
+    indices = starts + span_range
+    span_mask = (span_range <= widths) & (indices < pieces.size(1)) & (indices >= 0)
+    indices = (indices * span_mask).flatten(1)
+    selected = pieces.gather(1, indices.unsqueeze(-1).expand(-1, -1, pieces.size(-1)))
+    return selected.view(*span_mask.shape, pieces.size(-1)), span_mask
