@@ -35,7 +35,7 @@ def fixture_sentences():
     """The test fixture's sentences, and one longer than any (a length the export never traced or checked)."""
     reader = ConllColumnsReader(tag_column=3)
     words = [instance["metadata"]["words"] for instance in reader.read(str(FIXTURES_ROOT / "conll2003" / "test.txt"))]
-    return words + [[word for sentence in words for word in sentence][:150]]
+    return words + [([word for sentence in words for word in sentence] * 2)[:150]]
 
 
 def assert_same(got, expected):
