@@ -121,3 +121,7 @@ def test_seq2biseq_pos_reads_upos_from_conllu(tmp_path):
     train("training_config/seq2biseq_pos.jsonnet", run, json.dumps(overrides))
     vocabulary = (run / "vocabulary" / "labels.txt").read_text().split()
     assert {"NOUN", "VERB", "PROPN"} <= set(vocabulary)
+    # The reader parses predicted text but keeps no POS field (the tags are the POS): the parse has none.
+    predictions = predict(run / "model.tar.gz", SENTENCES, tmp_path / "predictions.jsonl")
+    check_tagged(predictions, chunk_labels=False)
+    assert all(set(prediction["parse"]) == {"dependency_labels", "head_indices"} for prediction in predictions)

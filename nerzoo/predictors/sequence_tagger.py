@@ -221,6 +221,7 @@ class SequenceTaggerPredictor(LinePredictor):
             result["parse"] = {
                 key: [label if isinstance(label, str) else int(label) for label in instance[key].labels]  # type: ignore
                 for key in PARSE_KEYS
+                if key in instance.fields  # no `pos_tags` where the tags are the POS
             }
         if self.return_attention:
             length = len(words)
