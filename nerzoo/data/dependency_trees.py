@@ -94,28 +94,6 @@ def validate_heads(heads: Sequence[int], where: str) -> int:
     return roots
 
 
-def tree_depth(heads: Sequence[int]) -> int:
-    """
-    The depth of the deepest token of a forest (1-based heads, 0 = root; a root's depth is 0).
-    Linear in the sentence length; for heads that are not a forest (see `validate_heads`), at most
-    the number of tokens.
-    """
-    n = len(heads)
-    depths: List[Optional[int]] = [None] * (n + 1)
-    depths[0] = -1
-    for start in range(1, n + 1):
-        path = []
-        node = start
-        while depths[node] is None and len(path) <= n:
-            path.append(node)
-            node = heads[node - 1] if 0 < heads[node - 1] <= n else 0
-        depth = depths[node] if depths[node] is not None else n
-        for visited in reversed(path):
-            depth = min(depth + 1, n)
-            depths[visited] = depth
-    return max((depth for depth in depths[1:] if depth is not None), default=0)
-
-
 class SpacyDependencyParser:
     """
     Parses pre-tokenised sentences with an installed spaCy pipeline, without re-tokenising: each
@@ -309,7 +287,7 @@ def dependency_instance(
     The instance of both dependency readers: `tokens`, `pos_tags` (namespace "pos"),
     `dependency_labels` (namespace "dependency_relations"), `head_indices` (integers, 1-based, 0 = root;
     not indexed, padded with 0), `tags` when given (already in the reader's scheme) and `metadata`
-    (`words`, `sentence_id`, `source`, `num_roots`, `tree_depth`, `sentence_spans`, `document_id`,
+    (`words`, `sentence_id`, `source`, `num_roots`, `sentence_spans`, `document_id`,
     updated with `metadata`).  The heads should have been checked with `validate_heads`; this only counts roots.
     With `tree="chain"` (a control) the tree is replaced by a chain: each word's head is the next
     word, every relation `"chain"`.
@@ -338,7 +316,6 @@ def dependency_instance(
         "sentence_id": None,
         "source": None,
         "num_roots": sum(1 for head in heads if head == 0),
-        "tree_depth": tree_depth([int(head) for head in heads]),
         "sentence_spans": [(0, len(words))],
         "document_id": None,
     }

@@ -154,7 +154,6 @@ def test_a_chain_tree_in_place_of_the_parse():
         assert chain["dependency_labels"].labels == ["chain"] * length
         assert chain["pos_tags"].labels == tree["pos_tags"].labels
         assert chain["tags"].labels == tree["tags"].labels
-        assert chain["metadata"]["tree_depth"] == length - 1
     served = ConlluNerReader(tree="chain").text_to_instance(["a", "b", "c"], ["X"] * 3, ["dep"] * 3, [0, 1, 1])
     assert served["head_indices"].labels == [2, 3, 0]
     with pytest.raises(ConfigurationError, match="tree must be"):

@@ -86,7 +86,7 @@ class ConlluNerReader(DependencyReader):
 
     Instances (see `nerzoo.data.dependency_trees.dependency_instance`): `tokens`, `pos_tags`,
     `dependency_labels`, `head_indices` (1-based, 0 = root), `tags` (in `tag_scheme`, when annotated)
-    and `metadata` (`words`, `sentence_id`, `document_id`, `source`, `num_roots`, `tree_depth`, `sentence_spans`,
+    and `metadata` (`words`, `sentence_id`, `document_id`, `source`, `num_roots`, `sentence_spans`,
     and `tree_source` when joined with a treebank).
 
     # Parameters

@@ -32,7 +32,7 @@ class SpacyParsedConllReader(DependencyReader):
     Instances are sentences (see `nerzoo.data.dependency_trees.dependency_instance`): `tokens`,
     `pos_tags`, `dependency_labels` (spaCy's labels, `"ROOT"` for roots), `head_indices` (1-based,
     0 = root), `tags` (in `tag_scheme`) and `metadata` (`words`, `sentence_id`, `document_id`,
-    `source`, `num_roots`, `tree_depth`, `sentence_spans`).
+    `source`, `num_roots`, `sentence_spans`).
 
     # Parameters
 
