@@ -12,7 +12,7 @@ SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvi
 # the first best epoch, still underfitted: on the fixtures keep the epoch of lowest dev loss instead.
 TRAIN_OVERRIDES ?= {"trainer.validation_metric": "-loss"}
 
-.PHONY: install install-bench install-contextual lock train test test-slow test-gpu clean
+.PHONY: install install-bench install-contextual lock train test test-slow test-gpu gpu-bundle clean
 
 install: $(STAMP)
 
@@ -85,6 +85,15 @@ test-slow: install
 # config in float32 and under autocast, the CLI with --cuda-device 0); skipped without CUDA.
 test-gpu: install
 	NERZOO_TEST_GPU=1 PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -rs -n auto --maxprocesses 8 --dist loadgroup tests/gpu
+
+# .gpu/ for a lent GPU machine (../shared/gpu/README.md), without the export's onnx and onnxruntime,
+# which the GPU suite does not use and which take the bundle past the 64 MiB such a machine takes.
+gpu-bundle:
+	bash ../shared/gpu/bundle.sh
+	rm -rf .gpu/slim && mkdir .gpu/slim && tar -xJf .gpu/site312.tar.xz -C .gpu/slim
+	rm -rf .gpu/slim/site312/onnx* .gpu/slim/site312/ml_dtypes*
+	tar -cf - -C .gpu/slim site312 | xz -T0 -6 > .gpu/site312.tar.xz && rm -rf .gpu/slim
+	du -sh .gpu
 
 clean:
 	rm -rf runs .pytest_cache

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check, for a lent GPU machine (../shared/gpu/README.md): the GPU benchmark on CoNLL-2003
 # (the GPU recipes included), the GPU suite, and cuda_graphs over 4 epochs (`levers`). Logs go under $OUT (default runs/device_checks).
-#   bash ../shared/gpu/bundle.sh                                  # here: packs .gpu/
+#   make gpu-bundle                                               # here: packs .gpu/
 #   bash .gpu/run.sh bash tests/gpu/device_checks.sh [first] [benchmark] [suite] [levers]   # there, .gpu carried
 # A lent machine goes back 30 s after a call and a session has 15 minutes of device time, so one call
 # of at most 600 s is what a session can count on: `first` (the default) runs the suite, then the
