@@ -1,6 +1,6 @@
 """
 Speed of the level-batched `ChildSumTreeLstm` against the node-by-node reference
-(`nerzoo/modules/seq2seq_encoders/tree_lstm_reference.py`, the tests' slow obvious form), same weights, same run.
+(`tests/modules/tree_lstm_reference.py`, the tests' slow obvious form), same weights, same run.
 
     .venv/bin/python benchmarks/speed/tree_lstm_speed.py [--batch-size 32] [--input-dim 100] [--hidden-dim 100]
         [--repeats 5] [--threads 1] [--data ../shared/data/ud_english_ewt/r2.9/en_ewt-ud-dev.conllu]
@@ -20,10 +20,12 @@ from typing import List, Tuple
 import torch
 
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
-from nerzoo.modules.seq2seq_encoders.tree_lstm_reference import reference_tree_lstm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import harness  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from tests.modules.tree_lstm_reference import reference_tree_lstm  # noqa: E402
 
 DEFAULT_DATA = os.path.join(harness.SHARED_DATA, "ud_english_ewt", "r2.9", "en_ewt-ud-dev.conllu")
 

@@ -1,8 +1,8 @@
 """
-`allennlp export ARCHIVE OUTPUT_DIR` writes a trained bilstm_crf's emission scores as an ONNX graph
+`allennlp export ARCHIVE OUTPUT_DIR` writes a trained bilstm_crf's or deptree_ner's emission scores as an ONNX graph
 (`model.onnx`, dynamic batch and length axes) and beside it what `nerzoo_runtime` needs to tag text
 without allennlp or torch (the CRF decodes there): `tagger.json` (the graph's inputs, tag scheme, CRF
-scores, temperatures, tokenizer), `vocabularies.json` and `model_card.json` (the archive's metrics
+scores, temperatures, tokenizer, and spaCy parser for deptree_ner), `vocabularies.json` and `model_card.json` (the archive's metrics
 and config, nerzoo's version, the check).  Nothing is written for a model it cannot export, nor
 unless the runtime's tags on sample sentences and `--check-file`'s lines equal the archive
 predictor's with every confidence within 1e-4.  `--quantize int8` then stores int8 weights.
@@ -18,7 +18,7 @@ import shutil
 import sys
 import uuid
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from allennlp.commands.subcommand import Subcommand
@@ -32,18 +32,20 @@ from allennlp.modules.seq2vec_encoders import PytorchSeq2VecWrapper
 from allennlp.nn.util import get_text_field_mask
 from allennlp.predictors import Predictor
 
+from nerzoo.data.dependency_trees import DEPENDENCY_NAMESPACE, POS_NAMESPACE, DependencyReader
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 from nerzoo.models.bilstm_crf import BiLstmCrf
+from nerzoo.models.deptree_ner import DeptreeNer
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
+from nerzoo.modules.seq2seq_encoders._tree_lstm_export import ExportedTreeLstm
 from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
 from nerzoo.modules.token_embedders.contextual_word_vectors import ContextualWordVectors
 from nerzoo.predictors.input_lines import parse_line
 
 # What the models `allennlp export` cannot export yet lack, by registered name.
 NOT_EXPORTABLE = {
-    "deptree_ner": "its Tree-LSTM over spaCy's dependency parse has no exported form yet",
     "me_crf": "its document memory (memory_hop) has no exported form yet",
     "me_crf_thread_discourse": "its document memory (memory_hop) has no exported form yet",
     "fofe_ner": "it classifies spans with FOFE passes, which have no exported form yet",
@@ -60,6 +62,9 @@ SAMPLE_SENTENCES = [
 # The graph's inputs from a `contextual_word_pieces` indexer (`nerzoo_runtime.word_pieces`), `{indexer}.{key}`, and
 # what their second axis counts; type ids (all 0, which the embedder ignores) are left out.
 WORD_PIECES = {"token_ids": "num_pieces", "mask": "num_tokens", "offsets": "num_tokens", "wordpiece_mask": "num_pieces"}
+# The graph's inputs from a `dependency_parse` "indexer" (`nerzoo_runtime.dependency_parse`): deptree_ner's arguments.
+PARSE = ("pos_tags", "dependency_labels", "head_indices")
+EXPORTED = (BiLstmCrf, DeptreeNer)
 
 
 @Subcommand.register("export")
@@ -86,9 +91,9 @@ def _export(args: argparse.Namespace) -> None:
 
 
 class TaggerGraph(torch.nn.Module):
-    """A `bilstm_crf` from the tensors of its exported indexers (`graph_inputs`) to its emission scores."""
+    """A `bilstm_crf` or `deptree_ner` from the tensors of its exported indexers (`graph_inputs`) to its emission scores."""
 
-    def __init__(self, model: BiLstmCrf, indexers: Sequence[Dict[str, Any]]) -> None:
+    def __init__(self, model: Union[BiLstmCrf, DeptreeNer], indexers: Sequence[Dict[str, Any]]) -> None:
         super().__init__()
         self.model = traceable(model)
         self.keys = [(name, key) for _, name, key, _ in graph_inputs(indexers)]
@@ -97,10 +102,14 @@ class TaggerGraph(torch.nn.Module):
         tokens: Dict[str, Dict[str, torch.Tensor]] = {}
         for (name, key), tensor in zip(self.keys, ids):
             tokens.setdefault(name, {})[key] = tensor
+        parse = tokens.pop("parse", {})
         for tensors in tokens.values():
             if "wordpiece_mask" in tensors:  # one segment (the runtime refuses more): the two masks are one
                 tensors["segment_concat_mask"] = tensors["wordpiece_mask"]
-        return self.model.head.logits(self.model._encode(tokens, get_text_field_mask(tokens)))
+        mask = get_text_field_mask(tokens)
+        if isinstance(self.model, DeptreeNer):
+            return self.model.head.logits(self.model._encode(tokens, mask, *(parse.get(key) for key in PARSE))[0])
+        return self.model.head.logits(self.model._encode(tokens, mask))
 
 
 class LstmFinalStates(PytorchSeq2VecWrapper):
@@ -135,9 +144,11 @@ class LstmFinalStates(PytorchSeq2VecWrapper):
         return torch.cat([final[:, :size], steps[:, 0, size:]], dim=-1)
 
 
-def traceable(model: BiLstmCrf) -> BiLstmCrf:
-    """A copy of `model` with its `lstm` Seq2VecEncoders as `LstmFinalStates`."""
+def traceable(model: Union[BiLstmCrf, DeptreeNer]) -> Union[BiLstmCrf, DeptreeNer]:
+    """A copy of `model` with its `lstm` Seq2VecEncoders as `LstmFinalStates`, its Tree-LSTM as `ExportedTreeLstm`."""
     model = copy.deepcopy(model)
+    if getattr(model, "syntactic_encoder", None) is not None:
+        model.syntactic_encoder = ExportedTreeLstm(model.syntactic_encoder)
     for module in list(model.modules()):
         for name, child in module.named_children():
             if isinstance(child, PytorchSeq2VecWrapper):
@@ -159,6 +170,8 @@ def graph_inputs(indexers: Sequence[Dict[str, Any]]) -> List[Tuple[str, str, str
             ]
         elif indexer["type"] == "contextual_word_pieces":  # nerzoo_runtime's WordPieces names them
             inputs += [(f"{name}.{key}", name, key, {**words, 1: axis}) for key, axis in WORD_PIECES.items()]
+        elif indexer["type"] == "dependency_parse":
+            inputs += [(key, name, key, words) for key in PARSE]
         else:
             inputs.append((name, name, indexer["key"], words if indexer["type"] == "single_id" else characters))
     return inputs
@@ -167,8 +180,8 @@ def graph_inputs(indexers: Sequence[Dict[str, Any]]) -> List[Tuple[str, str, str
 def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
     """How the runtime indexes words for the graph, one entry per token indexer; raises what the model lacks."""
     name = archive.config.as_dict(quiet=True)["model"]["type"]
-    if not isinstance(archive.model, BiLstmCrf):
-        lacks = NOT_EXPORTABLE.get(name, "it is not a bilstm_crf, the model `allennlp export` exports")
+    if not isinstance(archive.model, EXPORTED):
+        lacks = NOT_EXPORTABLE.get(name, "it is not a bilstm_crf or deptree_ner, the models `allennlp export` exports")
         raise ConfigurationError(f"cannot export this {name}: {lacks}")
     for module in archive.model.modules():
         if isinstance(module, PytorchSeq2VecWrapper) and type(module._module) is not torch.nn.LSTM:
@@ -201,7 +214,26 @@ def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
                 f"form yet (exported: single_id, characters and word_and_characters, without start or end tokens)"
             )
         indexers.append({"name": key, **settings, "oov": archive.model.vocab._oov_token})
+    if isinstance(archive.model, DeptreeNer):
+        indexers.append(parse_settings(archive))
     return indexers
+
+
+def parse_settings(archive: Archive) -> Dict[str, Any]:
+    """How `nerzoo_runtime.dependency_parse` parses words as deptree_ner's reader does at prediction."""
+    reader = archive.validation_dataset_reader
+    if not isinstance(reader, DependencyReader):
+        raise ConfigurationError(f"cannot export this deptree_ner: its reader {type(reader).__name__} parses no input")
+    return {
+        "name": "parse",
+        "type": "dependency_parse",
+        "spacy_model": reader.parser.spacy_model,
+        "pos_attribute": reader.parser.pos_attribute,
+        "tree": reader.tree,
+        "pos_namespace": POS_NAMESPACE,
+        "relation_namespace": DEPENDENCY_NAMESPACE,
+        "oov": archive.model.vocab._oov_token,
+    }
 
 
 def word_and_characters_settings(indexer: WordAndCharactersIndexer) -> Dict[str, Any]:
@@ -255,11 +287,19 @@ def crf_settings(crf: LinearChainCrf) -> Dict[str, List]:
 
 def write_graph(archive: Archive, indexers: List[Dict[str, Any]], path: pathlib.Path) -> None:
     """`model.onnx`: the emission scores, traced on a padded batch of two sample sentences."""
-    reader_indexers = archive.validation_dataset_reader._token_indexers
-    sentences = [[Token(word) for word in sentence.split()] for sentence in SAMPLE_SENTENCES[:2]]
-    batch = Batch([Instance({"tokens": TextField(sentence, reader_indexers)}) for sentence in sentences])
+    reader = archive.validation_dataset_reader
+    sentences = [sentence.split() for sentence in SAMPLE_SENTENCES[:2]]
+    if isinstance(archive.model, DeptreeNer):  # the reader parses them
+        instances = [reader.text_to_instance(words) for words in sentences]
+        for instance in instances:
+            reader.apply_token_indexers(instance)
+    else:
+        fields = [TextField([Token(word) for word in words], reader._token_indexers) for words in sentences]
+        instances = [Instance({"tokens": field}) for field in fields]
+    batch = Batch(instances)
     batch.index_instances(archive.model.vocab)
-    tensors = batch.as_tensor_dict()["tokens"]
+    tensor_dict = batch.as_tensor_dict()
+    tensors = {**tensor_dict["tokens"], "parse": {key: tensor_dict[key] for key in PARSE if key in tensor_dict}}
     inputs = graph_inputs(indexers)
     with torch.no_grad(), warnings.catch_warnings():
         # Of shapes traced as constants and LSTMs over other batch sizes: the check tags those against the archive.
@@ -403,9 +443,8 @@ def export_archive(
                 tokenizer = archive.validation_dataset_reader._token_indexers[indexer["name"]]._tokenizer
                 tokenizer.backend_tokenizer.save(str(staging / indexer["tokenizer_file"]))
         vocab = archive.model.vocab
-        spaces = [
-            indexer[key] for indexer in indexers for key in ("namespace", "character_namespace") if key in indexer
-        ]
+        keys = ("namespace", "character_namespace", "pos_namespace", "relation_namespace")
+        spaces = [indexer[key] for indexer in indexers for key in keys if key in indexer]
         vocabularies = {
             space: [vocab.get_token_from_index(i, space) for i in range(vocab.get_vocab_size(space))]
             for space in [head.label_namespace] + spaces

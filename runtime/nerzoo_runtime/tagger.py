@@ -67,6 +67,7 @@ class Tagger:
         self.session = onnxruntime.InferenceSession(
             str(self.directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
+        self.input_names = {graph_input.name for graph_input in self.session.get_inputs()}
 
     @classmethod
     def load(cls, directory, spacy_model: Optional[str] = None, threads: Optional[int] = None) -> "Tagger":
@@ -151,6 +152,7 @@ class Tagger:
     def logits(self, batch: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """The graph's emission scores `(batch_size, num_tokens, num_tags)` for word lists, and their mask."""
         feeds = {name: ids for indexer in self.indexers for name, ids in indexer.feeds(batch).items()}
+        feeds = {name: ids for name, ids in feeds.items() if name in self.input_names}  # those the graph reads
         mask = numpy.arange(max(map(len, batch)))[None] < numpy.array([len(words) for words in batch])[:, None]
         (logits,) = self.session.run(["logits"], feeds)
         return logits, mask
@@ -275,6 +277,10 @@ def _indexer(settings: Dict[str, Any], vocabularies: Dict[str, List[str]], direc
         from nerzoo_runtime.word_pieces import WordPieces  # its `tokenizers` is the `contextual` extra
 
         return WordPieces(settings, directory)
+    if settings["type"] == "dependency_parse":  # spaCy is the `spacy` extra
+        from nerzoo_runtime.dependency_parse import DependencyParse
+
+        return DependencyParse(settings, vocabularies)
     return Indexer(settings, vocabularies[settings["namespace"]])
 
 

@@ -9,7 +9,7 @@ from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
 
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from nerzoo.modules.seq2seq_encoders.tree_levels import tree_levels
-from nerzoo.modules.seq2seq_encoders.tree_lstm_reference import reference_tree_lstm
+from tests.modules.tree_lstm_reference import reference_tree_lstm
 
 
 def random_forest(length: int, rng: random.Random, root_probability: float) -> List[int]:

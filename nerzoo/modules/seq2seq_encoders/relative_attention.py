@@ -127,8 +127,9 @@ class RelativeAttention(Seq2SeqEncoder):
 
         # Word i attends to word j when both are real and i != j.
         # Shape: (batch_size, sequence_length, sequence_length)
-        blocked = padding | padding.transpose(1, 2)
-        blocked.diagonal(dim1=1, dim2=2).fill_(True)
+        positions = torch.arange(sequence_length, device=inputs.device)
+        itself = positions.unsqueeze(0) == positions.unsqueeze(1)
+        blocked = padding | padding.transpose(1, 2) | itself
         # Rows with nothing to attend to (padding, one-token sentences) come out all zero.
         weights = masked_softmax(scores, ~blocked, memory_efficient=True).masked_fill(blocked, 0.0)
 

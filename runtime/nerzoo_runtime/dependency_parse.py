@@ -1,0 +1,84 @@
+"""
+`DependencyParse`: words to the parse inputs of an exported `deptree_ner`, as its dataset reader
+makes them at prediction: spaCy tags and parses each word list as it is (no re-tokenising), with the
+pipeline the model was trained with (the `spacy` extra and that pipeline installed).
+"""
+
+from typing import Any, Dict, List, Sequence
+
+import numpy
+
+# Components whose output the parse does not use, switched off while parsing (as nerzoo's reader).
+UNUSED_COMPONENTS = ("ner", "lemmatizer", "entity_ruler", "entity_linker", "textcat", "textcat_multilabel", "spancat")
+
+
+class DependencyParse:
+    """
+    The graph's inputs `pos_tags` and `dependency_labels` (ids in their vocabularies, the OOV id for
+    a tag or relation the training data did not have) and `head_indices` (1-based, 0 for a root),
+    all `(batch_size, num_tokens)`, 0 at padding.  With `tree: "chain"` (a control the model was
+    trained with) each word's head is the next word and every relation `"chain"`.
+
+    # Parameters
+
+    settings : `Dict[str, Any]`
+        Its entry in `tagger.json`'s `indexers`: `spacy_model`, `pos_attribute` (`"tag"` or
+        `"pos"`), `tree`, `pos_namespace`, `relation_namespace` and `oov`.
+    vocabularies : `Dict[str, List[str]]`
+        `vocabularies.json`: the tokens of each namespace, by id.
+    """
+
+    def __init__(self, settings: Dict[str, Any], vocabularies: Dict[str, List[str]]) -> None:
+        self.spacy_model: str = settings["spacy_model"]
+        self.pos_attribute: str = settings["pos_attribute"]
+        self.chain = settings["tree"] == "chain"
+        self.pos = {tag: index for index, tag in enumerate(vocabularies[settings["pos_namespace"]])}
+        self.relations = {label: index for index, label in enumerate(vocabularies[settings["relation_namespace"]])}
+        self.oov = (self.pos[settings["oov"]], self.relations[settings["oov"]])
+        self._nlp = None
+
+    def nlp(self):
+        """The spaCy pipeline, loaded at the first parse."""
+        if self._nlp is None:
+            try:
+                import spacy
+            except ImportError:
+                raise ImportError(
+                    "deptree_ner parses its input with spaCy: pip install 'nerzoo-runtime[spacy]'"
+                ) from None
+            try:
+                self._nlp = spacy.load(self.spacy_model)
+            except OSError as error:
+                raise OSError(
+                    f"deptree_ner parses with spaCy pipeline {self.spacy_model!r}, which is not installed "
+                    f"(nerzoo_runtime downloads nothing). spaCy said: {error}"
+                ) from None
+            if "parser" not in self._nlp.pipe_names:
+                raise ValueError(f"spaCy pipeline {self.spacy_model!r} has no parser")
+        return self._nlp
+
+    def check(self, words: Sequence[str]) -> None:
+        """Any words will do."""
+
+    def feeds(self, batch: Sequence[Sequence[str]]) -> Dict[str, numpy.ndarray]:
+        from spacy.tokens import Doc
+
+        nlp = self.nlp()
+        shape = (len(batch), max(map(len, batch)))
+        feeds = {
+            key: numpy.zeros(shape, dtype=numpy.int64) for key in ("pos_tags", "dependency_labels", "head_indices")
+        }
+        with nlp.select_pipes(disable=[name for name in nlp.pipe_names if name in UNUSED_COMPONENTS]):
+            for row, doc in enumerate(nlp.pipe(Doc(nlp.vocab, words=list(words)) for words in batch)):
+                tags = [(token.tag_ if self.pos_attribute == "tag" else token.pos_) or "_" for token in doc]
+                if self.chain:
+                    labels, heads = ["chain"] * len(doc), [*range(2, len(doc) + 1), 0]
+                else:
+                    labels = [token.dep_ or "_" for token in doc]
+                    heads = [0 if token.head.i == token.i else token.head.i + 1 for token in doc]
+                feeds["pos_tags"][row, : len(doc)] = [self.pos.get(tag, self.oov[0]) for tag in tags]
+                feeds["dependency_labels"][row, : len(doc)] = [
+                    self.relations.get(label, self.oov[1]) for label in labels
+                ]
+                feeds["head_indices"][row, : len(doc)] = heads
+        return feeds

