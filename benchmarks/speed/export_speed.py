@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """
-A bilstm_crf exported by `allennlp export` (float32 and int8, run by nerzoo_runtime) against the archive's
+A tagger (bilstm_crf, deptree_ner) exported by `allennlp export` (float32 and int8, run by nerzoo_runtime) against the archive's
 Predictor and spaCy's own NER on CoNLL-2003 eng.testb: start-up, peak memory, words/s, F1, agreement.
 
 Each variant runs in a fresh process: start-up from its start, imports included, to its first tagged
@@ -108,7 +108,7 @@ def accuracy(results: List[Dict], gold: List[List[str]], reference: List[Dict]) 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
-    parser.add_argument("--archive", help="a bilstm_crf's model.tar.gz trained on CoNLL-2003")
+    parser.add_argument("--archive", help="a bilstm_crf's or deptree_ner's model.tar.gz trained on CoNLL-2003")
     parser.add_argument("--threads", type=int, default=2, help="torch threads, onnxruntime intra-op threads")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each variant, taking turns (default 2)")
     parser.add_argument("--max-sentences", type=int, help="the first N sentences only")

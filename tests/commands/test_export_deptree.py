@@ -1,5 +1,6 @@
 """
-`allennlp export` of a trained deptree_ner (the shipped config): its Tree-LSTM as scripted loops,
+`allennlp export` of a trained deptree_ner and its contextual twin (the shipped configs, the twin on a tiny
+BERT): its Tree-LSTM as scripted loops,
 the runtime parsing each input with spaCy as the reader does; tagged by nerzoo_runtime against
 `allennlp predict` at batch sizes and lengths the export never saw.
 """
@@ -8,29 +9,32 @@ import json
 
 import pytest
 import spacy
-from allennlp.commands.train import train_model_from_file
+from allennlp.commands.train import train_model
+from allennlp.common import Params
 from nerzoo_runtime import Tagger
 
 from tests import PROJECT_ROOT, allennlp, predict
 from tests.commands.test_export import RAW_TEXTS, assert_same, fixture_sentences
+from tests.tiny_transformer import tiny_bert_overrides
 
 # One trained archive for the module: its tests run on one pytest-xdist worker (--dist loadgroup).
 pytestmark = pytest.mark.xdist_group("deptree_archive")
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+@pytest.fixture(scope="module", params=["deptree_ner", "deptree_ner_contextual"])
+def exported(request, tmp_path_factory):
     run = tmp_path_factory.mktemp("deptree") / "model"
-    config = PROJECT_ROOT / "training_config" / "deptree_ner.jsonnet"
-    train_model_from_file(str(config), str(run), overrides=json.dumps({"trainer.num_epochs": 4}))
+    config = str(PROJECT_ROOT / "training_config" / f"{request.param}.jsonnet")
+    overrides = {**tiny_bert_overrides(Params.from_file(config).as_dict(quiet=True)), "trainer.num_epochs": 4}
+    train_model(Params.from_file(config, json.dumps(overrides)), str(run))
     output = tmp_path_factory.mktemp("export") / "tagger"
     result = allennlp("export", run / "model.tar.gz", output, "--include-package", "nerzoo")
     assert json.loads(result.stdout.splitlines()[-1])["check"]["tags_equal"]
-    return run / "model.tar.gz", output
+    return run / "model.tar.gz", output, request.param
 
 
 def test_the_export_of_deptree_ner_tags_the_fixtures_as_allennlp_predict_does(exported, tmp_path):
-    archive, output = exported
+    archive, output, name = exported
     parse = json.loads((output / "tagger.json").read_text())["indexers"][-1]
     assert {key: parse[key] for key in ("type", "spacy_model", "tree")} == {
         "type": "dependency_parse",
@@ -38,6 +42,8 @@ def test_the_export_of_deptree_ner_tags_the_fixtures_as_allennlp_predict_does(ex
         "tree": "parse",
     }
     sentences = fixture_sentences()  # and one of 150 words: a length and tree depth the export never saw
+    if name.endswith("contextual"):  # whose word pieces are more than the tiny BERT's max_length, refused
+        sentences = sentences[:-1] + [sentences[-1][:60]]
     lines = [{"tokens": words} for words in sentences] + [{"sentence": text} for text in RAW_TEXTS]
     expected = predict(archive, lines, tmp_path / "predictions.jsonl")
     assert sum(len(result["spans"]) for result in expected) > 10
