@@ -1,5 +1,5 @@
 """
-`allennlp export ARCHIVE OUTPUT_DIR` writes a trained bilstm_crf's or deptree_ner's emission scores as an ONNX graph
+`allennlp export ARCHIVE OUTPUT_DIR` writes a trained bilstm_crf's, deptree_ner's or seq2biseq's tag scores as an ONNX graph
 (`model.onnx`, dynamic batch and length axes) and beside it what `nerzoo_runtime` needs to tag text
 without allennlp or torch (the CRF decodes there): `tagger.json` (the graph's inputs, tag scheme, CRF
 scores, temperatures, tokenizer, and spaCy parser for deptree_ner), `vocabularies.json` and `model_card.json` (the archive's metrics
@@ -28,6 +28,7 @@ from allennlp.data import Batch, Instance, Token
 from allennlp.data.fields import TextField
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenCharactersIndexer
 from allennlp.models.archival import Archive, load_archive
+from allennlp.modules.seq2seq_encoders import PytorchSeq2SeqWrapper
 from allennlp.modules.seq2vec_encoders import PytorchSeq2VecWrapper
 from allennlp.nn.util import get_text_field_mask
 from allennlp.predictors import Predictor
@@ -36,9 +37,12 @@ from nerzoo.data.dependency_trees import DEPENDENCY_NAMESPACE, POS_NAMESPACE, De
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
+from nerzoo.models._seq2biseq_export import exportable, exported_decode
 from nerzoo.models.bilstm_crf import BiLstmCrf
 from nerzoo.models.deptree_ner import DeptreeNer
+from nerzoo.models.seq2biseq import Seq2Biseq
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
+from nerzoo.modules.row_reversal import gather_steps, reversal_index
 from nerzoo.modules.seq2seq_encoders._tree_lstm_export import ExportedTreeLstm
 from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
 from nerzoo.modules.token_embedders.contextual_word_vectors import ContextualWordVectors
@@ -49,7 +53,6 @@ NOT_EXPORTABLE = {
     "me_crf": "its document memory (memory_hop) has no exported form yet",
     "me_crf_thread_discourse": "its document memory (memory_hop) has no exported form yet",
     "fofe_ner": "it classifies spans with FOFE passes, which have no exported form yet",
-    "seq2biseq": "its GRU label decoders have no exported form yet",
 }
 OPSET = 17
 # Largest difference of a confidence between the export and the archive that the check allows.
@@ -64,7 +67,8 @@ SAMPLE_SENTENCES = [
 WORD_PIECES = {"token_ids": "num_pieces", "mask": "num_tokens", "offsets": "num_tokens", "wordpiece_mask": "num_pieces"}
 # The graph's inputs from a `dependency_parse` "indexer" (`nerzoo_runtime.dependency_parse`): deptree_ner's arguments.
 PARSE = ("pos_tags", "dependency_labels", "head_indices")
-EXPORTED = (BiLstmCrf, DeptreeNer)
+EXPORTED = (BiLstmCrf, DeptreeNer, Seq2Biseq)
+Exported = Union[BiLstmCrf, DeptreeNer, Seq2Biseq]
 
 
 @Subcommand.register("export")
@@ -91,9 +95,9 @@ def _export(args: argparse.Namespace) -> None:
 
 
 class TaggerGraph(torch.nn.Module):
-    """A `bilstm_crf` or `deptree_ner` from the tensors of its exported indexers (`graph_inputs`) to its emission scores."""
+    """An exported model from the tensors of its exported indexers (`graph_inputs`) to its tag scores."""
 
-    def __init__(self, model: Union[BiLstmCrf, DeptreeNer], indexers: Sequence[Dict[str, Any]]) -> None:
+    def __init__(self, model: Exported, indexers: Sequence[Dict[str, Any]]) -> None:
         super().__init__()
         self.model = traceable(model)
         self.keys = [(name, key) for _, name, key, _ in graph_inputs(indexers)]
@@ -107,6 +111,8 @@ class TaggerGraph(torch.nn.Module):
             if "wordpiece_mask" in tensors:  # one segment (the runtime refuses more): the two masks are one
                 tensors["segment_concat_mask"] = tensors["wordpiece_mask"]
         mask = get_text_field_mask(tokens)
+        if isinstance(self.model, Seq2Biseq):
+            return exported_decode(self.model, self.model.encoder(self.model.text_field_embedder(tokens), mask), mask)
         if isinstance(self.model, DeptreeNer):
             return self.model.head.logits(self.model._encode(tokens, mask, *(parse.get(key) for key in PARSE))[0])
         return self.model.head.logits(self.model._encode(tokens, mask))
@@ -144,8 +150,42 @@ class LstmFinalStates(PytorchSeq2VecWrapper):
         return torch.cat([final[:, :size], steps[:, 0, size:]], dim=-1)
 
 
-def traceable(model: Union[BiLstmCrf, DeptreeNer]) -> Union[BiLstmCrf, DeptreeNer]:
-    """A copy of `model` with its `lstm` Seq2VecEncoders as `LstmFinalStates`, its Tree-LSTM as `ExportedTreeLstm`."""
+class PaddedGru(PytorchSeq2SeqWrapper):
+    """
+    allennlp's `gru` Seq2SeqEncoder as the export traces it: run on the padded batch as `fast_lstm`
+    runs an LSTM (the backward direction over each row reversed within its length), zeros at padding.
+    `gru` packs its batch with the lengths as Python numbers, which a trace would fix.
+
+    # Parameters
+
+    encoder : `PytorchSeq2SeqWrapper`, required
+        allennlp's `gru`; its `torch.nn.GRU`, parameters included, is shared, not copied.
+    """
+
+    def __init__(self, encoder: PytorchSeq2SeqWrapper) -> None:
+        super().__init__(encoder._module)
+
+    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor, hidden_state: None = None) -> torch.Tensor:
+        gru, reverse = self._module, reversal_index(mask)
+        names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if gru.bias else [])
+        zeros = inputs.new_zeros(1, inputs.size(0), gru.hidden_size)
+        output = inputs
+        for layer in range(gru.num_layers):
+            directions = []
+            for suffix in ["", "_reverse"] if gru.bidirectional else [""]:
+                weights = [getattr(gru, f"{name}_l{layer}{suffix}") for name in names]
+                steps = gather_steps(output, reverse) if suffix else output
+                states, _ = torch.gru(steps, zeros, weights, gru.bias, 1, 0.0, False, False, True)
+                directions.append(gather_steps(states, reverse) if suffix else states)
+            output = torch.cat(directions, dim=-1)
+        return output * mask.unsqueeze(-1)
+
+
+def traceable(model: Exported) -> Exported:
+    """
+    A copy of `model` with its `lstm` Seq2VecEncoders as `LstmFinalStates`, its `gru` Seq2SeqEncoders as
+    `PaddedGru`, its Tree-LSTM as `ExportedTreeLstm`.
+    """
     model = copy.deepcopy(model)
     if getattr(model, "syntactic_encoder", None) is not None:
         model.syntactic_encoder = ExportedTreeLstm(model.syntactic_encoder)
@@ -153,6 +193,8 @@ def traceable(model: Union[BiLstmCrf, DeptreeNer]) -> Union[BiLstmCrf, DeptreeNe
         for name, child in module.named_children():
             if isinstance(child, PytorchSeq2VecWrapper):
                 setattr(module, name, LstmFinalStates(child))
+            elif isinstance(child, PytorchSeq2SeqWrapper) and type(child._module) is torch.nn.GRU:
+                setattr(module, name, PaddedGru(child))
     return model
 
 
@@ -181,8 +223,12 @@ def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
     """How the runtime indexes words for the graph, one entry per token indexer; raises what the model lacks."""
     name = archive.config.as_dict(quiet=True)["model"]["type"]
     if not isinstance(archive.model, EXPORTED):
-        lacks = NOT_EXPORTABLE.get(name, "it is not a bilstm_crf or deptree_ner, the models `allennlp export` exports")
+        lacks = NOT_EXPORTABLE.get(
+            name, "it is none of the models `allennlp export` exports (bilstm_crf, deptree_ner, seq2biseq)"
+        )
         raise ConfigurationError(f"cannot export this {name}: {lacks}")
+    if isinstance(archive.model, Seq2Biseq) and not exportable(archive.model):
+        raise ConfigurationError(f"cannot export this {name}: its label decoders are not one-layer GRUs with biases")
     for module in archive.model.modules():
         if isinstance(module, PytorchSeq2VecWrapper) and type(module._module) is not torch.nn.LSTM:
             raise ConfigurationError(
@@ -425,14 +471,14 @@ def export_archive(
     staging.mkdir(parents=True)  # moved to `output` once complete
     try:
         write_graph(archive, indexers, staging / "model.onnx")
-        head = archive.model.head
+        head = getattr(archive.model, "head", archive.model)  # seq2biseq holds its scorer itself
         settings = {
             "format_version": 1,
             "model_type": config["model"]["type"],
             "label_namespace": head.label_namespace,
             "tag_scheme": head.tag_scheme,
             "indexers": indexers,
-            "crf": None if head.crf is None else crf_settings(head.crf),
+            "crf": None if getattr(head, "crf", None) is None else crf_settings(head.crf),
             "temperature": head.scorer.temperature,
             "transition_temperature": getattr(head.scorer, "transition_temperature", head.scorer.temperature),
             "tokenizer": {"spacy_model": spacy_model},
