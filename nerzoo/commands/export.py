@@ -36,10 +36,12 @@ from allennlp.predictors import Predictor
 from nerzoo.data.dependency_trees import DEPENDENCY_NAMESPACE, POS_NAMESPACE, DependencyReader
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
+from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
 from nerzoo.models._seq2biseq_export import exportable, exported_decode
 from nerzoo.models.bilstm_crf import BiLstmCrf
 from nerzoo.models.deptree_ner import DeptreeNer
+from nerzoo.models.me_crf import MeCrf
 from nerzoo.models.seq2biseq import Seq2Biseq
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
 from nerzoo.modules.row_reversal import gather_steps, reversal_index
@@ -50,8 +52,7 @@ from nerzoo.predictors.input_lines import parse_line
 
 # What the models `allennlp export` cannot export yet lack, by registered name.
 NOT_EXPORTABLE = {
-    "me_crf": "its document memory (memory_hop) has no exported form yet",
-    "me_crf_thread_discourse": "its document memory (memory_hop) has no exported form yet",
+    "me_crf_thread_discourse": "its threads of posts (title and text encoders, a memory over posts) have no exported form yet",
     "fofe_ner": "it classifies spans with FOFE passes, which have no exported form yet",
 }
 OPSET = 17
@@ -67,8 +68,8 @@ SAMPLE_SENTENCES = [
 WORD_PIECES = {"token_ids": "num_pieces", "mask": "num_tokens", "offsets": "num_tokens", "wordpiece_mask": "num_pieces"}
 # The graph's inputs from a `dependency_parse` "indexer" (`nerzoo_runtime.dependency_parse`): deptree_ner's arguments.
 PARSE = ("pos_tags", "dependency_labels", "head_indices")
-EXPORTED = (BiLstmCrf, DeptreeNer, Seq2Biseq)
-Exported = Union[BiLstmCrf, DeptreeNer, Seq2Biseq]
+EXPORTED = (BiLstmCrf, DeptreeNer, MeCrf, Seq2Biseq)
+Exported = Union[BiLstmCrf, DeptreeNer, MeCrf, Seq2Biseq]
 
 
 @Subcommand.register("export")
@@ -113,6 +114,8 @@ class TaggerGraph(torch.nn.Module):
         mask = get_text_field_mask(tokens)
         if isinstance(self.model, Seq2Biseq):
             return exported_decode(self.model, self.model.encoder(self.model.text_field_embedder(tokens), mask), mask)
+        if isinstance(self.model, MeCrf):
+            return self.model.head.logits(self.model.memory(self.model.text_field_embedder(tokens), mask))
         if isinstance(self.model, DeptreeNer):
             return self.model.head.logits(self.model._encode(tokens, mask, *(parse.get(key) for key in PARSE))[0])
         return self.model.head.logits(self.model._encode(tokens, mask))
@@ -215,7 +218,7 @@ def graph_inputs(indexers: Sequence[Dict[str, Any]]) -> List[Tuple[str, str, str
         elif indexer["type"] == "dependency_parse":
             inputs += [(key, name, key, words) for key in PARSE]
         else:
-            inputs.append((name, name, indexer["key"], words if indexer["type"] == "single_id" else characters))
+            inputs.append((name, name, indexer["key"], characters if indexer["type"] == "characters" else words))
     return inputs
 
 
@@ -224,11 +227,15 @@ def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
     name = archive.config.as_dict(quiet=True)["model"]["type"]
     if not isinstance(archive.model, EXPORTED):
         lacks = NOT_EXPORTABLE.get(
-            name, "it is none of the models `allennlp export` exports (bilstm_crf, deptree_ner, seq2biseq)"
+            name, "it is none of the models `allennlp export` exports (bilstm_crf, deptree_ner, me_crf, seq2biseq)"
         )
         raise ConfigurationError(f"cannot export this {name}: {lacks}")
     if isinstance(archive.model, Seq2Biseq) and not exportable(archive.model):
         raise ConfigurationError(f"cannot export this {name}: its label decoders are not one-layer GRUs with biases")
+    if isinstance(archive.model, MeCrf) and archive.model.memory.window is not None:
+        raise ConfigurationError(
+            f"cannot export this {name}: its memory's window (band attention) has no exported form"
+        )
     for module in archive.model.modules():
         if isinstance(module, PytorchSeq2VecWrapper) and type(module._module) is not torch.nn.LSTM:
             raise ConfigurationError(
@@ -252,6 +259,9 @@ def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
             extras.append(characters._byte_encoding)
         elif isinstance(indexer, WordAndCharactersIndexer):
             settings, extras = word_and_characters_settings(indexer), []
+        elif isinstance(indexer, LexicalFeaturesIndexer):  # word shapes: no vocabulary
+            indexers.append({"name": key, "type": "lexical_features", "key": "features"})
+            continue
         else:
             extras = [True]
         if any(extras):  # start or end tokens, a byte encoding, or another indexer: none have an exported form
@@ -479,6 +489,7 @@ def export_archive(
             "tag_scheme": head.tag_scheme,
             "indexers": indexers,
             "crf": None if getattr(head, "crf", None) is None else crf_settings(head.crf),
+            "crf_per_sentence": getattr(head, "crf_per_sentence", False),
             "temperature": head.scorer.temperature,
             "transition_temperature": getattr(head.scorer, "transition_temperature", head.scorer.temperature),
             "tokenizer": {"spacy_model": spacy_model},

@@ -9,6 +9,7 @@ scores and the temperatures of the confidences, the tokenizer of raw text), `voc
 
 import json
 import pathlib
+import unicodedata
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
@@ -17,7 +18,8 @@ from nerzoo_runtime import crf
 from nerzoo_runtime.tag_scheme import tags_to_spans
 
 FORMAT_VERSION = 1
-Input = Union[str, Sequence[str]]
+Input = Union[str, Sequence[str], Sequence[Sequence[str]]]
+Spans = List[Tuple[int, int]]
 
 
 class TaggerInputError(ValueError):
@@ -57,6 +59,7 @@ class Tagger:
         self.temperature = settings["temperature"]
         self.transition_temperature = settings["transition_temperature"]
         self.crf = None if settings["crf"] is None else crf.Crf.from_settings(settings["crf"])
+        self.crf_per_sentence: bool = settings.get("crf_per_sentence", False)
         self.spacy_model = spacy_model or settings["tokenizer"]["spacy_model"]
         self._tokenizer = None
         options = onnxruntime.SessionOptions()
@@ -77,18 +80,21 @@ class Tagger:
         """
         One result per input, in order, as `allennlp predict` gives it: `tokens`, `token_offsets`,
         `tags`, `tag_confidences` and `spans` (`label`, `start`, `end` exclusive, `text`,
-        `char_start`, `char_end`, `confidence`).  An input is a raw text (tokenised by spaCy) or a
-        list of tokens (offsets then count in the tokens joined by single spaces).  An input that
-        cannot be tagged gets `{"error": ..., "input": its position}`.  The inputs are tagged
+        `char_start`, `char_end`, `confidence`).  An input is a raw text (tokenised by spaCy), a
+        list of tokens (offsets then count in the tokens joined by single spaces), or a document: a
+        list of token lists, its sentences, which the model reads as one sequence (for `me_crf`,
+        whose memory spans the document), as `allennlp predict`'s `{"sentences": ...}`; spans never
+        cross a sentence, and the result adds `sentences`, each one's `[start, end)` tokens.  An input
+        that cannot be tagged gets `{"error": ..., "input": its position}`.  The inputs are tagged
         `batch_size` at a time, in order of length.
         """
         if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
             raise TypeError(f"tag() takes a list of texts or token lists, got {type(inputs).__name__}")
         results: List[Optional[Dict[str, Any]]] = [None] * len(inputs)
-        pending: List[Tuple[int, List[str], List[Tuple[int, int]], str]] = []
+        pending: List[Tuple[int, List[str], Spans, str, Spans]] = []
         for position, item in enumerate(inputs):
             try:
-                words, offsets, text = self._tokens(item)
+                words, offsets, text, sentences = self._tokens(item)
                 for indexer in self.indexers:
                     indexer.check(words)
             except TaggerInputError as error:
@@ -97,19 +103,26 @@ class Tagger:
             if not words:
                 results[position] = {"tokens": [], "token_offsets": [], "tags": [], "tag_confidences": [], "spans": []}
             else:
-                pending.append((position, words, offsets, text))
+                pending.append((position, words, offsets, text, sentences))
         # Batches of similar lengths, as allennlp's bucket sampler makes them: less padding to compute.
         pending.sort(key=lambda item: len(item[1]))
         for first in range(0, len(pending), batch_size):
             batch = pending[first : first + batch_size]
-            for (position, words, offsets, text), (tags, confidences, spans) in zip(
-                batch, self._tag_words([words for _, words, _, _ in batch])
-            ):
+            tagged = self._tag_words([item[1] for item in batch], [item[4] for item in batch])
+            for (position, words, offsets, text, sentences), (tags, confidences, spans) in zip(batch, tagged):
                 results[position] = _formatted(words, offsets, text, tags, confidences, spans)
+                if len(sentences) > 1:
+                    results[position]["sentences"] = [list(sentence) for sentence in sentences]  # type: ignore
         return results  # type: ignore[return-value]
 
-    def _tokens(self, item: Input) -> Tuple[List[str], List[Tuple[int, int]], str]:
-        """The words of an input, their character offsets and the text they are in."""
+    def _tokens(self, item: Input) -> Tuple[List[str], Spans, str, Spans]:
+        """The words of an input, their character offsets, the text they are in and its sentences."""
+        if isinstance(item, (list, tuple)) and item and all(isinstance(sentence, (list, tuple)) for sentence in item):
+            sentences, words = [], []
+            for sentence in filter(None, item):
+                sentences.append((len(words), len(words) + len(sentence)))
+                words.extend(sentence)
+            return (*self._tokens(words)[:3], sentences)
         if isinstance(item, str):
             document = self.tokenizer()(item)
             tokens = [token for token in document if not token.is_space]
@@ -117,6 +130,7 @@ class Tagger:
                 [token.text for token in tokens],
                 [(token.idx, token.idx + len(token.text)) for token in tokens],
                 item,
+                [(0, len(tokens))],
             )
         if isinstance(item, (list, tuple)):
             if not all(isinstance(word, str) and word.strip() for word in item):
@@ -125,7 +139,7 @@ class Tagger:
             for word in item:
                 offsets.append((position, position + len(word)))
                 position += len(word) + 1
-            return list(item), offsets, " ".join(item)
+            return list(item), offsets, " ".join(item), [(0, len(item))]
         raise TaggerInputError(f"an input is a text or a list of tokens, got {type(item).__name__}: {str(item)[:200]}")
 
     def tokenizer(self):
@@ -157,9 +171,29 @@ class Tagger:
         (logits,) = self.session.run(["logits"], feeds)
         return logits, mask
 
-    def _tag_words(self, batch: Sequence[Sequence[str]]) -> List[Tuple[List[str], List[float], List[Tuple]]]:
-        """Per word list: its tags, their confidences, and its spans `(label, start, end, confidence)`."""
+    def _tag_words(
+        self, batch: Sequence[Sequence[str]], sentences: Optional[Sequence[Spans]] = None
+    ) -> List[Tuple[List[str], List[float], List[Tuple]]]:
+        """
+        Per word list: its tags, their confidences, and its spans `(label, start, end, confidence)`,
+        found within each of its `sentences` (default: the whole list).  The CRF runs over each
+        sentence where the model was trained so (`crf_per_sentence`), else over each list.
+        """
+        sentences = sentences or [[(0, len(words))] for words in batch]
         logits, mask = self.logits(batch)
+        per_sentence = self.crf is not None and self.crf_per_sentence
+        chains = [
+            (row, start, end)
+            for row, words in enumerate(batch)
+            for start, end in (sentences[row] if per_sentence else [(0, len(words))])
+        ]
+        if len(chains) > len(batch):  # each sentence a row of its own
+            chain_logits = numpy.zeros((len(chains), max(end - start for _, start, end in chains), logits.shape[2]))
+            chain_logits = chain_logits.astype(logits.dtype)
+            for index, (row, start, end) in enumerate(chains):
+                chain_logits[index, : end - start] = logits[row, start:end]
+            lengths = numpy.array([end - start for _, start, end in chains])
+            logits, mask = chain_logits, numpy.arange(chain_logits.shape[1])[None] < lengths[:, None]
         if self.crf is not None:
             paths = crf.viterbi(self.crf.scores(), logits, mask)
             scaled = logits.astype(numpy.float64)
@@ -172,8 +206,8 @@ class Tagger:
                 - posteriors.log_partition[:, None]
             )
 
-            def span_log_probability(row, start, end):
-                return crf.path_log_probability(posteriors, scaled, row, paths[row], start, end)
+            def span_log_probability(chain, start, end):
+                return crf.path_log_probability(posteriors, scaled, chain, paths[chain], start, end)
         else:
             # Independent positions: a tag's softmax probability, a span's the product of its tags'.
             paths = logits.argmax(axis=-1) * mask
@@ -181,18 +215,21 @@ class Tagger:
             log_softmax = scaled - crf.logsumexp(scaled, axis=-1)[:, :, None]
             tag_log_probabilities = numpy.take_along_axis(log_softmax, paths[:, :, None], axis=2)[:, :, 0]
 
-            def span_log_probability(row, start, end):
-                return float(tag_log_probabilities[row, start:end].astype(numpy.float64).sum())
+            def span_log_probability(chain, start, end):
+                return float(tag_log_probabilities[chain, start:end].astype(numpy.float64).sum())
 
         tagged = []
-        for row, words in enumerate(batch):
-            tags = [self.labels[tag] for tag in paths[row, : len(words)]]
-            confidences = numpy.exp(tag_log_probabilities[row, : len(words)]).tolist()
-            spans = []
-            if self.tag_scheme is not None:
-                for label, start, end in tags_to_spans(tags):
-                    confidence = float(numpy.exp(min(span_log_probability(row, start, end), 0.0)))
-                    spans.append((label, start, end, confidence))
+        for row in range(len(batch)):
+            tags, confidences, spans = [], [], []
+            row_chains = [(index, start, end) for index, (of, start, end) in enumerate(chains) if of == row]
+            for chain, start, end in row_chains:
+                tags += [self.labels[tag] for tag in paths[chain, : end - start]]
+                confidences += numpy.exp(tag_log_probabilities[chain, : end - start]).tolist()
+            for first, last in sentences[row] if self.tag_scheme is not None else []:
+                chain, offset = next((chain, start) for chain, start, end in row_chains if start <= first < end)
+                for label, start, end in tags_to_spans(tags[first:last]):
+                    log_probability = span_log_probability(chain, first + start - offset, first + end - offset)
+                    spans.append((label, first + start, first + end, float(numpy.exp(min(log_probability, 0.0)))))
             tagged.append((tags, confidences, spans))
         return tagged
 
@@ -269,6 +306,42 @@ class WordAndCharactersIndexer:
         return {part.name: part.ids(batch) for part in self.parts}
 
 
+class WordShapes:
+    """
+    Words to the `(batch_size, num_tokens, 6)` word-shape input of nerzoo's `lexical_features` indexer
+    (0 pads): starts with a capital, all capitals, all lower-case letters, a capital after the first
+    character, letters and digits, a punctuation character (Unicode category `P*`).
+    """
+
+    def __init__(self, settings: Dict[str, Any]) -> None:
+        self.name: str = settings["name"]
+
+    def check(self, words: Sequence[str]) -> None:
+        """Any words will do."""
+
+    def feeds(self, batch: Sequence[Sequence[str]]) -> Dict[str, numpy.ndarray]:
+        features = numpy.zeros((len(batch), max(map(len, batch)), 6), dtype=numpy.int64)
+        for row, words in enumerate(batch):
+            for column, word in enumerate(words):
+                features[row, column] = word_shape(word)
+        return {self.name: features}
+
+
+def word_shape(word: str) -> List[int]:
+    """The six features of nerzoo's `word_shape_features` (all 0 for an empty word)."""
+    if not word:
+        return [0] * 6
+    letters_and_digits = any(char.isalpha() for char in word) and any(char.isdigit() for char in word)
+    return [
+        int(word[0].isupper()),
+        int(all(char.isupper() for char in word)),
+        int(all(char.islower() for char in word)),
+        int(any(char.isupper() for char in word[1:])),
+        int(letters_and_digits),
+        int(any(unicodedata.category(char).startswith("P") for char in word)),
+    ]
+
+
 def _indexer(settings: Dict[str, Any], vocabularies: Dict[str, List[str]], directory: pathlib.Path):
     """The runtime indexer of one entry of `tagger.json`'s `indexers`."""
     if settings["type"] == "word_and_characters":
@@ -277,6 +350,8 @@ def _indexer(settings: Dict[str, Any], vocabularies: Dict[str, List[str]], direc
         from nerzoo_runtime.word_pieces import WordPieces  # its `tokenizers` is the `contextual` extra
 
         return WordPieces(settings, directory)
+    if settings["type"] == "lexical_features":
+        return WordShapes(settings)
     if settings["type"] == "dependency_parse":  # spaCy is the `spacy` extra
         from nerzoo_runtime.dependency_parse import DependencyParse
 

@@ -94,10 +94,10 @@ def test_a_doc_it_cannot_tag_goes_to_the_error_handler_alone(pipelines, monkeypa
     expected = [tagged(nlp(text)) for text in (texts[0], texts[2])]
     original = Tagger._tag_words
 
-    def fails_on_boom(self, batch):
+    def fails_on_boom(self, batch, *sentences):
         if any("BOOM" in words for words in batch):
             raise RuntimeError("the model failed")
-        return original(self, batch)
+        return original(self, batch, *sentences)
 
     monkeypatch.setattr(Tagger, "_tag_words", fails_on_boom)
     with pytest.raises(ValueError, match="nerzoo_onnx_ner could not tag a doc of 6 tokens.*BOOM.*the model failed"):

@@ -252,11 +252,11 @@ class MemoryHopEncoder(Seq2SeqEncoder):
         distance = steps - slots
         visible = torch.ones_like(distance, dtype=torch.bool)
         if self.window is not None:
-            visible &= distance.abs() < self.window
+            visible = visible & (distance.abs() < self.window)
         if self.causal:
-            visible &= distance >= 0
+            visible = visible & (distance >= 0)
         if not self.include_self:
-            visible &= distance != 0
+            visible = visible & (distance != 0)
         return visible
 
 
