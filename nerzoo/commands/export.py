@@ -1,11 +1,12 @@
 """
-`allennlp export ARCHIVE OUTPUT_DIR` writes a trained bilstm_crf's, deptree_ner's or seq2biseq's tag scores as an ONNX graph
-(`model.onnx`, dynamic batch and length axes) and beside it what `nerzoo_runtime` needs to tag text
-without allennlp or torch (the CRF decodes there): `tagger.json` (the graph's inputs, tag scheme, CRF
-scores, temperatures, tokenizer, and spaCy parser for deptree_ner), `vocabularies.json` and `model_card.json` (the archive's metrics
-and config, nerzoo's version, the check).  Nothing is written for a model it cannot export, nor
-unless the runtime's tags on sample sentences and `--check-file`'s lines equal the archive
-predictor's with every confidence within 1e-4.  `--quantize int8` then stores int8 weights.
+`allennlp export ARCHIVE OUTPUT_DIR` writes a trained tagger's tag scores as an ONNX graph
+(`model.onnx`, dynamic batch and length axes; bilstm_crf, char_gated_tagger, deptree_ner, me_crf,
+seq2biseq and their contextual twins) and beside it what `nerzoo_runtime` needs to tag text without
+allennlp or torch (the CRF decodes there): `tagger.json` (the graph's inputs, tag scheme, CRF scores,
+temperatures, tokenizer, deptree_ner's spaCy parser), `vocabularies.json` and `model_card.json` (the
+archive's metrics and config, nerzoo's version, the check).  Nothing is written for a model it
+cannot export, nor unless the runtime's tags on sample sentences and `--check-file`'s lines equal
+the archive predictor's with every confidence within 1e-4.  `--quantize int8` then stores int8 weights.
 """
 
 import argparse
