@@ -54,7 +54,7 @@ from nerzoo.predictors.input_lines import parse_line
 # What the models `allennlp export` cannot export yet lack, by registered name.
 NOT_EXPORTABLE = {
     "me_crf_thread_discourse": "its threads of posts (title and text encoders, a memory over posts) have no exported form yet",
-    "fofe_ner": "it classifies spans with FOFE passes, which have no exported form yet",
+    "fofe_ner": "its character CNN pools each span's windows through a sparse table sized by the batch's widest span, which a trace would fix (no exported form yet)",
 }
 OPSET = 17
 # Largest difference of a confidence between the export and the archive that the check allows.
