@@ -18,7 +18,7 @@ from nerzoo_runtime import crf
 from nerzoo_runtime.tag_scheme import tags_to_spans
 
 FORMAT_VERSION = 1
-Input = Union[str, Sequence[str], Sequence[Sequence[str]]]
+Input = Union[str, Sequence[str], Sequence[Sequence[str]], Dict[str, Any]]
 Spans = List[Tuple[int, int]]
 
 
@@ -61,7 +61,7 @@ class Tagger:
         self.crf = None if settings["crf"] is None else crf.Crf.from_settings(settings["crf"])
         self.crf_per_sentence: bool = settings.get("crf_per_sentence", False)
         self.spacy_model = spacy_model or settings["tokenizer"]["spacy_model"]
-        self._tokenizer = None
+        self._nlp = None
         options = onnxruntime.SessionOptions()
         if threads is not None:
             options.intra_op_num_threads = threads
@@ -83,10 +83,12 @@ class Tagger:
         `char_start`, `char_end`, `confidence`).  An input is a raw text (tokenised by spaCy), a
         list of tokens (offsets then count in the tokens joined by single spaces), or a document: a
         list of token lists, its sentences, which the model reads as one sequence (for `me_crf`,
-        whose memory spans the document), as `allennlp predict`'s `{"sentences": ...}`; spans never
-        cross a sentence, and the result adds `sentences`, each one's `[start, end)` tokens.  An input
-        that cannot be tagged gets `{"error": ..., "input": its position}`.  The inputs are tagged
-        `batch_size` at a time, in order of length.
+        whose memory spans the document); spans never cross a sentence, and the result adds
+        `sentences`, each one's `[start, end)` tokens.  An input may also be a line of `allennlp
+        predict`: `{"sentence": text}`, `{"tokens": [...]}`, `{"sentences": [[...], ...]}` or
+        `{"document": text}` (split into sentences by the pipeline's parser, else spaCy's
+        sentencizer).  An input that cannot be tagged gets `{"error": ..., "input": its position}`.
+        The inputs are tagged `batch_size` at a time, in order of length.
         """
         if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
             raise TypeError(f"tag() takes a list of texts or token lists, got {type(inputs).__name__}")
@@ -117,6 +119,19 @@ class Tagger:
 
     def _tokens(self, item: Input) -> Tuple[List[str], Spans, str, Spans]:
         """The words of an input, their character offsets, the text they are in and its sentences."""
+        if isinstance(item, dict):  # `allennlp predict`'s input lines
+            ((key, value),) = item.items() if len(item) == 1 else [(None, None)]
+            kinds = {"sentence": str, "document": str, "tokens": (list, tuple), "sentences": (list, tuple)}
+            if key not in kinds or not isinstance(value, kinds[key]):
+                raise TaggerInputError(
+                    f'an input object needs one key, "sentence" or "document" (a text), "tokens" (a token list) or '
+                    f'"sentences" (token lists), got {str(item)[:200]}'
+                )
+            nested = [isinstance(part, (list, tuple)) for part in value] if key in ("tokens", "sentences") else []
+            if any(nested) if key == "tokens" else not all(nested):
+                wanted = "tokens" if key == "tokens" else "token lists"
+                raise TaggerInputError(f'"{key}" must be a list of {wanted}, got {str(value)[:200]}')
+            return self._document(value) if key == "document" else self._tokens(value)
         if isinstance(item, (list, tuple)) and item and all(isinstance(sentence, (list, tuple)) for sentence in item):
             sentences, words = [], []
             for sentence in filter(None, item):
@@ -144,7 +159,11 @@ class Tagger:
 
     def tokenizer(self):
         """spaCy's tokenizer of `spacy_model`, loaded at the first raw text."""
-        if self._tokenizer is None:
+        return self.pipeline().make_doc
+
+    def pipeline(self):
+        """The spaCy pipeline `spacy_model`, loaded at the first raw text."""
+        if self._nlp is None:
             try:
                 import spacy
             except ImportError:
@@ -152,16 +171,38 @@ class Tagger:
                     "raw text needs spaCy: pip install 'nerzoo-runtime[spacy]', or tag token lists"
                 ) from None
             if self.spacy_model.startswith("blank:"):
-                self._tokenizer = spacy.blank(self.spacy_model.split(":", 1)[1]).make_doc
+                self._nlp = spacy.blank(self.spacy_model.split(":", 1)[1])
             else:
                 try:
-                    self._tokenizer = spacy.load(self.spacy_model).make_doc
+                    self._nlp = spacy.load(self.spacy_model)
                 except OSError as error:
                     raise OSError(
                         f"spaCy pipeline {self.spacy_model!r} is not installed (nerzoo_runtime downloads nothing); "
                         f"install it, or pass spacy_model='blank:en'. spaCy said: {error}"
                     ) from None
-        return self._tokenizer
+        return self._nlp
+
+    def _document(self, text: str) -> Tuple[List[str], Spans, str, Spans]:
+        """A raw document's words, offsets and sentences, split by the pipeline's parser (else spaCy's sentencizer)."""
+        import spacy
+
+        nlp = self.pipeline()
+        if not any(nlp.has_pipe(name) for name in ("parser", "senter", "sentencizer")):
+            nlp = spacy.blank(nlp.lang)
+            nlp.add_pipe("sentencizer")
+        words, offsets, sentences = [], [], []
+        with nlp.select_pipes(
+            enable=[name for name in nlp.pipe_names if name in ("tok2vec", "parser", "senter", "sentencizer")]
+        ):
+            for sentence in nlp(text).sents:
+                start = len(words)
+                for token in sentence:
+                    if not token.is_space:
+                        words.append(token.text)
+                        offsets.append((token.idx, token.idx + len(token.text)))
+                if len(words) > start:
+                    sentences.append((start, len(words)))
+        return words, offsets, text, sentences
 
     def logits(self, batch: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """The graph's emission scores `(batch_size, num_tokens, num_tags)` for word lists, and their mask."""

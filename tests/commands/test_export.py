@@ -115,6 +115,19 @@ def test_a_bad_input_is_an_error_for_it_alone(exported):
         tagger.tag("Lena Holm .")
 
 
+def test_the_lines_allennlp_predict_reads_are_inputs_too(exported):
+    tagger = Tagger.load(exported)
+    words, text = ["Lena", "Holm", "visited", "Oslo", "."], "Lena Holm visited Oslo ."
+    plain = tagger.tag([words, text, [words, words]])
+    lines = [{"tokens": words}, {"sentence": text}, {"sentences": [words, words]}]
+    assert tagger.tag(lines) == plain
+    assert plain[2]["sentences"] == [[0, 5], [5, 10]]
+    bad = [{"text": text}, {"tokens": [words]}, {"sentences": words}, {"sentence": words}, {"tokens": words, "x": 1}]
+    for number, result in enumerate(tagger.tag(bad)):
+        assert sorted(result) == ["error", "input"]
+        assert result["error"].startswith(f"input {number}: "), result
+
+
 def test_tagging_token_lists_imports_neither_allennlp_nor_torch(exported):
     program = (
         "import json, sys\n"

@@ -40,12 +40,21 @@ def test_the_export_of_me_crf_tags_sentences_and_documents_as_allennlp_predict_d
     documents.append([sentences[0], [], sentences[1]])  # an empty sentence, left out as allennlp does
     lines = [{"tokens": words} for words in sentences] + [{"sentence": text} for text in RAW_TEXTS]
     lines += [{"sentences": document} for document in documents]
+    texts = [" ".join(" ".join(words) for words in document) for document in documents[:4]]
+    texts.append("Peter Blackburn visited Brussels on Monday. He met Anna Keller there. She left for Oslo.")
+    lines += [{"document": text} for text in texts]
     expected = predict(archive, lines, tmp_path / "predictions.jsonl")
     assert sum(len(result["spans"]) for result in expected) > 10
-    assert expected[-1]["sentences"] == [[0, len(sentences[0])], [len(sentences[0]), len(sentences[0] + sentences[1])]]
+    assert len(expected[-1]["sentences"]) == 3
+    assert expected[-len(texts) - 1]["sentences"] == [
+        [0, len(sentences[0])],
+        [len(sentences[0]), len(sentences[0] + sentences[1])],
+    ]
     tagger = Tagger.load(output)
     for batch_size in (1, 5, 64):
-        got = tagger.tag(sentences + RAW_TEXTS + documents, batch_size=batch_size)
+        got = tagger.tag(
+            sentences + RAW_TEXTS + documents + [{"document": text} for text in texts], batch_size=batch_size
+        )
         assert_same(got, expected)
         assert [result.get("sentences") for result in got] == [result.get("sentences") for result in expected]
 
