@@ -268,7 +268,8 @@ def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
         if any(extras):  # start or end tokens, a byte encoding, or another indexer: none have an exported form
             raise ConfigurationError(
                 f"cannot export this {name}: its token indexer {key!r} ({type(indexer).__name__}) has no exported "
-                f"form yet (exported: single_id, characters and word_and_characters, without start or end tokens)"
+                f"form yet (exported: single_id, characters, word_and_characters, lexical_features and contextual_word_pieces, "
+                f"without start or end tokens)"
             )
         indexers.append({"name": key, **settings, "oov": archive.model.vocab._oov_token})
     if isinstance(archive.model, DeptreeNer):
