@@ -8,6 +8,8 @@ from typing import Any, Dict, List, Sequence
 
 import numpy
 
+from nerzoo_runtime.tagger import load_spacy
+
 # Components whose output the parse does not use, switched off while parsing (as nerzoo's reader).
 UNUSED_COMPONENTS = ("ner", "lemmatizer", "entity_ruler", "entity_linker", "textcat", "textcat_multilabel", "spancat")
 
@@ -40,19 +42,7 @@ class DependencyParse:
     def nlp(self):
         """The spaCy pipeline, loaded at the first parse."""
         if self._nlp is None:
-            try:
-                import spacy
-            except ImportError:
-                raise ImportError(
-                    "deptree_ner parses its input with spaCy: pip install 'nerzoo-runtime[spacy]'"
-                ) from None
-            try:
-                self._nlp = spacy.load(self.spacy_model)
-            except OSError as error:
-                raise OSError(
-                    f"deptree_ner parses with spaCy pipeline {self.spacy_model!r}, which is not installed "
-                    f"(nerzoo_runtime downloads nothing). spaCy said: {error}"
-                ) from None
+            self._nlp = load_spacy(self.spacy_model, "deptree_ner parses its input with spaCy")
             if "parser" not in self._nlp.pipe_names:
                 raise ValueError(f"spaCy pipeline {self.spacy_model!r} has no parser")
         return self._nlp

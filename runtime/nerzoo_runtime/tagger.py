@@ -164,22 +164,7 @@ class Tagger:
     def pipeline(self):
         """The spaCy pipeline `spacy_model`, loaded at the first raw text."""
         if self._nlp is None:
-            try:
-                import spacy
-            except ImportError:
-                raise ImportError(
-                    "raw text needs spaCy: pip install 'nerzoo-runtime[spacy]', or tag token lists"
-                ) from None
-            if self.spacy_model.startswith("blank:"):
-                self._nlp = spacy.blank(self.spacy_model.split(":", 1)[1])
-            else:
-                try:
-                    self._nlp = spacy.load(self.spacy_model)
-                except OSError as error:
-                    raise OSError(
-                        f"spaCy pipeline {self.spacy_model!r} is not installed (nerzoo_runtime downloads nothing); "
-                        f"install it, or pass spacy_model='blank:en'. spaCy said: {error}"
-                    ) from None
+            self._nlp = load_spacy(self.spacy_model, "raw text needs spaCy", "or pass spacy_model='blank:en'")
         return self._nlp
 
     def _document(self, text: str) -> Tuple[List[str], Spans, str, Spans]:
@@ -381,6 +366,23 @@ def word_shape(word: str) -> List[int]:
         int(letters_and_digits),
         int(any(unicodedata.category(char).startswith("P") for char in word)),
     ]
+
+
+def load_spacy(name: str, needs: str, otherwise: str = ""):
+    """The spaCy pipeline `name` (`"blank:xx"`: spaCy's rules for language `xx`); one clear error where it cannot load."""
+    try:
+        import spacy
+    except ImportError:
+        raise ImportError(f"{needs}: pip install 'nerzoo-runtime[spacy]'") from None
+    if name.startswith("blank:"):
+        return spacy.blank(name.split(":", 1)[1])
+    try:
+        return spacy.load(name)
+    except OSError as error:
+        raise OSError(
+            f"spaCy pipeline {name!r} is not installed (nerzoo_runtime downloads nothing); install it{otherwise and ', '}"
+            f"{otherwise}. spaCy said: {error}"
+        ) from None
 
 
 def _indexer(settings: Dict[str, Any], vocabularies: Dict[str, List[str]], directory: pathlib.Path):
