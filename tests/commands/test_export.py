@@ -54,6 +54,17 @@ def assert_same(got, expected):
         )
 
 
+def assert_tags_as_allennlp_predict(archive, output, sentences, path) -> None:
+    """The export in `output` tags `sentences` and the raw texts as `allennlp predict` tags them with `archive`, in
+    batches of 1, 5 and 64 (lengths the export never saw)."""
+    lines = [{"tokens": words} for words in sentences] + [{"sentence": text} for text in RAW_TEXTS]
+    expected = predict(archive, lines, path)
+    assert sum(len(result["spans"]) for result in expected) > 10
+    tagger = Tagger.load(output)
+    for batch_size in (1, 5, 64):
+        assert_same(tagger.tag(sentences + RAW_TEXTS, batch_size=batch_size), expected)
+
+
 @pytest.fixture(scope="module")
 def predicted(trained_archive, tmp_path_factory):
     """The fixture's sentences and the raw texts, and what `allennlp predict` gives them."""

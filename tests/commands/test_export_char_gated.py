@@ -15,13 +15,12 @@ from allennlp.data.batch import Batch
 from allennlp.data.fields import TextField
 from allennlp.models.archival import load_archive
 from allennlp.modules.seq2vec_encoders import GruSeq2VecEncoder, LstmSeq2VecEncoder
-from nerzoo_runtime import Tagger
 from nerzoo_runtime.tagger import WordAndCharactersIndexer as RuntimeIndexer
 
 from nerzoo.commands import export
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
-from tests import PROJECT_ROOT, allennlp, predict
-from tests.commands.test_export import RAW_TEXTS, assert_same, fixture_sentences
+from tests import PROJECT_ROOT, allennlp
+from tests.commands.test_export import assert_tags_as_allennlp_predict, fixture_sentences
 
 # One trained archive for the module: its tests run on one pytest-xdist worker (--dist loadgroup).
 pytestmark = pytest.mark.xdist_group("char_gated_archive")
@@ -56,12 +55,7 @@ def test_the_export_of_a_char_gated_tagger_tags_the_fixtures_as_allennlp_predict
     sentences = fixture_sentences()
     sentences.append(([word for words in sentences[:-1] for word in words] * 2)[:150])  # longer than any
     assert len(sentences[-1]) == 150
-    lines = [{"tokens": words} for words in sentences] + [{"sentence": text} for text in RAW_TEXTS]
-    expected = predict(archive, lines, tmp_path / "predictions.jsonl")
-    assert sum(len(result["spans"]) for result in expected) > 10
-    tagger = Tagger.load(output)
-    for batch_size in (1, 5, 64):
-        assert_same(tagger.tag(sentences + RAW_TEXTS, batch_size=batch_size), expected)
+    assert_tags_as_allennlp_predict(archive, output, sentences, tmp_path / "predictions.jsonl")
 
 
 @pytest.mark.parametrize("lowercase, min_padding_length", [(True, 1), (False, 9)])

@@ -13,8 +13,8 @@ from allennlp.commands.train import train_model
 from allennlp.common import Params
 from nerzoo_runtime import Tagger
 
-from tests import PROJECT_ROOT, allennlp, predict
-from tests.commands.test_export import RAW_TEXTS, assert_same, fixture_sentences
+from tests import PROJECT_ROOT, allennlp
+from tests.commands.test_export import assert_tags_as_allennlp_predict, fixture_sentences
 from tests.tiny_transformer import tiny_bert_overrides
 
 # One trained archive for the module: its tests run on one pytest-xdist worker (--dist loadgroup).
@@ -44,12 +44,7 @@ def test_the_export_of_deptree_ner_tags_the_fixtures_as_allennlp_predict_does(ex
     sentences = fixture_sentences()  # and one of 150 words: a length and tree depth the export never saw
     if name.endswith("contextual"):  # whose word pieces are more than the tiny BERT's max_length, refused
         sentences = sentences[:-1] + [sentences[-1][:60]]
-    lines = [{"tokens": words} for words in sentences] + [{"sentence": text} for text in RAW_TEXTS]
-    expected = predict(archive, lines, tmp_path / "predictions.jsonl")
-    assert sum(len(result["spans"]) for result in expected) > 10
-    tagger = Tagger.load(output)
-    for batch_size in (1, 5, 64):
-        assert_same(tagger.tag(sentences + RAW_TEXTS, batch_size=batch_size), expected)
+    assert_tags_as_allennlp_predict(archive, output, sentences, tmp_path / "predictions.jsonl")
 
 
 def test_the_onnx_component_tags_a_spacy_doc_with_an_exported_deptree_ner(exported):

@@ -18,7 +18,7 @@ from nerzoo_runtime import Tagger
 from nerzoo.commands import export
 from nerzoo.models._seq2biseq_export import exported_decode
 from tests import PROJECT_ROOT, allennlp, predict
-from tests.commands.test_export import RAW_TEXTS, assert_same, fixture_sentences
+from tests.commands.test_export import assert_same, assert_tags_as_allennlp_predict, fixture_sentences
 from tests.tiny_transformer import tiny_bert_overrides
 
 # One trained archive for the module: its tests run on one pytest-xdist worker (--dist loadgroup).
@@ -43,12 +43,7 @@ def test_the_export_of_seq2biseq_tags_the_fixtures_as_allennlp_predict_does(arch
     assert json.loads(result.stdout.splitlines()[-1])["check"]["tags_equal"]
     assert json.loads((output / "tagger.json").read_text())["crf"] is None
     sentences = fixture_sentences()  # and one of 150 words, longer than any the export saw
-    lines = [{"tokens": words} for words in sentences] + [{"sentence": text} for text in RAW_TEXTS]
-    expected = predict(archive, lines, tmp_path / "predictions.jsonl")
-    assert sum(len(result["spans"]) for result in expected) > 10
-    tagger = Tagger.load(output)
-    for batch_size in (1, 5, 64):
-        assert_same(tagger.tag(sentences + RAW_TEXTS, batch_size=batch_size), expected)
+    assert_tags_as_allennlp_predict(archive, output, sentences, tmp_path / "predictions.jsonl")
 
 
 def test_the_exported_decoders_give_the_models_greedy_logits(archive):

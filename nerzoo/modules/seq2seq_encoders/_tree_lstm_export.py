@@ -91,9 +91,6 @@ class ExportedTreeLstm(torch.nn.Module):
         super().__init__()
         self.module = module
 
-    def get_output_dim(self) -> int:
-        return self.module.get_output_dim()
-
     def encode(self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor) -> TreeLstmOutput:
         """As `ChildSumTreeLstm.encode`: `inputs` `(batch_size, num_tokens, input_dim)`, `mask` and `head_indices` `(batch_size, num_tokens)`."""
         mask = mask.bool()
