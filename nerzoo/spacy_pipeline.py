@@ -191,14 +191,13 @@ class NerzooTagger(Pipe):
         for index, tag, confidence in zip(kept, tags, confidences):
             doc[index]._.nerzoo_tag = tag
             doc[index]._.nerzoo_confidence = confidence
+        # The CRF taggers and seq2biseq give `confidence`, span classifiers (fofe_ner) `score` and a nesting
+        # `level`: the outermost are the entities.
+        outermost = [found for found in result["spans"] if found.get("level", 1) == 1]
         spans = [
-            Span(doc, kept[found["start"]], kept[found["end"] - 1] + 1, label=found["label"])
-            for found in result["spans"]
+            Span(doc, kept[found["start"]], kept[found["end"] - 1] + 1, label=found["label"]) for found in outermost
         ]
-        # The CRF taggers and seq2biseq give `confidence`, span classifiers (fofe_ner) `score`.
-        confidences = [
-            found["confidence"] if "confidence" in found else found.get("score") for found in result["spans"]
-        ]
+        confidences = [found["confidence"] if "confidence" in found else found.get("score") for found in outermost]
         if self.existing_ents == "replace":
             chosen = list(zip(spans, confidences))
             doc.set_ents(spans, default="outside")

@@ -3,8 +3,10 @@
 import json
 
 import pytest
+from nerzoo_runtime import Tagger
 
 from tests import PROJECT_ROOT, allennlp, evaluate, predict, train
+from tests.commands.test_export import assert_same, assert_tags_as_allennlp_predict, fixture_sentences
 
 pytestmark = pytest.mark.end_to_end
 
@@ -106,8 +108,18 @@ def test_second_pass_trains_on_first_pass_entities_and_predicts(first_pass, tmp_
     assert predictions[0]["spans"]
 
 
-def test_nested_entities_are_predicted_inside_outer_ones(tmp_path):
-    run = tmp_path / "nested"
+@pytest.mark.xdist_group("fofe_first_pass")
+def test_the_export_tags_the_fixtures_as_allennlp_predict_does(first_pass, tmp_path):
+    output = tmp_path / "export"
+    result = allennlp("export", first_pass / "model.tar.gz", output, "--include-package", "nerzoo")
+    assert json.loads(result.stdout.splitlines()[-1])["check"]["tags_equal"]
+    archive, sentences = first_pass / "model.tar.gz", fixture_sentences()
+    assert_tags_as_allennlp_predict(archive, output, sentences, tmp_path / "predictions.jsonl")
+
+
+@pytest.fixture(scope="module")
+def nested(tmp_path_factory):
+    run = tmp_path_factory.mktemp("fofe") / "nested"
     overrides = {
         **NESTED,
         "test_data_path": "fixtures/nested/test.jsonl",
@@ -118,10 +130,15 @@ def test_nested_entities_are_predicted_inside_outer_ones(tmp_path):
         "model.decoding": ["longest_first", "highest_first"],
     }
     allennlp("train", CONFIG, "-s", run, "--include-package", "nerzoo", "-o", json.dumps(overrides))
+    dev = [json.loads(line) for line in (PROJECT_ROOT / "fixtures/nested/dev.jsonl").read_text().splitlines()]
+    return run, [{"tokens": sentence["tokens"]} for sentence in dev]
+
+
+@pytest.mark.xdist_group("fofe_nested")
+def test_nested_entities_are_predicted_inside_outer_ones(nested, tmp_path):
+    run, lines = nested
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["best_validation_f1-measure-overall"] > 0.5, metrics
-    dev = [json.loads(line) for line in (PROJECT_ROOT / "fixtures/nested/dev.jsonl").read_text().splitlines()]
-    lines = [{"tokens": sentence["tokens"]} for sentence in dev]
     predictions = predict(run / "model.tar.gz", lines, tmp_path / "nested.jsonl")
     inner = [
         (span, outer)
@@ -132,3 +149,14 @@ def test_nested_entities_are_predicted_inside_outer_ones(tmp_path):
         if outer["level"] == 1 and outer["start"] <= span["start"] and span["end"] <= outer["end"]
     ]
     assert inner, "no nested entity predicted on the nested dev set"
+
+
+@pytest.mark.xdist_group("fofe_nested")
+def test_the_export_decodes_nested_entities_as_allennlp_predict_does(nested, tmp_path):
+    run, lines = nested
+    allennlp("export", run / "model.tar.gz", tmp_path / "export", "--include-package", "nerzoo")
+    expected = predict(run / "model.tar.gz", lines, tmp_path / "nested.jsonl")
+    assert any(span["level"] == 2 for result in expected for span in result["spans"])
+    tagger = Tagger.load(tmp_path / "export")
+    for batch_size in (1, 64):
+        assert_same(tagger.tag([line["tokens"] for line in lines], batch_size=batch_size), expected)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from nerzoo.commands import export
 from tests import FIXTURES_ROOT, allennlp
 
 pytestmark = pytest.mark.end_to_end
@@ -86,3 +87,9 @@ def test_train_evaluate_predict_threads(tmp_path):
         "draw-memory", run / "model.tar.gz", TEST, "--output", picture, "--index", 2, "--include-package", "nerzoo"
     )
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 5000
+
+    # A model `allennlp export` cannot export: one error naming what it lacks, nothing written.
+    refused = allennlp("export", run / "model.tar.gz", tmp_path / "export", "--include-package", "nerzoo", check=False)
+    assert refused.returncode != 0 and not (tmp_path / "export").exists()
+    lacks = export.NOT_EXPORTABLE["me_crf_thread_discourse"]
+    assert refused.stderr.strip().splitlines()[-1] == f"error: cannot export this me_crf_thread_discourse: {lacks}"

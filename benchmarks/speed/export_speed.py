@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """
-A tagger (bilstm_crf, deptree_ner) exported by `allennlp export` (float32 and int8, run by nerzoo_runtime) against the archive's
+A tagger (bilstm_crf, deptree_ner, me_crf, fofe_ner) exported by `allennlp export` (float32 and int8, run by nerzoo_runtime) against the archive's
 Predictor and spaCy's own NER on CoNLL-2003 eng.testb: start-up, peak memory, words/s, F1, agreement.
 
 Each variant runs in a fresh process: start-up from its start, imports included, to its first tagged
@@ -95,7 +95,8 @@ def accuracy(results: List[Dict], gold: List[List[str]], reference: List[Dict]) 
     pairs = list(zip(results, reference))
     tags = [pair for result, other in pairs for pair in zip(result["tags"], other["tags"])]
     spans = [
-        [{(s["label"], s["start"], s["end"]): s["confidence"] for s in r["spans"]} for r in pair] for pair in pairs
+        [{(s["label"], s["start"], s["end"]): s.get("confidence", s.get("score")) for s in r["spans"]} for r in pair]
+        for pair in pairs
     ]
     shared = [abs(mine[key] - theirs[key]) for mine, theirs in spans for key in mine.keys() & theirs.keys()]
     return {
@@ -108,7 +109,7 @@ def accuracy(results: List[Dict], gold: List[List[str]], reference: List[Dict]) 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
-    parser.add_argument("--archive", help="a bilstm_crf's or deptree_ner's model.tar.gz trained on CoNLL-2003")
+    parser.add_argument("--archive", help="a tagger's model.tar.gz trained on CoNLL-2003")
     parser.add_argument("--threads", type=int, default=2, help="torch threads, onnxruntime intra-op threads")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each variant, taking turns (default 2)")
     parser.add_argument("--max-sentences", type=int, help="the first N sentences only")

@@ -1,9 +1,9 @@
 """
 `allennlp export ARCHIVE OUTPUT_DIR` writes a trained tagger's tag scores as an ONNX graph
-(`model.onnx`, dynamic batch and length axes; bilstm_crf, char_gated_tagger, deptree_ner, me_crf,
-seq2biseq and their contextual twins) and beside it what `nerzoo_runtime` needs to tag text without
-allennlp or torch (the CRF decodes there): `tagger.json` (the graph's inputs, tag scheme, CRF scores,
-temperatures, tokenizer, deptree_ner's spaCy parser), `vocabularies.json` and `model_card.json` (the
+(`model.onnx`, dynamic batch and length axes; bilstm_crf, char_gated_tagger, deptree_ner, fofe_ner,
+me_crf, seq2biseq and their contextual twins) and beside it what `nerzoo_runtime` needs to tag text
+without allennlp or torch (the CRF, or fofe_ner's span decoding, runs there): `tagger.json` (the graph's
+inputs, tag scheme, CRF scores or span decoding, temperatures, tokenizer, deptree_ner's spaCy parser), `vocabularies.json` and `model_card.json` (the
 archive's metrics and config, nerzoo's version, the check).  Nothing is written for a model it
 cannot export, nor unless the runtime's tags on sample sentences and `--check-file`'s lines equal
 the archive predictor's with every confidence within 1e-4.  `--quantize int8` then stores int8 weights.
@@ -39,9 +39,11 @@ from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
+from nerzoo.models._fofe_ner_export import ExportedFofeNer
 from nerzoo.models._seq2biseq_export import exportable, exported_decode
 from nerzoo.models.bilstm_crf import BiLstmCrf
 from nerzoo.models.deptree_ner import DeptreeNer
+from nerzoo.models.fofe_ner import FofeNer
 from nerzoo.models.me_crf import MeCrf
 from nerzoo.models.seq2biseq import Seq2Biseq
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
@@ -54,7 +56,6 @@ from nerzoo.predictors.input_lines import parse_line
 # What the models `allennlp export` cannot export yet lack, by registered name.
 NOT_EXPORTABLE = {
     "me_crf_thread_discourse": "its threads of posts (title and text encoders, a memory over posts) have no exported form yet",
-    "fofe_ner": "its character CNN pools each span's windows through a sparse table sized by the batch's widest span, which a trace would fix (no exported form yet)",
 }
 OPSET = 17
 # Largest difference of a confidence between the export and the archive that the check allows.
@@ -69,8 +70,8 @@ SAMPLE_SENTENCES = [
 WORD_PIECES = {"token_ids": "num_pieces", "mask": "num_tokens", "offsets": "num_tokens", "wordpiece_mask": "num_pieces"}
 # The graph's inputs from a `dependency_parse` "indexer" (`nerzoo_runtime.dependency_parse`): deptree_ner's arguments.
 PARSE = ("pos_tags", "dependency_labels", "head_indices")
-EXPORTED = (BiLstmCrf, DeptreeNer, MeCrf, Seq2Biseq)
-Exported = Union[BiLstmCrf, DeptreeNer, MeCrf, Seq2Biseq]
+EXPORTED = (BiLstmCrf, DeptreeNer, FofeNer, MeCrf, Seq2Biseq)
+Exported = Union[BiLstmCrf, DeptreeNer, FofeNer, MeCrf, Seq2Biseq]
 
 
 @Subcommand.register("export")
@@ -97,7 +98,7 @@ def _export(args: argparse.Namespace) -> None:
 
 
 class TaggerGraph(torch.nn.Module):
-    """An exported model from the tensors of its exported indexers (`graph_inputs`) to its tag scores."""
+    """An exported model from the tensors of its exported indexers (`graph_inputs`) to its tag (fofe_ner: span) scores."""
 
     def __init__(self, model: Exported, indexers: Sequence[Dict[str, Any]]) -> None:
         super().__init__()
@@ -113,6 +114,8 @@ class TaggerGraph(torch.nn.Module):
             if "wordpiece_mask" in tensors:  # one segment (the runtime refuses more): the two masks are one
                 tensors["segment_concat_mask"] = tensors["wordpiece_mask"]
         mask = get_text_field_mask(tokens)
+        if isinstance(self.model, ExportedFofeNer):
+            return self.model(tokens, mask)
         if isinstance(self.model, Seq2Biseq):
             return exported_decode(self.model, self.model.encoder(self.model.text_field_embedder(tokens), mask), mask)
         if isinstance(self.model, MeCrf):
@@ -185,12 +188,14 @@ class PaddedGru(PytorchSeq2SeqWrapper):
         return output * mask.unsqueeze(-1)
 
 
-def traceable(model: Exported) -> Exported:
+def traceable(model: Exported) -> Union[Exported, ExportedFofeNer]:
     """
     A copy of `model` with its `lstm` Seq2VecEncoders as `LstmFinalStates`, its `gru` Seq2SeqEncoders as
-    `PaddedGru`, its Tree-LSTM as `ExportedTreeLstm`.
+    `PaddedGru`, its Tree-LSTM as `ExportedTreeLstm`; a fofe_ner as `ExportedFofeNer`.
     """
     model = copy.deepcopy(model)
+    if isinstance(model, FofeNer):
+        return ExportedFofeNer(model)
     if getattr(model, "syntactic_encoder", None) is not None:
         model.syntactic_encoder = ExportedTreeLstm(model.syntactic_encoder)
     for module in list(model.modules()):
@@ -228,11 +233,16 @@ def exported_indexers(archive: Archive) -> List[Dict[str, Any]]:
     name = archive.config.as_dict(quiet=True)["model"]["type"]
     if not isinstance(archive.model, EXPORTED):
         lacks = NOT_EXPORTABLE.get(
-            name, "it is none of the models `allennlp export` exports (bilstm_crf, deptree_ner, me_crf, seq2biseq)"
+            name,
+            "it is none of the models `allennlp export` exports (bilstm_crf, deptree_ner, fofe_ner, me_crf, seq2biseq)",
         )
         raise ConfigurationError(f"cannot export this {name}: {lacks}")
     if isinstance(archive.model, Seq2Biseq) and not exportable(archive.model):
         raise ConfigurationError(f"cannot export this {name}: its label decoders are not one-layer GRUs with biases")
+    if isinstance(archive.model, FofeNer) and archive.model.first_pass is not None:
+        raise ConfigurationError(
+            f"cannot export this {name}: its first pass (a second fofe_ner inside) has no exported form"
+        )
     if isinstance(archive.model, MeCrf) and archive.model.memory.window is not None:
         raise ConfigurationError(
             f"cannot export this {name}: its memory's window (band attention) has no exported form"
@@ -343,6 +353,26 @@ def crf_settings(crf: LinearChainCrf) -> Dict[str, List]:
     }
 
 
+def decoder_settings(head: Any) -> Dict[str, Any]:
+    """How the runtime turns the graph's scores into tags: the tag scheme, a CRF or fofe_ner's span decoding, temperatures."""
+    if isinstance(head, FofeNer):
+        spans = {"max_span_width": head.max_span_width, "decoding": head.decoding, "thresholds": head.thresholds}
+        return {
+            "tag_scheme": "BIO",
+            "crf": None,
+            "spans": {**spans, "merge_adjacent": head.merge_adjacent},
+            "temperature": head.temperature,
+            "transition_temperature": head.temperature,
+        }
+    return {
+        "tag_scheme": head.tag_scheme,
+        "crf": None if getattr(head, "crf", None) is None else crf_settings(head.crf),
+        "crf_per_sentence": getattr(head, "crf_per_sentence", False),
+        "temperature": head.scorer.temperature,
+        "transition_temperature": getattr(head.scorer, "transition_temperature", head.scorer.temperature),
+    }
+
+
 def write_graph(archive: Archive, indexers: List[Dict[str, Any]], path: pathlib.Path) -> None:
     """`model.onnx`: the emission scores, traced on a padded batch of two sample sentences."""
     reader = archive.validation_dataset_reader
@@ -363,6 +393,9 @@ def write_graph(archive: Archive, indexers: List[Dict[str, Any]], path: pathlib.
         # Of shapes traced as constants and LSTMs over other batch sizes: the check tags those against the archive.
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", "Exporting a model to ONNX with a batch_size other than 1")
+        # Of how fofe_ner's reversed codes (slices of step -1) and gathers are written in ONNX.
+        warnings.filterwarnings("ignore", "Constant folding - Only steps=1")
+        warnings.filterwarnings("ignore", "Exporting aten::index operator of advanced indexing")
         torch.onnx.export(
             TaggerGraph(archive.model, indexers).eval(),
             tuple(tensors[name][key] for _, name, key, _ in inputs),
@@ -399,8 +432,8 @@ def check_inputs(archive: Archive, indexers: List[Dict[str, Any]], check_file: O
 
 
 def confidences(result: Dict[str, Any]) -> List[float]:
-    """A result's tag confidences, then its spans'."""
-    return result["tag_confidences"] + [span["confidence"] for span in result["spans"]]
+    """A result's tag confidences, then its spans' (fofe_ner's: their `score`)."""
+    return result["tag_confidences"] + [span.get("confidence", span.get("score")) for span in result["spans"]]
 
 
 def largest_difference(results: Sequence[Dict], others: Sequence[Dict]) -> float:
@@ -410,7 +443,7 @@ def largest_difference(results: Sequence[Dict], others: Sequence[Dict]) -> float
 
 def outline(result: Dict[str, Any]) -> List[Any]:
     """A result's tokens, their offsets and tags, and its spans' labels and bounds."""
-    spans = [(span["label"], span["start"], span["end"]) for span in result["spans"]]
+    spans = [(span["label"], span["start"], span["end"], span.get("level")) for span in result["spans"]]
     return [result.get(key) for key in ("tokens", "token_offsets", "tags")] + spans
 
 
@@ -488,12 +521,8 @@ def export_archive(
             "format_version": 1,
             "model_type": config["model"]["type"],
             "label_namespace": head.label_namespace,
-            "tag_scheme": head.tag_scheme,
             "indexers": indexers,
-            "crf": None if getattr(head, "crf", None) is None else crf_settings(head.crf),
-            "crf_per_sentence": getattr(head, "crf_per_sentence", False),
-            "temperature": head.scorer.temperature,
-            "transition_temperature": getattr(head.scorer, "transition_temperature", head.scorer.temperature),
+            **decoder_settings(head),
             "tokenizer": {"spacy_model": spacy_model},
         }
         (staging / "tagger.json").write_text(json.dumps(settings, indent=1))

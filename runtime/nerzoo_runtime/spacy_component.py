@@ -127,9 +127,14 @@ class NerzooOnnxTagger(Pipe):
         for index, tag, confidence in zip(kept, result["tags"], result["tag_confidences"]):
             doc[index]._.nerzoo_tag = tag
             doc[index]._.nerzoo_confidence = confidence
+        # A span classifier's (fofe_ner's) spans have a `score` and a nesting `level`: the outermost are the entities.
         found = [
-            (Span(doc, kept[span["start"]], kept[span["end"] - 1] + 1, label=span["label"]), span["confidence"])
+            (
+                Span(doc, kept[span["start"]], kept[span["end"] - 1] + 1, label=span["label"]),
+                span["confidence"] if "confidence" in span else span["score"],
+            )
             for span in result["spans"]
+            if span.get("level", 1) == 1
         ]
         if self.existing_ents == "replace":
             doc.set_ents([span for span, _ in found], default="outside")

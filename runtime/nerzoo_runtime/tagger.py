@@ -2,9 +2,10 @@
 `Tagger`: a tagger exported by nerzoo's `allennlp export`, run with onnxruntime and numpy.
 
 An exported directory holds `model.onnx` (token ids to emission scores, `(batch_size, num_tokens,
-num_tags)`), `tagger.json` (how words become the graph's inputs, the labels and tag scheme, the CRF's
-scores and the temperatures of the confidences, the tokenizer of raw text), `vocabularies.json` and
-`model_card.json`.
+num_tags)`; for `fofe_ner` span scores, `(batch_size, num_tokens, max_span_width, num_classes)`),
+`tagger.json` (how words become the graph's inputs, the labels and tag scheme, the CRF's scores or
+the span decoding, the temperatures of the confidences, the tokenizer of raw text),
+`vocabularies.json` and `model_card.json`.
 """
 
 import json
@@ -14,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 
-from nerzoo_runtime import crf
+from nerzoo_runtime import crf, span_decoding
 from nerzoo_runtime.tag_scheme import tags_to_spans
 
 FORMAT_VERSION = 1
@@ -60,6 +61,7 @@ class Tagger:
         self.transition_temperature = settings["transition_temperature"]
         self.crf = None if settings["crf"] is None else crf.Crf.from_settings(settings["crf"])
         self.crf_per_sentence: bool = settings.get("crf_per_sentence", False)
+        self.span_decoding: Optional[Dict[str, Any]] = settings.get("spans")  # fofe_ner's
         self.spacy_model = spacy_model or settings["tokenizer"]["spacy_model"]
         self._nlp = None
         options = onnxruntime.SessionOptions()
@@ -80,7 +82,8 @@ class Tagger:
         """
         One result per input, in order, as `allennlp predict` gives it: `tokens`, `token_offsets`,
         `tags`, `tag_confidences` and `spans` (`label`, `start`, `end` exclusive, `text`,
-        `char_start`, `char_end`, `confidence`).  An input is a raw text (tokenised by spaCy), a
+        `char_start`, `char_end`, `confidence`; a span classifier's, `fofe_ner`'s, have `score` and
+        nesting `level` instead, nested spans included).  An input is a raw text (tokenised by spaCy), a
         list of tokens (offsets then count in the tokens joined by single spaces), or a document: a
         list of token lists, its sentences, which the model reads as one sequence (for `me_crf`,
         whose memory spans the document); spans never cross a sentence, and the result adds
@@ -203,10 +206,15 @@ class Tagger:
         """
         Per word list: its tags, their confidences, and its spans `(label, start, end, confidence)`,
         found within each of its `sentences` (default: the whole list).  The CRF runs over each
-        sentence where the model was trained so (`crf_per_sentence`), else over each list.
+        sentence where the model was trained so (`crf_per_sentence`), else over each list.  A span
+        classifier's spans are decoded over each list: `(label, start, end, score, level)`.
         """
         sentences = sentences or [[(0, len(words))] for words in batch]
         logits, mask = self.logits(batch)
+        if self.span_decoding is not None:  # the model reads a document as one sequence, as the predictor gives it
+            options = {key: self.span_decoding[key] for key in ("decoding", "thresholds", "merge_adjacent")}
+            lengths = [len(words) for words in batch]
+            return span_decoding.decode(logits, lengths, self.labels, **options, temperature=self.temperature)
         per_sentence = self.crf is not None and self.crf_per_sentence
         chains = [
             (row, start, end)
@@ -409,16 +417,18 @@ def _formatted(words, offsets, text, tags, confidences, spans) -> Dict[str, Any]
         "token_offsets": [[start, end] for start, end in offsets],
         "tags": tags,
         "tag_confidences": [round(value, 6) for value in confidences],
-        "spans": [
-            {
-                "label": label,
-                "start": start,
-                "end": end,
-                "text": text[offsets[start][0] : offsets[end - 1][1]],
-                "char_start": offsets[start][0],
-                "char_end": offsets[end - 1][1],
-                "confidence": round(confidence, 6),
-            }
-            for label, start, end, confidence in spans
-        ],
+        "spans": [_formatted_span(span, offsets, text) for span in spans],
     }
+
+
+def _formatted_span(span: Tuple, offsets: Spans, text: str) -> Dict[str, Any]:
+    """`(label, start, end, confidence)`, or a span classifier's `(label, start, end, score, level)`, as the predictor writes it."""
+    label, start, end = span[:3]
+    char_start, char_end = offsets[start][0], offsets[end - 1][1]
+    entry = {"label": label, "start": start, "end": end, "text": text[char_start:char_end]}
+    entry.update(char_start=char_start, char_end=char_end)
+    if len(span) == 4:
+        entry["confidence"] = round(span[3], 6)
+    else:
+        entry.update(score=round(span[3], 6), level=span[4])
+    return entry

@@ -97,7 +97,7 @@ def _left_to_right(inputs: torch.Tensor, alpha: Alpha, block_size: int) -> torch
     if num_steps <= block_size:
         matrix = fofe_matrix(num_steps, alpha, dtype=inputs.dtype, device=inputs.device)
         return torch.matmul(matrix, inputs)
-    num_blocks = -(-num_steps // block_size)
+    num_blocks = (num_steps + block_size - 1) // block_size  # no negative floor division: ONNX truncates it
     padded = torch.nn.functional.pad(inputs, (0, 0, 0, num_blocks * block_size - num_steps))
     blocks = padded.view(batch_size, num_blocks, block_size, dim)
     matrix = fofe_matrix(block_size, alpha, dtype=inputs.dtype, device=inputs.device)

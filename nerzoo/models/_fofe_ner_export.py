@@ -1,0 +1,155 @@
+"""
+`FofeNer`'s span scores in the form `allennlp export` traces to ONNX: the logits of every fragment of
+up to `max_span_width` words, read by `span_features` and the feed-forward net (the first layer as
+the plain linear layer, not its factored form).  Two parts take sizes from the batch, which a trace
+would fix, and have their own forms here: the characters joined into one sequence (each sentence
+gets a stretch of `num_tokens * (num_characters + 1)` positions, zeros after its words, so the
+sequence's size comes from the input's shape), and the CNN's range maximum, whose sparse table has
+as many levels as the widest fragment needs (a scripted loop, an ONNX `Loop`).  The FOFE codes trace
+as they are: `prefix_codes` takes its branch from the traced length (the words' one matrix product,
+eq. 4.1, of the run's own length; the characters' blocks, longer than a block when traced), and both
+branches hold for any length.  Tested against the model's forward.
+"""
+
+from typing import Dict, Tuple
+
+import torch
+from allennlp.data import TextFieldTensors
+
+from nerzoo.models.fofe_ner import FofeNer
+from nerzoo.modules.fofe.codes import prefix_codes
+from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
+from nerzoo.modules.fofe.span_features import CharacterCodes, span_features, word_codes
+from nerzoo.modules.fofe.spans import FlatSpans, enumerate_spans
+
+
+@torch.jit.script
+def _range_max(values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """`range_max` of `nerzoo.modules.fofe.span_character_cnn` (same arguments, same sparse table), scripted."""
+    batch_size, length, channels = values.size(0), values.size(1), values.size(2)
+    widths = (ends - starts).clamp(min=0)
+    max_width = int(widths.max())
+    num_rows = batch_size * length
+    # Level k holds at row p the maximum of rows p .. p + 2^k - 1 (cut short at the end); at least level 0.
+    level_rows = values.reshape(num_rows, channels)
+    levels, window, num_levels = [level_rows], 1, 1
+    while 2 * window <= max_width:
+        shift = min(window, num_rows)
+        maxima = torch.maximum(level_rows[: num_rows - shift], level_rows[shift:])
+        level_rows = torch.cat([maxima, level_rows[num_rows - shift :]])
+        levels.append(level_rows)
+        window, num_levels = 2 * window, num_levels + 1
+    table = torch.cat(levels)
+    # Per query floor(log2(width)) and 2 ** that.
+    level, windows = torch.zeros_like(widths), torch.ones_like(widths)
+    for _ in range(1, num_levels):
+        wider = widths >= 2 * windows
+        level, windows = level + wider.long(), torch.where(wider, 2 * windows, windows)
+    row_offsets = torch.arange(batch_size, device=values.device).unsqueeze(1) * length + level * num_rows
+    left = (row_offsets + starts.clamp(max=length - 1)).view(-1)
+    right = (row_offsets + (ends - windows).clamp(min=0, max=length - 1)).view(-1)
+    result = torch.maximum(table.index_select(0, left), table.index_select(0, right)).view(batch_size, -1, channels)
+    return result * (widths > 0).unsqueeze(-1).to(result.dtype)
+
+
+class ExportedSpanCharacterCnn(torch.nn.Module):
+    """
+    `SpanCharacterCnn.forward` without its run-time padding: the kernels, zero-padded to the largest
+    height, stored once; the sequence padded by that height less one; the range maximum scripted.
+
+    # Parameters
+
+    cnn : `SpanCharacterCnn`, required
+    """
+
+    def __init__(self, cnn: SpanCharacterCnn) -> None:
+        super().__init__()
+        self.kernel_sizes = cnn.kernel_sizes
+        self.num_filters = cnn.convolutions[0].out_channels
+        largest = max(self.kernel_sizes)
+        weights = [
+            torch.nn.functional.pad(conv.weight, (0, largest - conv.kernel_size[0])) for conv in cnn.convolutions
+        ]
+        self.register_buffer("weight", torch.cat(weights).detach(), persistent=False)
+        self.register_buffer("bias", torch.cat([conv.bias for conv in cnn.convolutions]).detach(), persistent=False)
+
+    def forward(self, characters: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.Tensor:
+        """As `SpanCharacterCnn.forward`: `(batch_size, num_characters, input_dim)`, `(batch_size, num_spans)` offsets."""
+        num_characters = characters.size(1)
+        padded = torch.nn.functional.pad(characters.transpose(1, 2), (0, self.weight.size(2) - 1))
+        windows = torch.relu(torch.nn.functional.conv1d(padded, self.weight, self.bias)).transpose(1, 2)
+        pooled = []
+        for kernel_size, maps in zip(self.kernel_sizes, windows.split(self.num_filters, dim=-1)):
+            pooled.append(_range_max(maps, starts, (ends - kernel_size + 1).clamp(max=num_characters)))
+        return torch.cat(pooled, dim=-1)
+
+
+def join_words(
+    character_ids: torch.LongTensor, mask: torch.BoolTensor, separator: int
+) -> Tuple[torch.LongTensor, torch.LongTensor, torch.LongTensor]:
+    """
+    `nerzoo.modules.fofe.span_features.join_words` with a stretch of `num_tokens * (num_characters + 1)`
+    positions per sentence: each sentence's words, each followed by `separator`, then zeros.  The
+    `(batch * num_tokens * (num_characters + 1),)` ids and each word's offset and length `(batch, num_tokens)`.
+    """
+    batch_size, num_tokens, word_length = character_ids.shape
+    stretch = num_tokens * (word_length + 1)
+    present = character_ids > 0
+    lengths = present.sum(-1) * mask
+    slots = (lengths + 1) * mask
+    sentence_starts = torch.arange(batch_size, device=mask.device).unsqueeze(1) * stretch
+    offsets = torch.cumsum(slots, 1) - slots + sentence_starts
+    flat = character_ids.new_zeros(batch_size * stretch)
+    positions = offsets.unsqueeze(-1) + torch.arange(word_length, device=mask.device)
+    flat = flat.index_put((positions[present],), character_ids[present])
+    flat = flat.index_put(((offsets + lengths)[mask],), torch.full_like(lengths[mask], separator))
+    return flat, offsets * mask, lengths
+
+
+class ExportedFofeNer(torch.nn.Module):
+    """
+    `model`'s logits of every fragment, `(batch_size, num_tokens, max_span_width, num_classes)`: entry
+    `[b, i, w]` scores words `[i, i + w + 1)` of sentence `b` (class 0 is NONE); entries past a
+    sentence's end are not meaningful.  In eval mode (no dropout); a second pass is not exported.
+
+    # Parameters
+
+    model : `FofeNer`, required
+        Its modules, parameters included, are shared, not copied.
+    """
+
+    def __init__(self, model: FofeNer) -> None:
+        super().__init__()
+        if model.first_pass is not None:
+            raise ValueError("a second pass (fofe_ner with a first_pass) has no exported form")
+        self.model = model
+        self.cnn = None if model.character_cnn is None else ExportedSpanCharacterCnn(model.character_cnn)
+
+    def forward(self, tokens: TextFieldTensors, mask: torch.BoolTensor) -> torch.Tensor:
+        model, (batch_size, num_tokens) = self.model, mask.shape
+        starts, ends, _ = enumerate_spans(mask, model.max_span_width)  # every fragment, padding's included
+        span_batch = torch.arange(batch_size, device=mask.device).unsqueeze(1).expand_as(starts)
+        spans = FlatSpans(span_batch.reshape(-1), starts.reshape(-1), ends.reshape(-1))
+        words = [
+            word_codes(embedder(**tokens[name]) * mask.unsqueeze(-1), mask, model.alpha)
+            for name, embedder in model.word_embedders.items()
+        ]
+        characters, cnn_features = None, None
+        if model.character_embedding is not None:
+            characters = self._character_codes(tokens[model.characters], mask)
+            if self.cnn is not None:
+                character_starts, character_ends = characters.span_offsets(spans)
+                embedded = model.cnn_character_embedding(characters.flat_ids).unsqueeze(0)
+                cnn_features = self.cnn(embedded, character_starts.unsqueeze(0), character_ends.unsqueeze(0))[0]
+        features = span_features(words, characters, spans, model.alpha, model.character_alpha, cnn_features)
+        logits = model.output_layer(model.feedforward(features))
+        return logits.view(batch_size, num_tokens, model.max_span_width, -1)
+
+    def _character_codes(self, characters: Dict[str, torch.Tensor], mask: torch.BoolTensor) -> CharacterCodes:
+        """`character_codes` of `nerzoo.modules.fofe.span_features` over the joined sentences of `join_words`."""
+        embedding = self.model.character_embedding
+        flat_ids, offsets, lengths = join_words(characters["token_characters"], mask, embedding.num_embeddings - 1)
+        embedded = embedding(flat_ids).unsqueeze(0)
+        alpha = self.model.character_alpha
+        left, right = prefix_codes(embedded, None, alpha)[0], prefix_codes(embedded, None, alpha, reverse=True)[0]
+        return CharacterCodes(flat_ids, offsets, lengths, left, right)

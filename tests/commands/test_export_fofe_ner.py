@@ -1,0 +1,80 @@
+"""
+The exported form of fofe_ner's span scores (`nerzoo.models._fofe_ner_export`) against the model's
+forward, in torch and through onnxruntime, at batch sizes and lengths the trace never saw; its
+scripted range maximum against the model's.  The export through the CLI, tagged against `allennlp
+predict`, is in tests/test_end_to_end_fofe.py (on the archive trained there).
+"""
+
+import random
+
+import onnxruntime
+import pytest
+import torch
+from allennlp.data import Batch, Instance, Token
+from allennlp.data.fields import TextField
+from allennlp.models.archival import load_archive
+from allennlp.nn.util import get_text_field_mask
+
+from nerzoo.commands import export
+from nerzoo.models._fofe_ner_export import ExportedFofeNer, _range_max
+from nerzoo.modules.fofe.span_character_cnn import range_max
+from nerzoo.modules.fofe.spans import enumerate_spans
+from tests import FIXTURES_ROOT
+
+
+@pytest.fixture(scope="module")
+def archive():
+    return load_archive(str(FIXTURES_ROOT / "archives" / "fofe_ner_tiny.tar.gz"))
+
+
+def batches(archive):
+    """Batches of the vocabulary's words and unknown ones: one word of one character, 64 sentences, 150 words."""
+    rng = random.Random(0)
+    words = list(archive.model.vocab.get_token_to_index_vocabulary("tokens"))[2:] + ["Zzyzx", "self-sufficiency"]
+    shapes = [(1, [1]), (3, [4, 1, 9]), (64, [rng.randint(1, 30) for _ in range(64)]), (2, [150, 3])]
+    yield [["a"]]
+    for _, lengths in shapes:
+        yield [[rng.choice(words) for _ in range(length)] for length in lengths]
+
+
+def tensors(archive, sentences):
+    indexers = archive.validation_dataset_reader._token_indexers
+    batch = Batch([Instance({"tokens": TextField([Token(word) for word in words], indexers)}) for words in sentences])
+    batch.index_instances(archive.model.vocab)
+    return batch.as_tensor_dict()
+
+
+def test_the_exported_form_gives_the_models_span_logits_in_torch_and_as_onnx(archive, tmp_path):
+    model = archive.model.eval()
+    indexers = export.exported_indexers(archive)
+    export.write_graph(archive, indexers, tmp_path / "model.onnx")
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    for sentences in batches(archive):
+        tensor_dict = tensors(archive, sentences)
+        mask = get_text_field_mask(tensor_dict["tokens"])
+        with torch.no_grad():
+            expected = model(**tensor_dict)["class_logits"]
+            in_torch = ExportedFofeNer(model)(tensor_dict["tokens"], mask)
+        feeds = {
+            name: tensor_dict["tokens"][indexer][key].numpy() for name, indexer, key, _ in export.graph_inputs(indexers)
+        }
+        (as_onnx,) = session.run(["logits"], feeds)
+        _, _, span_mask = enumerate_spans(mask, model.max_span_width)
+        for logits in (in_torch, torch.from_numpy(as_onnx)):
+            assert logits.shape[:3] == (*mask.shape, model.max_span_width)
+            flat = logits.reshape(mask.size(0), span_mask.size(1), -1)
+            for row in range(mask.size(0)):  # the model's scored spans are each row's real ones, in the same order
+                real = int(span_mask[row].sum())
+                assert flat[row][span_mask[row]] == pytest.approx(expected[row, :real], abs=1e-5)
+
+
+def test_the_scripted_range_maximum_equals_the_models():
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(40):
+        batch_size, length = (int(value) for value in torch.randint(1, 40, (2,), generator=generator))
+        values = torch.relu(torch.randn(batch_size, length, 3, generator=generator))
+        starts = torch.randint(0, length, (batch_size, 6), generator=generator)
+        ends = (starts + torch.randint(-3, 25, (batch_size, 6), generator=generator)).clamp(max=length)
+        assert torch.equal(_range_max(values, starts, ends), range_max(values, starts, ends))
+    empty = torch.zeros(2, 5, dtype=torch.long)
+    assert torch.equal(_range_max(torch.rand(2, 7, 3), empty, empty), torch.zeros(2, 5, 3))
