@@ -19,7 +19,7 @@ from allennlp.data import TextFieldTensors
 from nerzoo.models.fofe_ner import FofeNer
 from nerzoo.modules.fofe.codes import prefix_codes
 from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
-from nerzoo.modules.fofe.span_features import CharacterCodes, span_features, word_codes
+from nerzoo.modules.fofe.span_features import CharacterCodes, word_codes
 from nerzoo.modules.fofe.spans import FlatSpans, enumerate_spans
 
 
@@ -70,8 +70,8 @@ class ExportedSpanCharacterCnn(torch.nn.Module):
         weights = [
             torch.nn.functional.pad(conv.weight, (0, largest - conv.kernel_size[0])) for conv in cnn.convolutions
         ]
-        self.register_buffer("weight", torch.cat(weights).detach(), persistent=False)
-        self.register_buffer("bias", torch.cat([conv.bias for conv in cnn.convolutions]).detach(), persistent=False)
+        self.register_buffer("weight", torch.cat(weights).detach())
+        self.register_buffer("bias", torch.cat([conv.bias for conv in cnn.convolutions]).detach())
 
     def forward(self, characters: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.Tensor:
         """As `SpanCharacterCnn.forward`: `(batch_size, num_characters, input_dim)`, `(batch_size, num_spans)` offsets."""
@@ -127,9 +127,8 @@ class ExportedFofeNer(torch.nn.Module):
 
     def forward(self, tokens: TextFieldTensors, mask: torch.BoolTensor) -> torch.Tensor:
         model, (batch_size, num_tokens) = self.model, mask.shape
-        starts, ends, _ = enumerate_spans(mask, model.max_span_width)  # every fragment, padding's included
-        span_batch = torch.arange(batch_size, device=mask.device).unsqueeze(1).expand_as(starts)
-        spans = FlatSpans(span_batch.reshape(-1), starts.reshape(-1), ends.reshape(-1))
+        starts, ends, span_mask = enumerate_spans(mask, model.max_span_width)
+        spans = FlatSpans.where(span_mask, starts, ends)
         words = [
             word_codes(embedder(**tokens[name]) * mask.unsqueeze(-1), mask, model.alpha)
             for name, embedder in model.word_embedders.items()
@@ -141,9 +140,13 @@ class ExportedFofeNer(torch.nn.Module):
                 character_starts, character_ends = characters.span_offsets(spans)
                 embedded = model.cnn_character_embedding(characters.flat_ids).unsqueeze(0)
                 cnn_features = self.cnn(embedded, character_starts.unsqueeze(0), character_ends.unsqueeze(0))[0]
-        features = span_features(words, characters, spans, model.alpha, model.character_alpha, cnn_features)
-        logits = model.output_layer(model.feedforward(features))
-        return logits.view(batch_size, num_tokens, model.max_span_width, -1)
+        alphas = model.alpha, model.character_alpha
+        first_layer = model.feedforward.first_layer.from_codes(
+            words, characters, mask, spans, *alphas, model.max_span_width, False, cnn_features
+        )
+        logits = model.output_layer(model.feedforward.from_first_layer(first_layer))  # (num_spans, num_classes)
+        scores = logits.new_zeros(batch_size, num_tokens * model.max_span_width, logits.size(-1))
+        return scores.index_put((span_mask,), logits).view(batch_size, num_tokens, model.max_span_width, -1)
 
     def _character_codes(self, characters: Dict[str, torch.Tensor], mask: torch.BoolTensor) -> CharacterCodes:
         """`character_codes` of `nerzoo.modules.fofe.span_features` over the joined sentences of `join_words`."""

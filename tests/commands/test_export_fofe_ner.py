@@ -78,3 +78,14 @@ def test_the_scripted_range_maximum_equals_the_models():
         assert torch.equal(_range_max(values, starts, ends), range_max(values, starts, ends))
     empty = torch.zeros(2, 5, dtype=torch.long)
     assert torch.equal(_range_max(torch.rand(2, 7, 3), empty, empty), torch.zeros(2, 5, 3))
+
+
+def test_an_int8_export_quantises_the_convolutions_and_layers(tmp_path):
+    import onnx
+
+    card = export.export_archive(
+        str(FIXTURES_ROOT / "archives" / "fofe_ner_tiny.tar.gz"), str(tmp_path / "int8"), quantize="int8"
+    )
+    assert card["check"]["tags_equal"] and card["quantized"]["check_tags_alike"] >= 0.95
+    operators = {node.op_type for node in onnx.load(str(tmp_path / "int8" / "model.onnx")).graph.node}
+    assert {"ConvInteger", "MatMulInteger"} <= operators

@@ -8,12 +8,11 @@ at `i` or `j`, or a difference of two, the one at the far end times a decay (`al
 words, `alpha^(number of characters)` for characters), e.g. the left context including the
 fragment `alpha^(j-i) L[i] + (L[j] - alpha^(j-i) L[i]) = L[j]`.  The layer being linear, its weights
 are applied once per word position to the codes read there, giving tables of rows for span starts
-and ends (and for their decayed parts), and each span is a weighted sum of a few rows, gathered and
-summed in one `embedding_bag`.  The bag of words is a row of window sums of projected words (not
-a difference of running sums, which would lose digits).  Only the CNN features are projected per span.
+and ends (and for their decayed parts), and each span is a weighted sum of a few rows.  The bag of
+words is a row of window sums of projected words (not a difference of running sums, which would lose
+digits).  Only the CNN features are projected per span.
 """
 
-import itertools
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -91,7 +90,7 @@ class FactoredFirstLayer(torch.nn.Linear):
         # Every word position `p` of the batch is a row: as a span start `i = p` and as a span end
         # `j = p + 1` (the spans are never empty).
         word_batch, word_position = mask.nonzero(as_tuple=True)
-        num_words = len(word_batch)
+        num_words = word_batch.size(0)
         row_of_word = (torch.cumsum(mask.reshape(-1).long(), 0) - 1).view(mask.shape)
         start_rows = row_of_word[span_batch, starts]
         end_rows = row_of_word[span_batch, ends - 1]
@@ -158,18 +157,14 @@ class FactoredFirstLayer(torch.nn.Linear):
 
 
 def weighted_row_sums(terms: List[Tuple[torch.Tensor, torch.LongTensor, Optional[torch.Tensor]]]) -> torch.Tensor:
-    """
-    `sum_k weight_k[s] * table_k[rows_k[s]]` for every s (`weight_k` `None` is 1): the tables
-    `(num_rows_k, dim)` end to end, each sum one bag of `embedding_bag`.  `(num_sums, dim)`.
-    """
-    offsets = itertools.accumulate((table.size(0) for table, _, _ in terms[:-1]), initial=0)
-    indices = torch.stack([rows + offset for (_, rows, _), offset in zip(terms, offsets)], dim=1)
-    weights = [
-        torch.ones(rows.shape, dtype=table.dtype, device=rows.device) if weight is None else weight
-        for table, rows, weight in terms
-    ]
-    table = torch.cat([table for table, _, _ in terms])
-    return torch.nn.functional.embedding_bag(indices, table, mode="sum", per_sample_weights=torch.stack(weights, dim=1))
+    """`sum_k weight_k[s] * table_k[rows_k[s]]` for every s (`weight_k` `None` is 1): `(num_sums, dim)`."""
+    total = None
+    for table, rows, weight in terms:
+        part = table.index_select(0, rows)
+        if weight is not None:
+            part = part * weight.unsqueeze(-1)
+        total = part if total is None else total + part
+    return total
 
 
 def window_sums(values: torch.Tensor, max_width: int) -> torch.Tensor:
@@ -177,10 +172,9 @@ def window_sums(values: torch.Tensor, max_width: int) -> torch.Tensor:
     `(max_width * num_rows, dim)`: row `(width - 1) * num_rows + r` is `values[r : r + width].sum(0)`
     (cut short at the end).
     """
-    num_rows = values.size(0)
     sums = [values]
     for width in range(2, max_width + 1):  # a loop over the widths, not over spans
-        following = torch.nn.functional.pad(values[width - 1 :], (0, 0, 0, min(width - 1, num_rows)))
+        following = torch.nn.functional.pad(values, (0, 0, 0, width - 1))[width - 1 :]  # row r: values[r + width - 1]
         sums.append(sums[-1] + following)
     return torch.cat(sums)
 
