@@ -1,10 +1,10 @@
 """
-`FofeNer`'s span scores in the form `allennlp export` traces to ONNX: the logits of every fragment of
-up to `max_span_width` words, read by `span_features` and the feed-forward net (the first layer as
-the plain linear layer, not its factored form).  Two parts take sizes from the batch, which a trace
-would fix, and have their own forms here: the characters joined into one sequence (each sentence
-gets a stretch of `num_tokens * (num_characters + 1)` positions, zeros after its words, so the
-sequence's size comes from the input's shape), and the CNN's range maximum, whose sparse table has
+`FofeNer`'s span scores in the form `allennlp export` traces to ONNX: its forward at prediction (the
+first layer from the codes, the feed-forward net, over every fragment of up to `max_span_width` words
+inside its sentence), the logits laid out per start and width.  Two parts take sizes from the batch,
+which a trace would fix, and have their own forms here: the characters joined into one sequence (each
+sentence gets a stretch of `num_tokens * (num_characters + 1)` positions, zeros after its words, so
+the sequence's size comes from the input's shape), and the CNN's range maximum, whose sparse table has
 as many levels as the widest fragment needs (a scripted loop, an ONNX `Loop`).  The FOFE codes trace
 as they are: `prefix_codes` takes its branch from the traced length (the words' one matrix product,
 eq. 4.1, of the run's own length; the characters' blocks, longer than a block when traced), and both
@@ -110,7 +110,7 @@ class ExportedFofeNer(torch.nn.Module):
     """
     `model`'s logits of every fragment, `(batch_size, num_tokens, max_span_width, num_classes)`: entry
     `[b, i, w]` scores words `[i, i + w + 1)` of sentence `b` (class 0 is NONE); entries past a
-    sentence's end are not meaningful.  In eval mode (no dropout); a second pass is not exported.
+    sentence's end are 0.  In eval mode (no dropout); a second pass is not exported.
 
     # Parameters
 
