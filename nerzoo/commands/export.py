@@ -318,7 +318,9 @@ def word_and_characters_settings(indexer: WordAndCharactersIndexer) -> Dict[str,
 
 def word_piece_settings(archive: Archive, key: str, indexer: ContextualWordPiecesIndexer) -> Dict[str, Any]:
     """How `nerzoo_runtime.word_pieces` splits words as `indexer` does; raises what the export lacks."""
-    embedder = archive.model.text_field_embedder._token_embedders.get(key)
+    model = archive.model
+    embedders = model.word_embedders if isinstance(model, FofeNer) else model.text_field_embedder._token_embedders
+    embedder = embedders[key] if key in embedders else None
     tokenizer = indexer._allennlp_tokenizer
     special = tokenizer.single_sequence_start_tokens + tokenizer.single_sequence_end_tokens
     if not isinstance(embedder, ContextualWordVectors):

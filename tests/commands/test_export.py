@@ -38,6 +38,13 @@ def fixture_sentences():
     return words + [([word for sentence in words for word in sentence] * 2)[:150]]
 
 
+def check_file(path, sentences, texts=()):
+    """An `allennlp export --check-file` at `path`: `allennlp predict` lines of the token lists, then of the raw texts."""
+    lines = [{"tokens": words} for words in sentences] + [{"sentence": text} for text in texts]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
 def assert_same(got, expected):
     """Tags and spans exact, confidences within 1e-4."""
     assert len(got) == len(expected)

@@ -1,15 +1,18 @@
 """
 The exported form of fofe_ner's span scores (`nerzoo.models._fofe_ner_export`) against the model's
 forward, in torch and through onnxruntime, at batch sizes and lengths the trace never saw; its
-scripted range maximum against the model's.  The export through the CLI, tagged against `allennlp
+scripted range maximum against the model's; int8; the contextual twin's own check on the fixtures.  The export through the CLI, tagged against `allennlp
 predict`, is in tests/test_end_to_end_fofe.py (on the archive trained there).
 """
 
+import json
 import random
 
 import onnxruntime
 import pytest
 import torch
+from allennlp.commands.train import train_model
+from allennlp.common import Params
 from allennlp.data import Batch, Instance, Token
 from allennlp.data.fields import TextField
 from allennlp.models.archival import load_archive
@@ -19,7 +22,9 @@ from nerzoo.commands import export
 from nerzoo.models._fofe_ner_export import ExportedFofeNer, _range_max
 from nerzoo.modules.fofe.span_character_cnn import range_max
 from nerzoo.modules.fofe.spans import enumerate_spans
-from tests import FIXTURES_ROOT
+from tests import FIXTURES_ROOT, PROJECT_ROOT, allennlp
+from tests.commands.test_export import RAW_TEXTS, check_file, fixture_sentences
+from tests.tiny_transformer import tiny_bert_overrides
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +94,16 @@ def test_an_int8_export_quantises_the_convolutions_and_layers(tmp_path):
     assert card["check"]["tags_equal"] and card["quantized"]["check_tags_alike"] >= 0.95
     operators = {node.op_type for node in onnx.load(str(tmp_path / "int8" / "model.onnx")).graph.node}
     assert {"ConvInteger", "MatMulInteger"} <= operators
+
+
+def test_the_export_of_its_contextual_twin_checks_itself_on_the_fixtures(tmp_path):
+    config = str(PROJECT_ROOT / "training_config" / "fofe_ner_contextual.jsonnet")
+    overrides = {**tiny_bert_overrides(Params.from_file(config).as_dict(quiet=True)), "trainer.num_epochs": 2}
+    train_model(Params.from_file(config, json.dumps(overrides)), str(tmp_path / "model"))
+    sentences = fixture_sentences()
+    sentences[-1] = sentences[-1][:60]  # within the tiny BERT's max_length of word pieces
+    lines = check_file(tmp_path / "check.jsonl", sentences, RAW_TEXTS)
+    archive = tmp_path / "model" / "model.tar.gz"
+    result = allennlp("export", archive, tmp_path / "tagger", "--check-file", lines, "--include-package", "nerzoo")
+    check = json.loads(result.stdout.splitlines()[-1])["check"]  # the archive's predictor against the runtime
+    assert check["tags_equal"] and check["tokens"] > sum(map(len, sentences))
