@@ -3,7 +3,9 @@
 import json
 
 import pytest
+import spacy
 from nerzoo_runtime import Tagger
+from spacy.tokens import Doc
 
 from tests import PROJECT_ROOT, allennlp, evaluate, predict, train
 from tests.commands.test_export import assert_tags_as_allennlp_predict, check_file, fixture_sentences
@@ -159,3 +161,13 @@ def test_the_export_decodes_nested_entities_as_the_archive_does(nested, tmp_path
     allennlp("export", run / "model.tar.gz", tmp_path / "export", "--check-file", check, "--include-package", "nerzoo")
     results = Tagger.load(tmp_path / "export").tag(sentences, batch_size=64)
     assert any(span["level"] == 2 for result in results for span in result["spans"])
+    # In spaCy, nerzoo's component and the runtime's set the outermost spans as the doc's entities.
+    outermost = [[(s["start"], s["end"], s["label"]) for s in result["spans"] if s["level"] == 1] for result in results]
+    for factory, config in [
+        ("nerzoo_ner", {"archive": str(run / "model.tar.gz")}),
+        ("nerzoo_onnx_ner", {"directory": str(tmp_path / "export")}),
+    ]:
+        nlp = spacy.blank("en")
+        nlp.add_pipe(factory, config=config)
+        docs = nlp.pipe(Doc(nlp.vocab, words=words) for words in sentences)
+        assert [[(entity.start, entity.end, entity.label_) for entity in doc.ents] for doc in docs] == outermost
