@@ -2,11 +2,12 @@
 `allennlp export ARCHIVE OUTPUT_DIR` writes a trained tagger's tag scores as an ONNX graph
 (`model.onnx`, dynamic batch and length axes; bilstm_crf, char_gated_tagger, deptree_ner, fofe_ner,
 me_crf, seq2biseq and their contextual twins) and beside it what `nerzoo_runtime` needs to tag text
-without allennlp or torch (the CRF, or fofe_ner's span decoding, runs there): `tagger.json` (the graph's
-inputs, tag scheme, CRF scores or span decoding, temperatures, tokenizer, deptree_ner's spaCy parser), `vocabularies.json` and `model_card.json` (the
-archive's metrics and config, nerzoo's version, the check).  Nothing is written for a model it
-cannot export, nor unless the runtime's tags on sample sentences and `--check-file`'s lines equal
-the archive predictor's with every confidence within 1e-4.  `--quantize int8` then stores int8 weights.
+without allennlp or torch (the CRF, or fofe_ner's span decoding, runs there): `tagger.json` (the
+graph's inputs, tag scheme, CRF scores or span decoding, temperatures, tokenizer, deptree_ner's spaCy
+parser), `vocabularies.json` and `model_card.json` (the archive's metrics and config, nerzoo's
+version, the check).  Nothing is written for a model it cannot export, nor unless the runtime's
+tags on sample sentences and `--check-file`'s lines equal the archive predictor's with every
+confidence within 1e-4.  `--quantize int8` then stores int8 weights.
 """
 
 import argparse
