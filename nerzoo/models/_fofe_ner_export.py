@@ -11,13 +11,14 @@ eq. 4.1, of the run's own length; the characters' blocks, longer than a block wh
 branches hold for any length.  Tested against the model's forward.
 """
 
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 from allennlp.data import TextFieldTensors
 
 from nerzoo.models.fofe_ner import FofeNer
 from nerzoo.modules.fofe.codes import prefix_codes
+from nerzoo.modules.fofe.first_layer import Term
 from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.fofe.span_features import CharacterCodes, word_codes
 from nerzoo.modules.fofe.spans import FlatSpans, enumerate_spans
@@ -50,6 +51,16 @@ def _range_max(values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -
     right = (row_offsets + (ends - windows).clamp(min=0, max=length - 1)).view(-1)
     result = torch.maximum(table.index_select(0, left), table.index_select(0, right)).view(batch_size, -1, channels)
     return result * (widths > 0).unsqueeze(-1).to(result.dtype)
+
+
+def gathered_row_sums(terms: List[Term]) -> torch.Tensor:
+    """`weighted_row_sums` as gathers: `embedding_bag`, the model's, is a loop over the sums in ONNX (0.75x the speed)."""
+    total = None
+    for table, rows, weight in terms:
+        part = table.index_select(0, rows)
+        part = part if weight is None else part * weight.unsqueeze(-1)
+        total = part if total is None else total + part
+    return total
 
 
 class ExportedSpanCharacterCnn(torch.nn.Module):
@@ -142,7 +153,7 @@ class ExportedFofeNer(torch.nn.Module):
                 cnn_features = self.cnn(embedded, character_starts.unsqueeze(0), character_ends.unsqueeze(0))[0]
         alphas = model.alpha, model.character_alpha
         first_layer = model.feedforward.first_layer.from_codes(
-            words, characters, mask, spans, *alphas, model.max_span_width, False, cnn_features
+            words, characters, mask, spans, *alphas, model.max_span_width, False, cnn_features, gathered_row_sums
         )
         logits = model.output_layer(model.feedforward.from_first_layer(first_layer))  # (num_spans, num_classes)
         scores = logits.new_zeros(batch_size, num_tokens * model.max_span_width, logits.size(-1))

@@ -19,7 +19,8 @@ from allennlp.models.archival import load_archive
 from allennlp.nn.util import get_text_field_mask
 
 from nerzoo.commands import export
-from nerzoo.models._fofe_ner_export import ExportedFofeNer, _range_max
+from nerzoo.models._fofe_ner_export import ExportedFofeNer, _range_max, gathered_row_sums
+from nerzoo.modules.fofe.first_layer import weighted_row_sums
 from nerzoo.modules.fofe.span_character_cnn import range_max
 from nerzoo.modules.fofe.spans import enumerate_spans
 from tests import FIXTURES_ROOT, PROJECT_ROOT, allennlp
@@ -70,7 +71,7 @@ def test_the_exported_form_gives_the_models_span_logits_in_torch_and_as_onnx(arc
             flat = logits.reshape(mask.size(0), span_mask.size(1), -1)
             for row in range(mask.size(0)):  # the model's scored spans are each row's real ones, in the same order
                 real = int(span_mask[row].sum())
-                assert flat[row][span_mask[row]] == pytest.approx(expected[row, :real], abs=1e-5)
+                torch.testing.assert_close(flat[row][span_mask[row]], expected[row, :real], rtol=0, atol=1e-5)
 
 
 def test_the_scripted_range_maximum_equals_the_models():
@@ -107,3 +108,16 @@ def test_the_export_of_its_contextual_twin_checks_itself_on_the_fixtures(tmp_pat
     result = allennlp("export", archive, tmp_path / "tagger", "--check-file", lines, "--include-package", "nerzoo")
     check = json.loads(result.stdout.splitlines()[-1])["check"]  # the archive's predictor against the runtime
     assert check["tags_equal"] and check["tokens"] > sum(map(len, sentences))
+
+
+def test_the_gathered_row_sums_equal_the_models_embedding_bag():
+    generator = torch.Generator().manual_seed(0)
+    terms = [
+        (torch.randn(num_rows, 8, generator=generator), torch.randint(0, num_rows, (30,), generator=generator), weight)
+        for num_rows, weight in [
+            (5, None),
+            (12, torch.rand(30, generator=generator)),
+            (1, -torch.rand(30, generator=generator)),
+        ]
+    ]
+    torch.testing.assert_close(gathered_row_sums(terms), weighted_row_sums(terms), rtol=0, atol=1e-6)

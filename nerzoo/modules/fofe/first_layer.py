@@ -8,12 +8,13 @@ at `i` or `j`, or a difference of two, the one at the far end times a decay (`al
 words, `alpha^(number of characters)` for characters), e.g. the left context including the
 fragment `alpha^(j-i) L[i] + (L[j] - alpha^(j-i) L[i]) = L[j]`.  The layer being linear, its weights
 are applied once per word position to the codes read there, giving tables of rows for span starts
-and ends (and for their decayed parts), and each span is a weighted sum of a few rows.  The bag of
-words is a row of window sums of projected words (not a difference of running sums, which would lose
-digits).  Only the CNN features are projected per span.
+and ends (and for their decayed parts), and each span is a weighted sum of a few rows, gathered and
+summed in one `embedding_bag`.  The bag of words is a row of window sums of projected words (not
+a difference of running sums, which would lose digits).  Only the CNN features are projected per span.
 """
 
-from typing import List, Optional, Sequence, Tuple, Union
+import itertools
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 from allennlp.common import FromParams
@@ -24,6 +25,9 @@ from allennlp.nn import Activation
 from nerzoo.modules.fofe.codes import alpha_powers
 from nerzoo.modules.fofe.span_features import CharacterCodes, WordCodes, gather_positions
 from nerzoo.modules.fofe.spans import FlatSpans
+
+# A table `(num_rows, dim)`, the row of it each sum reads `(num_sums,)`, and that row's weight `(num_sums,)` (`None`: 1).
+Term = Tuple[torch.Tensor, torch.LongTensor, Optional[torch.Tensor]]
 
 
 class BlockwiseProjection:
@@ -67,6 +71,7 @@ class FactoredFirstLayer(torch.nn.Linear):
         max_span_width: int,
         substituted: bool = False,
         cnn_features: Optional[torch.Tensor] = None,
+        row_sums: Optional[Callable[[List[Term]], torch.Tensor]] = None,
     ) -> torch.Tensor:
         """
         The layer on `span_features(words, characters, spans, alpha, character_alpha, cnn_features)`,
@@ -79,6 +84,7 @@ class FactoredFirstLayer(torch.nn.Linear):
         spans : `FlatSpans` of at most `max_span_width` words
         substituted : `bool`, true when the context codes differ from the left and right codes
         cnn_features : `(num_spans, cnn_dim)`, optional
+        row_sums : optional (default = `weighted_row_sums`), sums the rows of the tables per span
         """
         span_batch, starts, ends = spans
         sizes = [codes.embedded.size(-1) for codes in words for _ in range(5)]
@@ -149,22 +155,26 @@ class FactoredFirstLayer(torch.nn.Linear):
                 (character_decayed_start.projected(), start_rows, -character_decay),
                 (character_decayed_end.projected(), end_rows, -character_decay),
             ]
-        hidden = weighted_row_sums(terms)
+        hidden = (row_sums or weighted_row_sums)(terms)
         if cnn_features is not None:
             # Out of place: autocast casts addmm's operands to one dtype, never an in-place one's.
             hidden = torch.addmm(hidden, cnn_features, next(blocks).t())
         return hidden
 
 
-def weighted_row_sums(terms: List[Tuple[torch.Tensor, torch.LongTensor, Optional[torch.Tensor]]]) -> torch.Tensor:
-    """`sum_k weight_k[s] * table_k[rows_k[s]]` for every s (`weight_k` `None` is 1): `(num_sums, dim)`."""
-    total = None
-    for table, rows, weight in terms:
-        part = table.index_select(0, rows)
-        if weight is not None:
-            part = part * weight.unsqueeze(-1)
-        total = part if total is None else total + part
-    return total
+def weighted_row_sums(terms: List[Term]) -> torch.Tensor:
+    """
+    `sum_k weight_k[s] * table_k[rows_k[s]]` for every s (`weight_k` `None` is 1): the tables
+    `(num_rows_k, dim)` end to end, each sum one bag of `embedding_bag`.  `(num_sums, dim)`.
+    """
+    offsets = itertools.accumulate((table.size(0) for table, _, _ in terms[:-1]), initial=0)
+    indices = torch.stack([rows + offset for (_, rows, _), offset in zip(terms, offsets)], dim=1)
+    weights = [
+        torch.ones(rows.shape, dtype=table.dtype, device=rows.device) if weight is None else weight
+        for table, rows, weight in terms
+    ]
+    table = torch.cat([table for table, _, _ in terms])
+    return torch.nn.functional.embedding_bag(indices, table, mode="sum", per_sample_weights=torch.stack(weights, dim=1))
 
 
 def window_sums(values: torch.Tensor, max_width: int) -> torch.Tensor:
