@@ -11,16 +11,15 @@ eq. 4.1, of the run's own length; the characters' blocks, longer than a block wh
 branches hold for any length.  Tested against the model's forward.
 """
 
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 import torch
 from allennlp.data import TextFieldTensors
 
 from nerzoo.models.fofe_ner import FofeNer
-from nerzoo.modules.fofe.codes import prefix_codes
 from nerzoo.modules.fofe.first_layer import Term
 from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
-from nerzoo.modules.fofe.span_features import CharacterCodes, word_codes
+from nerzoo.modules.fofe.span_features import character_codes, word_codes
 from nerzoo.modules.fofe.spans import FlatSpans, enumerate_spans
 
 
@@ -146,11 +145,12 @@ class ExportedFofeNer(torch.nn.Module):
         ]
         characters, cnn_features = None, None
         if model.character_embedding is not None:
-            characters = self._character_codes(tokens[model.characters], mask)
+            character_ids = tokens[model.characters]["token_characters"]
+            embedding, alpha = model.character_embedding, model.character_alpha
+            characters = character_codes(character_ids, mask, embedding, alpha, join=join_words)
             if self.cnn is not None:
-                character_starts, character_ends = characters.span_offsets(spans)
-                embedded = model.cnn_character_embedding(characters.flat_ids).unsqueeze(0)
-                cnn_features = self.cnn(embedded, character_starts.unsqueeze(0), character_ends.unsqueeze(0))[0]
+                offsets = characters.span_offsets(spans)
+                cnn_features = characters.cnn_features(model.cnn_character_embedding, self.cnn, *offsets)
         alphas = model.alpha, model.character_alpha
         first_layer = model.feedforward.first_layer.from_codes(
             words, characters, mask, spans, *alphas, model.max_span_width, False, cnn_features, gathered_row_sums
@@ -158,12 +158,3 @@ class ExportedFofeNer(torch.nn.Module):
         logits = model.output_layer(model.feedforward.from_first_layer(first_layer))  # (num_spans, num_classes)
         scores = logits.new_zeros(batch_size, num_tokens * model.max_span_width, logits.size(-1))
         return scores.index_put((span_mask,), logits).view(batch_size, num_tokens, model.max_span_width, -1)
-
-    def _character_codes(self, characters: Dict[str, torch.Tensor], mask: torch.BoolTensor) -> CharacterCodes:
-        """`character_codes` of `nerzoo.modules.fofe.span_features` over the joined sentences of `join_words`."""
-        embedding = self.model.character_embedding
-        flat_ids, offsets, lengths = join_words(characters["token_characters"], mask, embedding.num_embeddings - 1)
-        embedded = embedding(flat_ids).unsqueeze(0)
-        alpha = self.model.character_alpha
-        left, right = prefix_codes(embedded, None, alpha)[0], prefix_codes(embedded, None, alpha, reverse=True)[0]
-        return CharacterCodes(flat_ids, offsets, lengths, left, right)

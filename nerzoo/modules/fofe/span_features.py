@@ -12,13 +12,12 @@ All of them are prefix codes of the sentence (`nerzoo.modules.fofe.codes`) read 
 ends, so the features of any set of spans (`FlatSpans`) are gathers, without a loop over spans.
 """
 
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from allennlp.nn.util import batched_index_select
 
 from nerzoo.modules.fofe.codes import prefix_codes, span_codes
-from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.fofe.spans import FlatSpans
 
 
@@ -186,18 +185,22 @@ class CharacterCodes(NamedTuple):
     def cnn_features(
         self,
         embedding: torch.nn.Embedding,
-        cnn: SpanCharacterCnn,
+        cnn: torch.nn.Module,
         character_starts: torch.LongTensor,
         character_ends: torch.LongTensor,
     ) -> torch.Tensor:
-        """`(num_spans, cnn_dim)`: the character CNN of each fragment's characters."""
+        """`(num_spans, cnn_dim)`: the character CNN (a `SpanCharacterCnn`, or its exported form) of each fragment's characters."""
         # A fragment's windows lie inside it, so the CNN runs once over all the characters.
         embedded = embedding(self.flat_ids).unsqueeze(0)
         return cnn(embedded, character_starts.unsqueeze(0), character_ends.unsqueeze(0))[0]
 
 
 def character_codes(
-    character_ids: torch.LongTensor, mask: torch.BoolTensor, embedding: torch.nn.Embedding, alpha: float
+    character_ids: torch.LongTensor,
+    mask: torch.BoolTensor,
+    embedding: torch.nn.Embedding,
+    alpha: float,
+    join: Optional[Callable[..., Tuple[torch.LongTensor, torch.LongTensor, torch.LongTensor]]] = None,
 ) -> CharacterCodes:
     """
     # Parameters
@@ -206,8 +209,9 @@ def character_codes(
     mask : `(batch, num_tokens)`
     embedding : `torch.nn.Embedding`, its last row is the separator
     alpha : `float`, the characters' forgetting factor
+    join : optional (default = `join_words`), lays the words' characters end to end
     """
-    flat_ids, token_offsets, token_lengths = join_words(character_ids, mask, embedding.num_embeddings - 1)
+    flat_ids, token_offsets, token_lengths = (join or join_words)(character_ids, mask, embedding.num_embeddings - 1)
     embedded = embedding(flat_ids).unsqueeze(0)
     left, right = prefix_codes(embedded, None, alpha)[0], prefix_codes(embedded, None, alpha, reverse=True)[0]
     return CharacterCodes(flat_ids, token_offsets, token_lengths, left, right)
