@@ -21,8 +21,8 @@ import harness
 import results
 
 from nerzoo.commands.calibrate import calibrate, evaluate, evaluate_archive
+from nerzoo.metrics import span_calibration
 from nerzoo.modules.crf.calibration import fit_temperatures, has_spans
-from nerzoo.training.metrics import span_calibration
 
 DEFAULT_DEV = os.path.join(harness.SHARED_DATA, "conll2003", "eng.testa")
 DEFAULT_TEST = os.path.join(harness.SHARED_DATA, "conll2003", "eng.testb")

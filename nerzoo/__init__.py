@@ -24,6 +24,11 @@ from nerzoo.data.dataset_readers.thread_discourse import ThreadDiscourseReader
 from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
+from nerzoo.metrics.concept_error_rate import ConceptErrorRate
+from nerzoo.metrics.conll_span_f1 import ConllSpanF1
+from nerzoo.metrics.span_calibration import SpanCalibration
+from nerzoo.metrics.span_set_f1 import SpanSetF1
+from nerzoo.metrics.thread_discourse_f1 import ThreadDiscourseF1
 from nerzoo.models.bilstm_crf import BiLstmCrf
 from nerzoo.models.deptree_ner import DeptreeNer
 from nerzoo.models.fofe_ner import FofeNer
@@ -52,9 +57,4 @@ from nerzoo.training.callbacks.dropout_schedule import DropoutSchedule
 from nerzoo.training.callbacks.freeze_loaded_data import FreezeLoadedData
 from nerzoo.training.callbacks.leave_process_group import LeaveProcessGroupAfterTraining
 from nerzoo.training.learning_rate_schedulers.geometric_decay import GeometricDecay
-from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
-from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
-from nerzoo.training.metrics.span_calibration import SpanCalibration
-from nerzoo.training.metrics.span_set_f1 import SpanSetF1
-from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 from nerzoo.training.whole_test_set import WholeTestSetTrainModel

@@ -12,7 +12,7 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 
-from nerzoo.training.metrics.span_set_f1 import ratio
+from nerzoo.metrics.span_set_f1 import ratio
 
 logger = logging.getLogger(__name__)
 

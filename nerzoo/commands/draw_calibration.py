@@ -9,7 +9,7 @@ from allennlp.common.checks import ConfigurationError
 
 from nerzoo.commands.calibrate import evaluate_archive
 from nerzoo.commands.draw_attention import save_figure
-from nerzoo.training.metrics.span_calibration import (
+from nerzoo.metrics.span_calibration import (
     calibration_error,
     expected_calibration_error,
     fixed_bins,

@@ -10,6 +10,8 @@ from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 from allennlp.training.metrics import CategoricalAccuracy
 
+from nerzoo.metrics.span_calibration import SpanCalibration
+from nerzoo.metrics.span_set_f1 import SpanSetF1
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite
 from nerzoo.modules.fofe import span_features as fofe_span_features
 from nerzoo.modules.fofe import spans as fofe_spans
@@ -19,8 +21,6 @@ from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.fofe.span_decoding import DECODERS, ScoredSpan, decode_spans
 from nerzoo.modules.fofe.span_output import candidate_spans, confidence_as_score, spans_to_tags
 from nerzoo.modules.fofe.spans import FlatSpans
-from nerzoo.training.metrics.span_calibration import SpanCalibration
-from nerzoo.training.metrics.span_set_f1 import SpanSetF1
 
 
 @Model.register("fofe_ner")

@@ -10,10 +10,10 @@ from allennlp.nn import Activation, InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 from allennlp.training.metrics import Average
 
+from nerzoo.metrics.thread_discourse_f1 import ThreadDiscourseF1
 from nerzoo.models.head_tagger import HeadTagger
 from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
-from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
 
 
 @Model.register("me_crf_thread_discourse")

@@ -6,7 +6,7 @@ from allennlp.common.testing import ModelTestCase
 from allennlp.models import Model
 
 import nerzoo  # noqa: F401
-from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
+from nerzoo.metrics.conll_span_f1 import ConllSpanF1
 from tests import FIXTURES_ROOT
 
 CONFIG = FIXTURES_ROOT / "experiments" / "me_crf_tiny.jsonnet"

@@ -5,6 +5,13 @@ import pytest
 import torch
 from allennlp.modules.conditional_random_field import allowed_transitions
 
+from nerzoo.metrics.span_calibration import (
+    SpanCalibration,
+    calibration_error,
+    expected_calibration_error,
+    fixed_bins,
+    precision_at_coverage,
+)
 from nerzoo.modules.crf.calibration import (
     CalibrationBatch,
     SpanOutcomes,
@@ -15,13 +22,6 @@ from nerzoo.modules.crf.calibration import (
 )
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
 from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer
-from nerzoo.training.metrics.span_calibration import (
-    SpanCalibration,
-    calibration_error,
-    expected_calibration_error,
-    fixed_bins,
-    precision_at_coverage,
-)
 
 LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "L-PER", 4: "U-PER"}
 

@@ -10,11 +10,11 @@ import torch
 from allennlp.data import Vocabulary
 
 from nerzoo.data.tag_schemes import tags_to_spans
+from nerzoo.metrics.concept_error_rate import ConceptErrorRate
+from nerzoo.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
 from nerzoo.modules.crf.tag_decoder import TagDecoder
 from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer
-from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
-from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
 
 TYPES = ["LOC", "PER", "MISC"]
 # Every prefix of every scheme, E/S spellings and a non-chunk label, so that random sequences

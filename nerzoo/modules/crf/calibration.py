@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Se
 
 import torch
 
-from nerzoo.training.metrics.span_calibration import SpanCalibration
+from nerzoo.metrics.span_calibration import SpanCalibration
 
 
 class SpanOutcomes(NamedTuple):

@@ -18,11 +18,11 @@ from allennlp.data import Vocabulary
 from allennlp.nn.util import dist_reduce_sum
 
 from nerzoo.data.tag_schemes import check_tag_scheme, chunk_ends, chunk_starts, split_tag
+from nerzoo.metrics.concept_error_rate import ConceptErrorRate
+from nerzoo.metrics.conll_span_f1 import ConllSpanF1
+from nerzoo.metrics.span_calibration import SpanCalibration
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite, SpanOutcomes, scorer_site
 from nerzoo.modules.crf.tag_scorers import TagPosteriors
-from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate
-from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
-from nerzoo.training.metrics.span_calibration import SpanCalibration
 
 
 class TensorSpans(NamedTuple):

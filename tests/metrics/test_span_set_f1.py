@@ -7,8 +7,8 @@ from allennlp.data.vocabulary import Vocabulary
 from allennlp.training.metrics import Metric
 
 from nerzoo.data.tag_schemes import tags_to_spans
-from nerzoo.training.metrics.conll_span_f1 import ConllSpanF1
-from nerzoo.training.metrics.span_set_f1 import SpanSetF1
+from nerzoo.metrics.conll_span_f1 import ConllSpanF1
+from nerzoo.metrics.span_set_f1 import SpanSetF1
 from tests.distributed import metric_in_two_processes
 
 TYPES = ["LOC", "MISC", "ORG", "PER"]

@@ -4,7 +4,7 @@ import pytest
 from allennlp.common import Params
 from allennlp.training.metrics import Metric
 
-from nerzoo.training.metrics.thread_discourse_f1 import ThreadDiscourseF1
+from nerzoo.metrics.thread_discourse_f1 import ThreadDiscourseF1
 from tests.distributed import metric_in_two_processes
 
 QQ, QA, AA, AO, RES = "Question-Question", "Question-Add", "Answer-Answer", "Answer-Objection", "Resolution"

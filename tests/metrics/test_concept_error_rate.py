@@ -6,7 +6,7 @@ from allennlp.common import Params
 from allennlp.training.metrics import Metric
 
 from nerzoo.data.tag_schemes import convert_tags
-from nerzoo.training.metrics.concept_error_rate import ConceptErrorRate, concept_sequence, levenshtein_counts
+from nerzoo.metrics.concept_error_rate import ConceptErrorRate, concept_sequence, levenshtein_counts
 from tests.distributed import metric_in_two_processes
 
 

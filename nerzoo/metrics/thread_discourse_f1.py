@@ -4,7 +4,7 @@ import torch
 from allennlp.nn.util import dist_reduce_sum
 from allennlp.training.metrics.metric import Metric
 
-from nerzoo.training.metrics.span_set_f1 import ratio
+from nerzoo.metrics.span_set_f1 import ratio
 
 # Rows of the count tensor, and the prefixes of the metric names.
 TASKS = ("link", "da", "joint")

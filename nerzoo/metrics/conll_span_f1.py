@@ -5,7 +5,7 @@ from allennlp.data.vocabulary import Vocabulary
 from allennlp.training.metrics.metric import Metric
 
 from nerzoo.data.tag_schemes import split_tag, tags_to_spans
-from nerzoo.training.metrics.span_set_f1 import LabelledSpan, SpanSetF1
+from nerzoo.metrics.span_set_f1 import LabelledSpan, SpanSetF1
 
 
 @Metric.register("conll_span_f1")
