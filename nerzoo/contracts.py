@@ -88,3 +88,40 @@ class GraphedModel(Protocol):
         """`forward`'s training output for `batch` given `graph_loss`'s results (logits cut back to
         the batch's length), updating the metrics as `forward` does."""
         ...
+
+
+@runtime_checkable
+class Exportable(Protocol):
+    """
+    A model `allennlp export` writes as an ONNX graph of its scores, with what `nerzoo_runtime`
+    needs to decode them.  The export command knows models only through these members.
+    """
+
+    def export_refusal(self) -> Optional[str]:
+        """Why this model has no exported form (naming the part that lacks one), or `None`."""
+        ...
+
+    def export_scores(self) -> torch.nn.Module:
+        """
+        A traceable module (parameters shared, not copied) whose `forward(tokens, mask, parse)` maps
+        the text field's tensors, the mask `(batch_size, num_tokens)` and a dict of parse tensors
+        (empty for models without a parse) to the scores the runtime decodes: tag logits `(batch_size,
+        num_tokens, num_tags)`, or a span classifier's span logits.
+        """
+        ...
+
+    def export_decoding(self) -> Dict[str, Any]:
+        """What the runtime decodes the scores with: `tagger.json`'s `tag_scheme`, `crf`,
+        `crf_per_sentence`, `spans`, `temperature` and `transition_temperature`."""
+        ...
+
+
+@runtime_checkable
+class HasExportForm(Protocol):
+    """
+    A module whose forward a trace cannot follow over every batch (packed sequences, data-dependent
+    loops): `export_form()` is a module with the same `forward` and the same parameters (shared,
+    not copied) that a trace follows over any batch size and length.
+    """
+
+    def export_form(self) -> torch.nn.Module: ...
