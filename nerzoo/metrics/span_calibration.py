@@ -4,7 +4,7 @@ import torch
 from allennlp.common.util import is_distributed
 from allennlp.training.metrics.metric import Metric
 
-from nerzoo.training.distributed import all_gather_rows
+from nerzoo.metrics.distributed import all_gather_rows
 
 
 @Metric.register("span_calibration")
