@@ -47,7 +47,6 @@ from nerzoo.models.deptree_ner import DeptreeNer
 from nerzoo.models.fofe_ner import FofeNer
 from nerzoo.models.me_crf import MeCrf
 from nerzoo.models.seq2biseq import Seq2Biseq
-from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
 from nerzoo.modules.row_reversal import gather_steps, reversal_index
 from nerzoo.modules.seq2seq_encoders._tree_lstm_export import ExportedTreeLstm
 from nerzoo.modules.seq2seq_encoders.fast_lstm import FastLstm
@@ -344,18 +343,6 @@ def word_piece_settings(archive: Archive, key: str, indexer: ContextualWordPiece
     raise ConfigurationError(f"cannot export this {archive.config['model']['type']}: {lacks}")
 
 
-def crf_settings(crf: LinearChainCrf) -> Dict[str, List]:
-    """The learned scores of `crf` and the moves its tag scheme allows, for `nerzoo_runtime.crf.Crf.from_settings`."""
-    allowed = crf._constraint_mask.detach() > 0.5  # (K + 2, K + 2): K is the start, K + 1 the end
-    size = crf.num_tags
-    return {
-        **{key: values.detach().tolist() for key, values in crf.chain_scores(constrained=False)._asdict().items()},
-        "allowed_transitions": allowed[:size, :size].tolist(),
-        "allowed_start": allowed[size, :size].tolist(),
-        "allowed_end": allowed[:size, size + 1].tolist(),
-    }
-
-
 def decoder_settings(head: Any) -> Dict[str, Any]:
     """How the runtime turns the graph's scores into tags: the tag scheme, a CRF or fofe_ner's span decoding, temperatures."""
     if isinstance(head, FofeNer):
@@ -369,7 +356,7 @@ def decoder_settings(head: Any) -> Dict[str, Any]:
         }
     return {
         "tag_scheme": head.tag_scheme,
-        "crf": None if getattr(head, "crf", None) is None else crf_settings(head.crf),
+        "crf": None if getattr(head, "crf", None) is None else head.crf.runtime_settings(),
         "crf_per_sentence": getattr(head, "crf_per_sentence", False),
         "temperature": head.scorer.temperature,
         "transition_temperature": getattr(head.scorer, "transition_temperature", head.scorer.temperature),

@@ -51,12 +51,9 @@ class Crf(NamedTuple):
 
     @classmethod
     def from_settings(cls, settings: Dict[str, List]) -> "Crf":
-        """From the lists `allennlp export` writes under `crf` in `tagger.json`."""
+        """From `tagger.json`'s `crf`: the lists `LinearChainCrf.runtime_settings` gives (nerzoo's torch CRF)."""
         learned = ChainScores(*(numpy.array(settings[key], dtype=numpy.float32) for key in ChainScores._fields))
-        allowed = [
-            numpy.array(settings[key], dtype=bool) for key in ("allowed_transitions", "allowed_start", "allowed_end")
-        ]
-        return cls(learned, *allowed)
+        return cls(learned, *(numpy.array(settings[f"allowed_{key}"], dtype=bool) for key in ChainScores._fields))
 
     def scores(self, temperature: float = 1.0) -> ChainScores:
         """The learned scores divided by `temperature` (in float32), forbidden moves scored `FORBIDDEN`."""

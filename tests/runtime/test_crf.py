@@ -4,6 +4,7 @@ nerzoo_runtime's numpy CRF against the model's torch recursion (`LinearChainCrf.
 against nerzoo's `tags_to_spans`.
 """
 
+import json
 import random
 
 import numpy
@@ -13,8 +14,7 @@ from allennlp.modules.conditional_random_field import allowed_transitions
 from nerzoo_runtime import crf as runtime_crf
 from nerzoo_runtime.tag_scheme import tags_to_spans as runtime_tags_to_spans
 
-from nerzoo.commands.export import crf_settings
-from nerzoo.data.tag_schemes import tags_to_spans
+from nerzoo_runtime.tag_scheme import tags_to_spans
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
 from nerzoo.modules.crf.tag_scorers import CrfScorer
 
@@ -49,7 +49,7 @@ def _batch(batch_size, num_steps, seed):
 def test_viterbi_and_posteriors_equal_the_models(constrained, include_start_end, temperatures, batch_size, num_steps):
     model_crf = _crf(constrained, include_start_end)
     scorer = CrfScorer(model_crf, *temperatures)
-    exported = runtime_crf.Crf.from_settings(crf_settings(model_crf))
+    exported = runtime_crf.Crf.from_settings(model_crf.runtime_settings())
     logits, mask = _batch(batch_size, num_steps, seed=batch_size * num_steps)
     paths = model_crf.viterbi(logits, mask).tags
     found = runtime_crf.viterbi(exported.scores(), logits.numpy(), mask.numpy())
@@ -70,6 +70,20 @@ def test_viterbi_and_posteriors_equal_the_models(constrained, include_start_end,
             marginal = passes.log_alpha[row, start, path[start]] + passes.log_beta[row, start, path[start]]
             expected = float(posteriors.path_log_probabilities[row, start])
             assert marginal - passes.log_partition[row] == pytest.approx(expected, abs=1e-8)
+
+
+@pytest.mark.parametrize("constrained", [True, False])
+@pytest.mark.parametrize("include_start_end", [True, False])
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_the_runtime_reads_the_chain_scores_the_model_decodes_with(constrained, include_start_end, temperature):
+    model_crf = _crf(constrained, include_start_end)
+    exported = runtime_crf.Crf.from_settings(json.loads(json.dumps(model_crf.runtime_settings())))
+    expected = model_crf.chain_scores(constrained=True, temperature=temperature)
+    for got, want in zip(exported.scores(temperature), expected):
+        assert got.dtype == numpy.float32
+        numpy.testing.assert_array_equal(got, want.detach().numpy())
+    if not constrained:
+        assert all(allowed.all() for allowed in exported[1:])
 
 
 def test_spans_are_decoded_as_nerzoo_decodes_them():

@@ -42,7 +42,7 @@ Shapes: `logits` `(batch_size, T, K)`, `mask` and `tags` `(batch_size, T)` with 
 steps first.  Half-precision logits (under autocast) are scored in float32, with autocast off.
 """
 
-from typing import Callable, Dict, NamedTuple, Optional, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Union
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -257,13 +257,29 @@ class LinearChainCrf(ConditionalRandomField):
             transitions, start, end = transitions / temperature, start / temperature, end / temperature
         if not constrained:
             return ChainScores(transitions, start, end)
+        allowed = self.allowed_moves()
+        return ChainScores(
+            *(torch.where(ok, values, FORBIDDEN) for ok, values in zip(allowed, (transitions, start, end)))
+        )
+
+    def allowed_moves(self) -> ChainScores:
+        """Which moves the constraints allow, as booleans shaped as `chain_scores`' (all true without constraints)."""
         allowed = self._constraint_mask.detach() > 0.5  # (K + 2, K + 2): K is the start, K + 1 the end
         num_tags = self.num_tags
         return ChainScores(
-            torch.where(allowed[:num_tags, :num_tags], transitions, FORBIDDEN),
-            torch.where(allowed[num_tags, :num_tags], start, FORBIDDEN),
-            torch.where(allowed[:num_tags, num_tags + 1], end, FORBIDDEN),
+            allowed[:num_tags, :num_tags], allowed[num_tags, :num_tags], allowed[:num_tags, num_tags + 1]
         )
+
+    def runtime_settings(self) -> Dict[str, List]:
+        """
+        What `nerzoo_runtime.crf.Crf.from_settings` reads of this CRF (`tagger.json`'s `crf`): the
+        learned `transitions`, `start` and `end` (unconstrained, undivided) and which moves are
+        allowed (`allowed_transitions`, `allowed_start`, `allowed_end`).
+        """
+        learned = {
+            key: values.detach().tolist() for key, values in self.chain_scores(constrained=False)._asdict().items()
+        }
+        return {**learned, **{f"allowed_{key}": ok.tolist() for key, ok in self.allowed_moves()._asdict().items()}}
 
     def log_likelihood(self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor) -> torch.Tensor:
         """`(batch_size,)` `log P(tags | x)`: allennlp's `forward` of each row (which sums them)."""
