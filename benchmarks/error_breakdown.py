@@ -23,7 +23,7 @@ from typing import Dict, List, Tuple
 import harness
 from allennlp.models.archival import load_archive
 
-from nerzoo.data.tag_schemes import tags_to_spans
+from nerzoo_runtime.tag_scheme import tags_to_spans
 
 # data set -> its test file under ../shared/data (training_config/data.libsonnet).
 DATA = {"conll2003": "conll2003/eng.testb", "uner_ewt": "uner_english_ewt/en_ewt-ud-test.iob2"}

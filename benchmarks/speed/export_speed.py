@@ -86,7 +86,7 @@ def call(command: List[str], threads: int, what: str) -> str:
 
 def accuracy(results: List[Dict], gold: List[List[str]], reference: List[Dict]) -> Dict[str, float]:
     """Span F1 against the gold tags; agreement with the reference's results (%, and a confidence)."""
-    from nerzoo.data.tag_schemes import tags_to_spans
+    from nerzoo_runtime.tag_scheme import tags_to_spans
 
     counts = [0, 0, 0]  # found, expected, correct
     for result, tags in zip(results, gold):

@@ -4,7 +4,7 @@ import torch
 from allennlp.nn.util import dist_reduce_sum
 from allennlp.training.metrics.metric import Metric
 
-from nerzoo.data.tag_schemes import check_tag_scheme, invalid_tag_reason, tags_to_spans
+from nerzoo_runtime.tag_scheme import check_tag_scheme, invalid_tag_reason, tags_to_spans
 
 # Positions in the count tensor.
 _SUBSTITUTIONS, _DELETIONS, _INSERTIONS, _REFERENCE = range(4)
@@ -22,7 +22,7 @@ class ConceptErrorRate(Metric):
     Registered as a `Metric` with name "concept_error_rate".
 
     In each sentence the concepts are the labels of the chunks decoded from its tags by
-    `nerzoo.data.tag_schemes.tags_to_spans` (conlleval rules), in order: the tags
+    `nerzoo_runtime.tag_scheme.tags_to_spans` (conlleval rules), in order: the tags
     `B-PER L-PER O U-LOC` give the concept sequence `PER LOC`.  The hypothesis sequence is aligned
     to the reference one with unit-cost Levenshtein edits, giving the numbers of substitutions `S`,
     deletions `D` and insertions `I` of a minimum-cost alignment (`levenshtein_counts`).  Over the corpus

@@ -4,7 +4,7 @@ import torch
 from allennlp.data.vocabulary import Vocabulary
 from allennlp.training.metrics.metric import Metric
 
-from nerzoo.data.tag_schemes import split_tag, tags_to_spans
+from nerzoo_runtime.tag_scheme import split_tag, tags_to_spans
 from nerzoo.metrics.span_set_f1 import LabelledSpan, SpanSetF1
 
 
@@ -17,7 +17,7 @@ class ConllSpanF1(Metric):
     Registered as a `Metric` with name "conll_span_f1".
 
     A predicted span counts as correct only when its type, start and end all equal a gold span's.
-    Spans are decoded with `nerzoo.data.tag_schemes.tags_to_spans`, which follows conlleval's chunk
+    Spans are decoded with `nerzoo_runtime.tag_scheme.tags_to_spans`, which follows conlleval's chunk
     rules for IOB1, BIO and BIOUL/BIOES alike.
 
     The decoded spans are counted by a `SpanSetF1`, whose counts sum exactly across distributed

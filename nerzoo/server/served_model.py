@@ -13,7 +13,7 @@ from allennlp.predictors import Predictor
 
 from nerzoo.contracts import AttentionModel, LabelledModel, TagProbabilityModel
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
-from nerzoo.data.tag_schemes import split_tag
+from nerzoo_runtime.tag_scheme import split_tag
 from nerzoo.modules.crf.calibration import calibration_modules
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}

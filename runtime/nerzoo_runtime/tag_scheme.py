@@ -1,52 +1,117 @@
 """
-Entity spans from a tag sequence of any chunk scheme (IOB1, BIO, BIOUL), by the chunk rules of
-conlleval, as nerzoo decodes them: `B-X` always opens a chunk, `I-X` (or `L-X`) opens one after `O`,
-after `L-`/`U-` or after another type; `L-`/`U-` close one, as do `O`, `B-` and `U-` after it.
-Tags without an `X-` prefix count as `O`; `E-`/`S-` are read as `L-`/`U-`.
+Chunk tag schemes (IOB1, BIO, BIOUL) and span extraction with conlleval semantics.
+
+One span decoder serves every scheme, following the chunk start/end rules of the CoNLL shared
+tasks' `conlleval` script (also used by `seqeval` in its default mode): an `I-X` after `O` or after
+another type opens a chunk, `B-X` always opens one, `L-`/`E-` and `U-`/`S-` close one.  The reader
+converts between schemes by decoding spans and re-encoding them, so a conversion never invents or
+drops an entity.
 """
 
 import re
 from typing import List, Optional, Sequence, Tuple
 
-_TAG = re.compile(r"^([A-Z])-(.+)$")
+TAG_SCHEMES = ("IOB1", "BIO", "BIOUL")
+
+# A typed span: (label, start, end) with `end` exclusive.
+TypedSpan = Tuple[str, int, int]
+
+_PREFIXES = {"IOB1": "BIO", "BIO": "BIO", "BIOUL": "BIOULES"}
+_TAG_PATTERN = re.compile(r"^([A-Z])-(.+)$")
+# BIOES spellings accepted on input.
 _CANONICAL_PREFIX = {"E": "L", "S": "U"}
 
 
+def check_tag_scheme(scheme: str) -> str:
+    if scheme not in TAG_SCHEMES:
+        raise ValueError(f"unknown tag scheme {scheme!r}; expected one of {', '.join(TAG_SCHEMES)}")
+    return scheme
+
+
 def split_tag(tag: str) -> Tuple[str, Optional[str]]:
-    """`'B-PER'` -> `('B', 'PER')`; `'O'` and tags of no scheme -> `('O', None)`."""
-    match = _TAG.match(tag)
-    if match is None:
+    """
+    `'B-PER'` -> `('B', 'PER')`; `'O'` -> `('O', None)`; a tag of no scheme (no `X-` prefix) ->
+    `('', None)`, which `invalid_tag_reason` refuses and `tags_to_spans` reads as `O`.  E/S are read as L/U.
+    """
+    if tag == "O":
         return "O", None
-    return _CANONICAL_PREFIX.get(match.group(1), match.group(1)), match.group(2)
+    match = _TAG_PATTERN.match(tag)
+    if match is None:
+        return "", None
+    prefix = _CANONICAL_PREFIX.get(match.group(1), match.group(1))
+    return prefix, match.group(2)
 
 
-def chunk_ends(previous_prefix: str, previous_label, prefix: str, label) -> bool:
-    """Whether a chunk holding the previous tag ends before the current one."""
-    if previous_prefix in ("L", "U"):
+def invalid_tag_reason(tag: str, scheme: str) -> Optional[str]:
+    """Returns why `tag` is not a tag of `scheme`, or `None` if it is one."""
+    prefix, _ = split_tag(tag)
+    if prefix != "O" and (not prefix or prefix not in _PREFIXES[scheme]):
+        allowed = "O or " + "/".join(p for p in _PREFIXES[scheme] if p not in "ES") + "-TYPE"
+        return f"tag {tag!r} is not a {scheme} tag (expected {allowed})"
+    return None
+
+
+def chunk_ends(prev_prefix: str, prev_label, prefix: str, label) -> bool:
+    """Whether a chunk ends between a tag `(prev_prefix, prev_label)` and the next `(prefix, label)` (conlleval)."""
+    if prev_prefix in ("L", "U"):
         return True
-    if previous_prefix in ("B", "I") and prefix in ("B", "U", "O"):
+    if prev_prefix in ("B", "I") and prefix in ("B", "U", "O"):
         return True
-    return previous_prefix != "O" and previous_label != label
+    return prev_prefix != "O" and prev_label != label
 
 
-def chunk_starts(previous_prefix: str, previous_label, prefix: str, label) -> bool:
-    """Whether a chunk starts at the current tag."""
+def chunk_starts(prev_prefix: str, prev_label, prefix: str, label) -> bool:
+    """Whether a chunk starts at `(prefix, label)` after `(prev_prefix, prev_label)` (conlleval)."""
     if prefix in ("B", "U"):
         return True
-    if prefix in ("I", "L") and previous_prefix in ("O", "L", "U"):
+    if prefix in ("I", "L") and prev_prefix in ("O", "L", "U"):
         return True
-    return prefix != "O" and previous_label != label
+    return prefix != "O" and prev_label != label
 
 
-def tags_to_spans(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
-    """`(label, start, end)` of every chunk of `tags`, `end` exclusive."""
-    spans = []
-    previous_prefix, previous_label, start = "O", None, 0
-    for index, tag in enumerate([*tags, "O"]):
+def tags_to_spans(tags: Sequence[str]) -> List[TypedSpan]:
+    """
+    Decodes a tag sequence of any of the schemes into typed spans, as conlleval does.
+
+    Tags that are not chunk tags at all (no `X-` prefix) are treated as `O`.
+    """
+    spans: List[TypedSpan] = []
+    prev_prefix, prev_label = "O", None
+    start = 0
+    for index, tag in enumerate(list(tags) + ["O"]):
         prefix, label = split_tag(tag)
-        if previous_prefix != "O" and chunk_ends(previous_prefix, previous_label, prefix, label):
-            spans.append((previous_label, start, index))
-        if chunk_starts(previous_prefix, previous_label, prefix, label):
+        if not prefix:
+            prefix, label = "O", None
+        if chunk_ends(prev_prefix, prev_label, prefix, label) and prev_prefix != "O":
+            spans.append((prev_label, start, index))
+        if chunk_starts(prev_prefix, prev_label, prefix, label):
             start = index
-        previous_prefix, previous_label = prefix, label
+        prev_prefix, prev_label = prefix, label
     return spans
+
+
+def spans_to_tags(spans: Sequence[TypedSpan], length: int, scheme: str) -> List[str]:
+    """Encodes non-overlapping typed spans as a tag sequence of `scheme`."""
+    check_tag_scheme(scheme)
+    tags = ["O"] * length
+    previous_end, previous_label = -1, None
+    for label, start, end in sorted(spans, key=lambda span: span[1]):
+        if scheme == "BIOUL":
+            if end - start == 1:
+                tags[start] = f"U-{label}"
+            else:
+                tags[start] = f"B-{label}"
+                tags[start + 1 : end - 1] = [f"I-{label}"] * (end - start - 2)
+                tags[end - 1] = f"L-{label}"
+        else:
+            tags[start:end] = [f"I-{label}"] * (end - start)
+            # IOB1 marks a beginning only where a chunk touches a previous one of the same type.
+            if scheme == "BIO" or (previous_end == start and previous_label == label):
+                tags[start] = f"B-{label}"
+        previous_end, previous_label = end, label
+    return tags
+
+
+def convert_tags(tags: Sequence[str], to_scheme: str) -> List[str]:
+    """Re-encodes a tag sequence (any scheme) in `to_scheme`, span for span."""
+    return spans_to_tags(tags_to_spans(tags), len(tags), to_scheme)

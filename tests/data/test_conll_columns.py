@@ -9,7 +9,7 @@ from nerzoo.data.dataset_readers.conll_columns import (
     parse_held_out_path,
     select_held_out,
 )
-from nerzoo.data.tag_schemes import tags_to_spans
+from nerzoo_runtime.tag_scheme import tags_to_spans
 from tests import FIXTURES_ROOT, SHARED_DATA
 
 CONLL_FIXTURE = FIXTURES_ROOT / "conll2003" / "train.txt"

@@ -8,7 +8,7 @@ from allennlp.data import Batch, DatasetReader, Vocabulary
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError
 from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
 from nerzoo.data.dependency_trees import InvalidTreeError, validate_heads
-from nerzoo.data.tag_schemes import tags_to_spans
+from nerzoo_runtime.tag_scheme import tags_to_spans
 from tests import FIXTURES_ROOT, SHARED_DATA
 
 UD = FIXTURES_ROOT / "ud"

@@ -10,7 +10,7 @@ from allennlp.data.fields import AdjacencyField
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, ConllColumnsReader
 from nerzoo.data.dataset_readers.entity_spans import EntitySpansFormatError, EntitySpansReader
-from nerzoo.data.tag_schemes import tags_to_spans
+from nerzoo_runtime.tag_scheme import tags_to_spans
 from tests import FIXTURES_ROOT
 
 NESTED = FIXTURES_ROOT / "nested"

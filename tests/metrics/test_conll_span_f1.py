@@ -5,7 +5,7 @@ import pytest
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from nerzoo.data.tag_schemes import convert_tags, split_tag
+from nerzoo_runtime.tag_scheme import convert_tags, split_tag
 from nerzoo.metrics.conll_span_f1 import ConllSpanF1
 from tests import FIXTURES_ROOT, SHARED_DATA
 from tests.distributed import metric_in_two_processes

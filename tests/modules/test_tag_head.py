@@ -16,7 +16,7 @@ from allennlp.models import Model
 from allennlp.modules import ConditionalRandomField
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from nerzoo.data.tag_schemes import convert_tags, tags_to_spans
+from nerzoo_runtime.tag_scheme import convert_tags, tags_to_spans
 from nerzoo.modules.crf.tag_head import TagHead
 from tests import FIXTURES_ROOT
 

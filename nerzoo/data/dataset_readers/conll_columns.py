@@ -10,7 +10,7 @@ from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
 
-from nerzoo.data.tag_schemes import check_tag_scheme, convert_tags, invalid_tag_reason
+from nerzoo_runtime.tag_scheme import check_tag_scheme, convert_tags, invalid_tag_reason
 
 DOCSTART = "-DOCSTART-"
 T = TypeVar("T")

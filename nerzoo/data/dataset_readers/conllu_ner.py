@@ -19,7 +19,7 @@ from nerzoo.data.dependency_trees import (
     validate_heads,
 )
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
-from nerzoo.data.tag_schemes import check_tag_scheme, invalid_tag_reason, spans_to_tags, tags_to_spans
+from nerzoo_runtime.tag_scheme import check_tag_scheme, invalid_tag_reason, spans_to_tags, tags_to_spans
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from allennlp.data.tokenizers import Token
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, ConllColumnsReader
 from nerzoo.data.json_lines import is_int, json_object, numbered_lines, type_name
-from nerzoo.data.tag_schemes import tags_to_spans
+from nerzoo_runtime.tag_scheme import tags_to_spans
 
 FILE_FORMATS = ("conll", "jsonl")
 # Value of the `entities` matrix wherever no entity starts and ends (and in the padding of a batch).
@@ -134,7 +134,7 @@ class EntitySpansReader(DatasetReader):
     - `"conll"`: the column files of `ConllColumnsReader` (CoNLL-2003 and the like), which parses
       them (with the same checks and error messages); `conll` holds its options.  The entities
       are the spans of each sentence's tag column, decoded as `conlleval` does
-      (`nerzoo.data.tag_schemes.tags_to_spans`), so they never nest.  Each sentence is an instance.
+      (`nerzoo_runtime.tag_scheme.tags_to_spans`), so they never nest.  Each sentence is an instance.
 
     The first problem in a file raises `EntitySpansFormatError` (a `ConfigurationError`) with a
     message `"path:line: ..."`; CoNLL files raise `ColumnFormatError` in the same form.

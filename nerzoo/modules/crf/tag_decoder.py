@@ -4,7 +4,7 @@ softmax heads of `TagHead`, Seq2Biseq's decoders): labels, entity spans per sent
 confidences, accuracy, span F1 and (optionally) the concept error rate.
 
 Spans are decoded from tag-id tensors with conlleval's chunk rules (the rules of
-`nerzoo.data.tag_schemes.tags_to_spans`, for IOB1, BIO and BIOUL, invalid sequences included):
+`nerzoo_runtime.tag_scheme.tags_to_spans`, for IOB1, BIO and BIOUL, invalid sequences included):
 whether a chunk starts at a token depends only on the tag before it and its own tag, whether it ends
 after a token only on its tag and the next one.  Both rules are tabulated once per label vocabulary,
 so a batch is decoded with a few gathers, and its spans are counted against the gold ones without a
@@ -17,7 +17,7 @@ import torch
 from allennlp.data import Vocabulary
 from allennlp.nn.util import dist_reduce_sum
 
-from nerzoo.data.tag_schemes import check_tag_scheme, chunk_ends, chunk_starts, split_tag
+from nerzoo_runtime.tag_scheme import check_tag_scheme, chunk_ends, chunk_starts, split_tag
 from nerzoo.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.metrics.span_calibration import SpanCalibration

@@ -1,8 +1,8 @@
 import random
 
 import pytest
-
-from nerzoo.data.tag_schemes import convert_tags, invalid_tag_reason, spans_to_tags, tags_to_spans
+from nerzoo_runtime import tag_scheme
+from nerzoo_runtime.tag_scheme import convert_tags, invalid_tag_reason, spans_to_tags, split_tag, tags_to_spans
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,31 @@ def test_iob1_to_bioul_and_bio():
 )
 def test_invalid_tag_reason(tag, scheme, valid):
     assert (invalid_tag_reason(tag, scheme) is None) == valid
+
+
+@pytest.mark.parametrize(
+    "tag, parts",
+    [("B-PER", ("B", "PER")), ("E-LOC", ("L", "LOC")), ("S-ORG", ("U", "ORG")), ("O", ("O", None))]
+    + [(tag, ("", None)) for tag in ("PER", "o", "", "b-PER", "-PER", "B-")],
+)
+def test_split_tag_gives_an_empty_prefix_to_a_tag_of_no_scheme(tag, parts):
+    assert split_tag(tag) == parts
+
+
+@pytest.mark.parametrize("tag", ["PER", "MISC", "b-PER"])
+def test_a_tag_of_no_scheme_is_refused_by_every_scheme_and_decoded_as_o(tag):
+    for scheme in ("IOB1", "BIO", "BIOUL"):
+        assert invalid_tag_reason(tag, scheme) is not None
+    assert (
+        tags_to_spans(["B-PER", tag, "I-PER"])
+        == tags_to_spans(["B-PER", "O", "I-PER"])
+        == [("PER", 0, 1), ("PER", 2, 3)]
+    )
+
+
+def test_nerzoo_reads_tags_with_the_runtime_functions():
+    from nerzoo.data.dataset_readers import conll_columns, conllu_ner
+    from nerzoo.metrics import concept_error_rate, conll_span_f1
+
+    assert conll_columns.invalid_tag_reason is conllu_ner.invalid_tag_reason is tag_scheme.invalid_tag_reason
+    assert conll_span_f1.tags_to_spans is concept_error_rate.tags_to_spans is tag_scheme.tags_to_spans
