@@ -22,7 +22,6 @@ from typing import Dict, List, Tuple
 
 import harness
 from allennlp.models.archival import load_archive
-
 from nerzoo_runtime.tag_scheme import tags_to_spans
 
 # data set -> its test file under ../shared/data (training_config/data.libsonnet).

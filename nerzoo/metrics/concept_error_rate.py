@@ -3,7 +3,6 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 from allennlp.nn.util import dist_reduce_sum
 from allennlp.training.metrics.metric import Metric
-
 from nerzoo_runtime.tag_scheme import check_tag_scheme, invalid_tag_reason, tags_to_spans
 
 # Positions in the count tensor.

@@ -3,8 +3,8 @@ from typing import Dict, List, Sequence
 import torch
 from allennlp.data.vocabulary import Vocabulary
 from allennlp.training.metrics.metric import Metric
-
 from nerzoo_runtime.tag_scheme import split_tag, tags_to_spans
+
 from nerzoo.metrics.span_set_f1 import LabelledSpan, SpanSetF1
 
 

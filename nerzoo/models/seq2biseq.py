@@ -8,8 +8,8 @@ from allennlp.modules import Seq2SeqEncoder, TextFieldEmbedder
 from allennlp.nn import InitializerApplicator, RegularizerApplicator
 from allennlp.nn.util import get_text_field_mask, sequence_cross_entropy_with_logits
 from allennlp.training.metrics import CategoricalAccuracy
-
 from nerzoo_runtime.tag_scheme import check_tag_scheme
+
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, AuxiliaryLosses
 from nerzoo.modules.crf.calibration import CalibrationBatch
 from nerzoo.modules.crf.tag_decoder import DecodedTagger, TagDecoder

@@ -10,10 +10,10 @@ import torch
 from allennlp.common.util import JsonDict
 from allennlp.models.archival import Archive, load_archive
 from allennlp.predictors import Predictor
+from nerzoo_runtime.tag_scheme import split_tag
 
 from nerzoo.contracts import AttentionModel, LabelledModel, TagProbabilityModel
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
-from nerzoo_runtime.tag_scheme import split_tag
 from nerzoo.modules.crf.calibration import calibration_modules
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}

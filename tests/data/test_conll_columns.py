@@ -2,6 +2,7 @@ import pytest
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import DatasetReader
+from nerzoo_runtime.tag_scheme import tags_to_spans
 
 from nerzoo.data.dataset_readers.conll_columns import (
     ColumnFormatError,
@@ -9,7 +10,6 @@ from nerzoo.data.dataset_readers.conll_columns import (
     parse_held_out_path,
     select_held_out,
 )
-from nerzoo_runtime.tag_scheme import tags_to_spans
 from tests import FIXTURES_ROOT, SHARED_DATA
 
 CONLL_FIXTURE = FIXTURES_ROOT / "conll2003" / "train.txt"

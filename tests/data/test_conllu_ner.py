@@ -4,11 +4,11 @@ import pytest
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import Batch, DatasetReader, Vocabulary
+from nerzoo_runtime.tag_scheme import tags_to_spans
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError
 from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
 from nerzoo.data.dependency_trees import InvalidTreeError, validate_heads
-from nerzoo_runtime.tag_scheme import tags_to_spans
 from tests import FIXTURES_ROOT, SHARED_DATA
 
 UD = FIXTURES_ROOT / "ud"

@@ -7,10 +7,10 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.data import Batch, DatasetReader, Vocabulary
 from allennlp.data.dataset_readers.dataset_reader import WorkerInfo
 from allennlp.data.fields import AdjacencyField
+from nerzoo_runtime.tag_scheme import tags_to_spans
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, ConllColumnsReader
 from nerzoo.data.dataset_readers.entity_spans import EntitySpansFormatError, EntitySpansReader
-from nerzoo_runtime.tag_scheme import tags_to_spans
 from tests import FIXTURES_ROOT
 
 NESTED = FIXTURES_ROOT / "nested"

@@ -4,8 +4,8 @@ import random
 import pytest
 from allennlp.common import Params
 from allennlp.training.metrics import Metric
-
 from nerzoo_runtime.tag_scheme import convert_tags
+
 from nerzoo.metrics.concept_error_rate import ConceptErrorRate, concept_sequence, levenshtein_counts
 from tests.distributed import metric_in_two_processes
 

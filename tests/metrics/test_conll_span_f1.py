@@ -2,10 +2,10 @@ import functools
 import random
 
 import pytest
+from nerzoo_runtime.tag_scheme import convert_tags, split_tag
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from nerzoo_runtime.tag_scheme import convert_tags, split_tag
 from nerzoo.metrics.conll_span_f1 import ConllSpanF1
 from tests import FIXTURES_ROOT, SHARED_DATA
 from tests.distributed import metric_in_two_processes

@@ -5,8 +5,8 @@ import pytest
 import torch
 from allennlp.data.vocabulary import Vocabulary
 from allennlp.training.metrics import Metric
-
 from nerzoo_runtime.tag_scheme import tags_to_spans
+
 from nerzoo.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.metrics.span_set_f1 import SpanSetF1
 from tests.distributed import metric_in_two_processes

@@ -8,8 +8,8 @@ import random
 import pytest
 import torch
 from allennlp.data import Vocabulary
-
 from nerzoo_runtime.tag_scheme import tags_to_spans
+
 from nerzoo.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf

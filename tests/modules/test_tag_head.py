@@ -14,9 +14,9 @@ from allennlp.data import Vocabulary
 from allennlp.data.batch import Batch
 from allennlp.models import Model
 from allennlp.modules import ConditionalRandomField
+from nerzoo_runtime.tag_scheme import convert_tags, tags_to_spans
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from nerzoo_runtime.tag_scheme import convert_tags, tags_to_spans
 from nerzoo.modules.crf.tag_head import TagHead
 from tests import FIXTURES_ROOT
 

@@ -9,7 +9,6 @@ from allennlp.data.fields import Field, MetadataField, SequenceLabelField, TextF
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
-
 from nerzoo_runtime.tag_scheme import check_tag_scheme, convert_tags, invalid_tag_reason
 
 DOCSTART = "-DOCSTART-"

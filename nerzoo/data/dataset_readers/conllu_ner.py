@@ -9,6 +9,7 @@ from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
+from nerzoo_runtime.tag_scheme import check_tag_scheme, invalid_tag_reason, spans_to_tags, tags_to_spans
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError
 from nerzoo.data.dependency_trees import (
@@ -19,7 +20,6 @@ from nerzoo.data.dependency_trees import (
     validate_heads,
 )
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
-from nerzoo_runtime.tag_scheme import check_tag_scheme, invalid_tag_reason, spans_to_tags, tags_to_spans
 
 logger = logging.getLogger(__name__)
 

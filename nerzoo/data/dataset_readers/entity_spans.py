@@ -8,10 +8,10 @@ from allennlp.data.fields import AdjacencyField, Field, MetadataField, TextField
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
+from nerzoo_runtime.tag_scheme import tags_to_spans
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, ConllColumnsReader
 from nerzoo.data.json_lines import is_int, json_object, numbered_lines, type_name
-from nerzoo_runtime.tag_scheme import tags_to_spans
 
 FILE_FORMATS = ("conll", "jsonl")
 # Value of the `entities` matrix wherever no entity starts and ends (and in the padding of a batch).

@@ -16,8 +16,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 from allennlp.data import Vocabulary
 from allennlp.nn.util import dist_reduce_sum
-
 from nerzoo_runtime.tag_scheme import check_tag_scheme, chunk_ends, chunk_starts, split_tag
+
 from nerzoo.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.metrics.span_calibration import SpanCalibration

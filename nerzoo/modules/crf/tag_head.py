@@ -7,8 +7,8 @@ from allennlp.common.util import is_distributed
 from allennlp.data import Vocabulary
 from allennlp.modules import FeedForward, TimeDistributed
 from allennlp.nn import Activation
-
 from nerzoo_runtime.tag_scheme import check_tag_scheme
+
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses
 from nerzoo.modules.crf.calibration import CalibrationBatch
 from nerzoo.modules.crf.linear_chain_crf import SCHEDULES, LinearChainCrf
