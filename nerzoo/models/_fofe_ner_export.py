@@ -11,16 +11,18 @@ eq. 4.1, of the run's own length; the characters' blocks, longer than a block wh
 branches hold for any length.  Tested against the model's forward.
 """
 
-from typing import List, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
 from allennlp.data import TextFieldTensors
 
-from nerzoo.models.fofe_ner import FofeNer
 from nerzoo.modules.fofe.first_layer import Term
 from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.fofe.span_features import character_codes, word_codes
 from nerzoo.modules.fofe.spans import FlatSpans, enumerate_spans
+
+if TYPE_CHECKING:
+    from nerzoo.models.fofe_ner import FofeNer
 
 
 @torch.jit.script
@@ -128,14 +130,16 @@ class ExportedFofeNer(torch.nn.Module):
         Its modules, parameters included, are shared, not copied.
     """
 
-    def __init__(self, model: FofeNer) -> None:
+    def __init__(self, model: "FofeNer") -> None:
         super().__init__()
         if model.first_pass is not None:
             raise ValueError("a second pass (fofe_ner with a first_pass) has no exported form")
         self.model = model
         self.cnn = None if model.character_cnn is None else ExportedSpanCharacterCnn(model.character_cnn)
 
-    def forward(self, tokens: TextFieldTensors, mask: torch.BoolTensor) -> torch.Tensor:
+    def forward(
+        self, tokens: TextFieldTensors, mask: torch.BoolTensor, parse: Optional[Dict[str, torch.Tensor]] = None
+    ) -> torch.Tensor:
         model, (batch_size, num_tokens) = self.model, mask.shape
         starts, ends, span_mask = enumerate_spans(mask, model.max_span_width)
         spans = FlatSpans.where(span_mask, starts, ends)

@@ -91,6 +91,10 @@ class BiLstmCrf(HeadTagger):
         embedded = self.dropout(self.text_field_embedder(tokens))
         return self.dropout(self.encoder(embedded, mask))
 
+    def export_encoding(self, tokens: TextFieldTensors, mask: torch.BoolTensor, parse: Dict[str, Any]) -> torch.Tensor:
+        """`Exportable` (through `HeadTagger.export_scores`): the encoding the head reads."""
+        return self._encode(tokens, mask)
+
     def graph_inputs(self, batch: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         """For the `cuda_graphs` callback (`nerzoo.contracts.GraphedModel`): `tokens` and `tags`."""
         return {"tokens": batch["tokens"], "tags": batch["tags"]} if self.graphable(batch) else None

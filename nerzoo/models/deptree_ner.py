@@ -77,6 +77,8 @@ class DeptreeNer(HeadTagger):
     initializer : `InitializerApplicator`, optional
     """
 
+    PARSE_KEYS = ("pos_tags", "dependency_labels", "head_indices")
+
     def __init__(
         self,
         vocab: Vocabulary,
@@ -214,6 +216,11 @@ class DeptreeNer(HeadTagger):
             hidden, output["global_attention"] = self.global_attention.attend(hidden, mask, torch.cat(queries, dim=-1))
             hidden = self.dropout(hidden)
         return hidden, output
+
+    def export_encoding(self, tokens: TextFieldTensors, mask: torch.BoolTensor, parse: Dict[str, Any]) -> torch.Tensor:
+        """`Exportable` (through `HeadTagger.export_scores`): `h` (or the attention's `z`) of the
+        parse's `PARSE_KEYS`; the export traces the Tree-LSTM in its `export_form()`."""
+        return self._encode(tokens, mask, *(parse.get(key) for key in self.PARSE_KEYS))[0]
 
     def attention_keys(self) -> Tuple[str, ...]:
         layers = (("relative_attention", self.relative_attention), ("global_attention", self.global_attention))

@@ -12,6 +12,7 @@ from allennlp.training.metrics import CategoricalAccuracy
 
 from nerzoo.metrics.span_calibration import SpanCalibration
 from nerzoo.metrics.span_set_f1 import SpanSetF1
+from nerzoo.models._fofe_ner_export import ExportedFofeNer
 from nerzoo.modules.crf.calibration import CalibrationBatch, CalibrationSite
 from nerzoo.modules.fofe import span_features as fofe_span_features
 from nerzoo.modules.fofe import spans as fofe_spans
@@ -352,6 +353,27 @@ class FofeNer(Model):
             metrics.update(self.span_f1.get_metric(reset))
             metrics.update(self.span_calibration.get_metric(reset))
         return metrics
+
+    def export_refusal(self) -> Optional[str]:
+        """`Exportable`: a second pass has no exported form."""
+        if self.first_pass is not None:
+            return "its first pass (a second fofe_ner inside) has no exported form"
+        return None
+
+    def export_scores(self) -> torch.nn.Module:
+        """`Exportable`: the logits of every fragment (`ExportedFofeNer`), decoded in `nerzoo_runtime`."""
+        return ExportedFofeNer(self)
+
+    def export_decoding(self) -> Dict[str, Any]:
+        """`Exportable`: the span decoding (Algorithms 2-5) and the softmax's temperature."""
+        spans = {"max_span_width": self.max_span_width, "decoding": self.decoding, "thresholds": self.thresholds}
+        return {
+            "tag_scheme": "BIO",
+            "crf": None,
+            "spans": {**spans, "merge_adjacent": self.merge_adjacent},
+            "temperature": self.temperature,
+            "transition_temperature": self.temperature,
+        }
 
     def calibration_site(self, config_prefix: str) -> CalibrationSite:
         """The span softmax's temperature, `temperature` in the model's config."""

@@ -17,8 +17,9 @@ class HeadTagger(Model):
     `tag`, which collects the auxiliary losses of the model's sources, runs the head and copies
     the words.  Human-readable output, metrics and the label namespace are the head's.
 
-    It is a `TagProbabilityModel` and an `AttentionModel` (`nerzoo.contracts`); its head is the
-    model's `CalibrationSource` (config path `model.head`).  Not registered itself.
+    It is a `TagProbabilityModel`, an `AttentionModel` and, through `export_encoding`, an
+    `Exportable` (`nerzoo.contracts`); its head is the model's `CalibrationSource` (config path
+    `model.head`).  Not registered itself.
 
     # Parameters
 
@@ -28,6 +29,8 @@ class HeadTagger(Model):
 
     head: TagHead
     default_predictor = "sequence_tagger"
+    # The parse tensors `export_encoding` reads (`tagger.json`'s `dependency_parse` indexer).
+    PARSE_KEYS: Tuple[str, ...] = ()
 
     def __init__(self, vocab: Vocabulary, **kwargs) -> None:
         super().__init__(vocab, **kwargs)
@@ -86,6 +89,25 @@ class HeadTagger(Model):
         """None by default; models with attention outputs list them."""
         return ()
 
+    def export_refusal(self) -> Optional[str]:
+        """`Exportable`: none by default; models with parts the export cannot trace name them."""
+        return None
+
+    def export_scores(self) -> torch.nn.Module:
+        """`Exportable`: the head's logits of `export_encoding` (`TagScores`)."""
+        return TagScores(self)
+
+    def export_decoding(self) -> Dict[str, Any]:
+        """`Exportable`: the head's tag scheme, CRF and temperatures (`TagHead.export_decoding`)."""
+        return self.head.export_decoding()
+
+    def export_encoding(
+        self, tokens: Dict[str, Dict[str, torch.Tensor]], mask: torch.BoolTensor, parse: Dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """The encoding `(batch_size, num_tokens, input_dim)` the head reads at prediction, from the
+        text field's tensors, the mask and the parse tensors `PARSE_KEYS` names."""
+        raise NotImplementedError(f"{type(self).__name__} has no export_encoding")
+
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
         return self.head.make_output_human_readable(output_dict)
 
@@ -98,3 +120,25 @@ def _with_words(output: Dict[str, Any], metadata: Optional[List[Dict[str, Any]]]
     if metadata is not None:
         output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
     return output
+
+
+class TagScores(torch.nn.Module):
+    """
+    A `HeadTagger`'s tag logits `(batch_size, num_tokens, num_tags)` as `allennlp export` traces
+    them (`Exportable.export_scores`): its `export_encoding`, then its head's projection.
+
+    # Parameters
+
+    model : `HeadTagger`, required
+        Held, not copied; `parse_keys` are its `PARSE_KEYS`.
+    """
+
+    def __init__(self, model: HeadTagger) -> None:
+        super().__init__()
+        self.model = model
+        self.parse_keys = model.PARSE_KEYS
+
+    def forward(
+        self, tokens: Dict[str, Dict[str, torch.Tensor]], mask: torch.BoolTensor, parse: Dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        return self.model.head.logits(self.model.export_encoding(tokens, mask, parse))

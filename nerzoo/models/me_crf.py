@@ -95,3 +95,13 @@ class MeCrf(HeadTagger):
 
     def attention_keys(self) -> Tuple[str, ...]:
         return ("memory_attention",)
+
+    def export_refusal(self) -> Optional[str]:
+        """`Exportable`: the memory's band attention (`window`) has no exported form."""
+        if self.memory.window is not None:
+            return "its memory's window (band attention) has no exported form"
+        return None
+
+    def export_encoding(self, tokens: TextFieldTensors, mask: torch.BoolTensor, parse: Dict[str, Any]) -> torch.Tensor:
+        """`Exportable` (through `HeadTagger.export_scores`): the memory's output `u^{K+1}`."""
+        return self.memory(self.text_field_embedder(tokens), mask)

@@ -274,6 +274,10 @@ class MeCrfThreadDiscourse(HeadTagger):
             self._update_discourse_f1(predicted, link_lists, tags, links, lengths, metadata)
         return output
 
+    def export_refusal(self) -> Optional[str]:
+        """`Exportable`: threads of posts have no exported form yet."""
+        return "its threads of posts (title and text encoders, a memory over posts) have no exported form yet"
+
     def attention_keys(self) -> Tuple[str, ...]:
         return ("memory_attention",)
 

@@ -20,7 +20,7 @@ from nerzoo_runtime import Tagger
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from nerzoo.commands import export
+from nerzoo.commands import export, export_check, export_graph
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from tests import FIXTURES_ROOT, PROJECT_ROOT, allennlp, predict
 
@@ -58,7 +58,7 @@ def assert_same(got, expected):
         }
         assert have["tag_confidences"] == pytest.approx(want["tag_confidences"], abs=1e-4)
         assert [span_outline(span) for span in have["spans"]] == [span_outline(span) for span in want["spans"]]
-        assert export.confidences(have) == pytest.approx(export.confidences(want), abs=1e-4)
+        assert export_check.confidences(have) == pytest.approx(export_check.confidences(want), abs=1e-4)
 
 
 def span_outline(span):
@@ -219,17 +219,17 @@ def test_an_indexer_without_an_exported_form_is_named(trained_archive):
     with pytest.raises(
         ConfigurationError, match="its token indexer 'tokens' \\(SingleIdTokenIndexer\\) has no exported form"
     ):
-        export.exported_indexers(archive)
+        export_graph.exported_indexers(archive, export.traced_scores(archive))
 
 
 def test_an_export_that_differs_from_its_archive_stops_and_writes_nothing(trained_archive, tmp_path, monkeypatch):
-    forward = export.TaggerGraph.forward
+    forward = export_graph.TaggerGraph.forward
 
     def shifted(self, *ids):
         logits = forward(self, *ids)
         return logits + (logits.new_tensor(range(logits.size(-1))) == 0) * 3.0
 
-    monkeypatch.setattr(export.TaggerGraph, "forward", shifted)
+    monkeypatch.setattr(export_graph.TaggerGraph, "forward", shifted)
     with pytest.raises(
         ConfigurationError, match="the exported model differs from the archive, nothing was written: check input 0"
     ):

@@ -14,11 +14,17 @@ from allennlp.data import Instance, Token, Vocabulary
 from allennlp.data.batch import Batch
 from allennlp.data.fields import TextField
 from allennlp.models.archival import load_archive
-from allennlp.modules.seq2vec_encoders import GruSeq2VecEncoder, LstmSeq2VecEncoder
+from allennlp.modules.seq2vec_encoders import (
+    AugmentedLstmSeq2VecEncoder,
+    GruSeq2VecEncoder,
+    LstmSeq2VecEncoder,
+    RnnSeq2VecEncoder,
+)
 from nerzoo_runtime.tagger import WordAndCharactersIndexer as RuntimeIndexer
 
 from nerzoo.commands import export
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
+from nerzoo.modules.seq2seq_encoders.allennlp_export_forms import RnnFinalStates
 from tests import PROJECT_ROOT, allennlp
 from tests.commands.test_export import assert_tags_as_allennlp_predict, fixture_sentences
 
@@ -67,7 +73,7 @@ def test_the_runtime_indexes_words_as_the_word_and_characters_indexer_does(lower
     batch = Batch([Instance({"text": TextField([Token(w) for w in s], {"tokens": indexer})}) for s in sentences])
     batch.index_instances(vocab)
     expected = batch.as_tensor_dict()["text"]["tokens"]
-    settings = {"name": "tokens", "oov": vocab._oov_token, **export.word_and_characters_settings(indexer)}
+    settings = {"name": "tokens", **indexer.export_settings(vocab)}
     vocabularies = {
         space: [vocab.get_token_from_index(i, space) for i in range(vocab.get_vocab_size(space))]
         for space in ("tokens", "token_characters")
@@ -79,24 +85,26 @@ def test_the_runtime_indexes_words_as_the_word_and_characters_indexer_does(lower
         numpy.testing.assert_array_equal(feeds[f"tokens.{key}"], expected[key].numpy())
 
 
+@pytest.mark.parametrize("encoder_class", [LstmSeq2VecEncoder, GruSeq2VecEncoder, RnnSeq2VecEncoder])
 @pytest.mark.parametrize("num_layers, bidirectional", [(1, True), (2, True), (2, False)])
-def test_the_exported_form_of_a_character_lstm_gives_its_final_states(num_layers, bidirectional):
+def test_the_exported_form_of_a_character_rnn_gives_its_final_states(encoder_class, num_layers, bidirectional):
     torch.manual_seed(0)
-    encoder = LstmSeq2VecEncoder(5, 4, num_layers=num_layers, bidirectional=bidirectional).eval()
+    encoder = encoder_class(5, 4, num_layers=num_layers, bidirectional=bidirectional).eval()
     inputs = torch.randn(4, 6, 5)
     mask = torch.arange(6)[None] < torch.tensor([6, 1, 3, 0])[:, None]  # a row without steps: zeros
     with torch.no_grad():
         expected = encoder(inputs, mask)
-        got = export.LstmFinalStates(encoder)(inputs, mask)
+        got = RnnFinalStates(encoder)(inputs, mask)
     assert got.shape == expected.shape == (4, encoder.get_output_dim())
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
 
 
-def test_a_character_encoder_that_packs_other_than_an_lstm_is_named(archive):
+def test_a_character_encoder_without_an_exported_form_is_named_before_tracing(archive):
     loaded = load_archive(str(archive))
     embedder = loaded.model.text_field_embedder._token_embedders["tokens"]
-    embedder._character_encoder = GruSeq2VecEncoder(8, 8, bidirectional=True)
+    embedder._character_encoder = AugmentedLstmSeq2VecEncoder(8, 8)
     with pytest.raises(
-        export.ConfigurationError, match="cannot export this bilstm_crf: its GRU Seq2VecEncoder packs its batch"
+        export.ConfigurationError,
+        match="cannot export this bilstm_crf: its encoder 'augmented_lstm' has no exported form",
     ):
-        export.exported_indexers(loaded)
+        export.traced_scores(loaded)

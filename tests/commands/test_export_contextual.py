@@ -11,13 +11,12 @@ import sys
 import numpy
 import pytest
 from allennlp.common import Params
-from allennlp.common.checks import ConfigurationError
 from allennlp.data import Batch, Instance, Token
 from allennlp.data.fields import TextField
 from allennlp.models.archival import load_archive
 from nerzoo_runtime import Tagger
 
-from nerzoo.commands import export
+from nerzoo.commands import export_graph
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from tests import FIXTURES_ROOT, allennlp, predict
 from tests.tiny_transformer import tiny_bert_overrides
@@ -96,7 +95,7 @@ def test_the_word_pieces_are_allennlps(trained, exported, sentences):
     batch.index_instances(archive.model.vocab)
     expected = batch.as_tensor_dict()["tokens"]["transformer"]
     got = Tagger.load(exported).indexers[-1].feeds(sentences)
-    for key in export.WORD_PIECES:
+    for key in export_graph.WORD_PIECES:
         assert numpy.array_equal(got[f"transformer.{key}"], expected[key].numpy()), key
     assert (expected["offsets"] == -1).all(-1).sum() == 3  # the words without pieces
     assert expected["offsets"].diff(dim=-1).max() > 10  # a word wider than any the graph was traced on
@@ -122,11 +121,3 @@ def test_tagging_imports_neither_torch_nor_transformers(exported):
     )
     run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=True)
     assert json.loads(run.stdout) == []
-
-
-def test_word_pieces_for_another_embedder_are_refused(trained):
-    archive = load_archive(str(trained))
-    archive.model.text_field_embedder._token_embedders["transformer"] = None
-    lacks = "cannot export this bilstm_crf: its word pieces 'transformer' feed NoneType, not contextual_word_vectors"
-    with pytest.raises(ConfigurationError, match=f"^{lacks}$"):
-        export.exported_indexers(archive)

@@ -18,7 +18,7 @@ from allennlp.data.fields import TextField
 from allennlp.models.archival import load_archive
 from allennlp.nn.util import get_text_field_mask
 
-from nerzoo.commands import export
+from nerzoo.commands import export, export_graph
 from nerzoo.models._fofe_ner_export import ExportedFofeNer, _range_max, gathered_row_sums
 from nerzoo.modules.fofe.first_layer import weighted_row_sums
 from nerzoo.modules.fofe.span_character_cnn import range_max
@@ -52,8 +52,9 @@ def tensors(archive, sentences):
 
 def test_the_exported_form_gives_the_models_span_logits_in_torch_and_as_onnx(archive, tmp_path):
     model = archive.model.eval()
-    indexers = export.exported_indexers(archive)
-    export.write_graph(archive, indexers, tmp_path / "model.onnx")
+    scores = export.traced_scores(archive)
+    indexers, _ = export_graph.exported_indexers(archive, scores)
+    export_graph.write_graph(archive, scores, indexers, tmp_path / "model.onnx", export.OPSET)
     session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
     for sentences in batches(archive):
         tensor_dict = tensors(archive, sentences)
@@ -62,7 +63,8 @@ def test_the_exported_form_gives_the_models_span_logits_in_torch_and_as_onnx(arc
             expected = model(**tensor_dict)["class_logits"]
             in_torch = ExportedFofeNer(model)(tensor_dict["tokens"], mask)
         feeds = {
-            name: tensor_dict["tokens"][indexer][key].numpy() for name, indexer, key, _ in export.graph_inputs(indexers)
+            name: tensor_dict["tokens"][indexer][key].numpy()
+            for name, indexer, key, _ in export_graph.graph_inputs(indexers)
         }
         (as_onnx,) = session.run(["logits"], feeds)
         _, _, span_mask = enumerate_spans(mask, model.max_span_width)

@@ -15,8 +15,8 @@ from allennlp.models.archival import load_archive
 from allennlp.modules.seq2seq_encoders import GruSeq2SeqEncoder
 from nerzoo_runtime import Tagger
 
-from nerzoo.commands import export
 from nerzoo.models._seq2biseq_export import exported_decode
+from nerzoo.modules.seq2seq_encoders.allennlp_export_forms import PaddedRnn
 from tests import PROJECT_ROOT, allennlp, predict
 from tests.commands.test_export import assert_same, assert_tags_as_allennlp_predict, fixture_sentences
 from tests.tiny_transformer import tiny_bert_overrides
@@ -62,7 +62,7 @@ def test_the_exported_form_of_a_gru_encoder_gives_its_states(num_layers, bidirec
     inputs = torch.randn(4, 6, 5)
     mask = torch.arange(6)[None] < torch.tensor([6, 1, 3, 0])[:, None]  # a row without steps: zeros
     with torch.no_grad():
-        torch.testing.assert_close(export.PaddedGru(encoder)(inputs, mask), encoder(inputs, mask), rtol=0, atol=1e-6)
+        torch.testing.assert_close(PaddedRnn(encoder)(inputs, mask), encoder(inputs, mask), rtol=0, atol=1e-6)
 
 
 def test_the_export_of_its_contextual_pos_twin_tags_the_fixtures_as_allennlp_predict_does(tmp_path):

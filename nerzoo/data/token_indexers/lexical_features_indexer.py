@@ -94,3 +94,7 @@ class LexicalFeaturesIndexer(TokenIndexer):
         if features:
             tensor[: len(features)] = torch.tensor(features, dtype=torch.long)
         return {"features": tensor}
+
+    def export_settings(self, vocab: Vocabulary) -> Dict[str, str]:
+        """What nerzoo_runtime's `lexical_features` indexer needs (`allennlp export`): nothing but its key."""
+        return {"type": "lexical_features", "key": "features"}

@@ -1,5 +1,5 @@
 import warnings
-from typing import Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 from allennlp.data.token_indexers.single_id_token_indexer import SingleIdTokenIndexer
@@ -7,6 +7,8 @@ from allennlp.data.token_indexers.token_characters_indexer import TokenCharacter
 from allennlp.data.token_indexers.token_indexer import IndexedTokenList, TokenIndexer
 from allennlp.data.tokenizers import Token
 from allennlp.data.vocabulary import Vocabulary
+
+from nerzoo.data.token_indexers.allennlp_export_settings import single_id_settings, token_characters_settings
 
 
 @TokenIndexer.register("word_and_characters")
@@ -111,3 +113,15 @@ class WordAndCharactersIndexer(TokenIndexer):
             }
             tensors[key] = indexer.as_padded_tensor_dict({inner: tokens[key]}, lengths)[inner]
         return tensors
+
+    def export_settings(self, vocab: Vocabulary) -> Optional[Dict[str, Any]]:
+        """What nerzoo_runtime's `word_and_characters` indexer needs to index as this one does (`allennlp export`)."""
+        words = single_id_settings(self._word_indexer, vocab)
+        characters = token_characters_settings(self._character_indexer, vocab)
+        if words is None or characters is None:
+            return None
+        settings = {"type": "word_and_characters", "namespace": words["namespace"], "lowercase": words["lowercase"]}
+        settings.update(
+            character_namespace=characters["namespace"], min_padding_length=characters["min_padding_length"]
+        )
+        return {**settings, "oov": words["oov"]}

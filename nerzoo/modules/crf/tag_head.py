@@ -200,6 +200,20 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
             hidden = self.hidden(hidden)
         return self.tag_projection(hidden)
 
+    def export_decoding(self) -> Dict[str, Any]:
+        """
+        What `nerzoo_runtime` decodes this head's logits with (`tagger.json`, `allennlp export`): the
+        tag scheme, the CRF (`LinearChainCrf.runtime_settings`, `None` without one), whether each
+        sentence is a chain, and the temperatures.
+        """
+        return {
+            "tag_scheme": self.tag_scheme,
+            "crf": None if self.crf is None else self.crf.runtime_settings(),
+            "crf_per_sentence": self.crf_per_sentence,
+            "temperature": self.scorer.temperature,
+            "transition_temperature": getattr(self.scorer, "transition_temperature", self.scorer.temperature),
+        }
+
     def graph_loss(
         self, encoded: torch.Tensor, mask: torch.BoolTensor, tags: torch.LongTensor
     ) -> Tuple[torch.Tensor, torch.Tensor]:

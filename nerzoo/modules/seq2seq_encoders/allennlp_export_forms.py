@@ -1,0 +1,179 @@
+"""
+The forms `allennlp export` traces of allennlp's registered encoders (Seq2Seq and Seq2Vec), and the
+walk that puts every part of a model in its traced form.  allennlp's `lstm`, `gru` and `rnn` pack
+their batch with the lengths as Python numbers, which a trace fixes to the traced batch: here they
+run on the padded batch (`PaddedRnn`, `RnnFinalStates`), as `fast_lstm` does.  The encoders of
+`TRACED_AS_THEY_ARE` need no other form; every other encoder allennlp registers is refused by its
+registered name before tracing.  nerzoo's own modules give their form through `export_form()`
+(`nerzoo.contracts.HasExportForm`) or trace as they are.
+"""
+
+from typing import Dict, List, Optional
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.modules import Seq2SeqEncoder, Seq2VecEncoder
+from allennlp.modules.seq2seq_encoders import (
+    ComposeEncoder,
+    FeedForwardEncoder,
+    GatedCnnEncoder,
+    GruSeq2SeqEncoder,
+    LstmSeq2SeqEncoder,
+    PassThroughEncoder,
+    PytorchSeq2SeqWrapper,
+    PytorchTransformer,
+    RnnSeq2SeqEncoder,
+)
+from allennlp.modules.seq2vec_encoders import (
+    BagOfEmbeddingsEncoder,
+    BertPooler,
+    ClsPooler,
+    CnnEncoder,
+    CnnHighwayEncoder,
+    GruSeq2VecEncoder,
+    LstmSeq2VecEncoder,
+    PytorchSeq2VecWrapper,
+    RnnSeq2VecEncoder,
+)
+
+from nerzoo.contracts import HasExportForm
+from nerzoo.modules.row_reversal import gather_steps, reversal_index
+
+# One direction of one layer of a torch RNN over a padded batch, by its `mode`: the output steps.
+RUNS = {
+    "LSTM": lambda steps, zeros, weights, bias: torch.lstm(
+        steps, (zeros, zeros), weights, bias, 1, 0.0, False, False, True
+    )[0],
+    "GRU": lambda steps, zeros, weights, bias: torch.gru(steps, zeros, weights, bias, 1, 0.0, False, False, True)[0],
+    "RNN_TANH": lambda steps, zeros, weights, bias: torch.rnn_tanh(
+        steps, zeros, weights, bias, 1, 0.0, False, False, True
+    )[0],
+    "RNN_RELU": lambda steps, zeros, weights, bias: torch.rnn_relu(
+        steps, zeros, weights, bias, 1, 0.0, False, False, True
+    )[0],
+}
+
+
+class PaddedRnn(torch.nn.Module):
+    """
+    allennlp's `lstm`, `gru` or `rnn` Seq2SeqEncoder as the export traces it: each direction of each
+    layer runs once over the padded batch (the backward one over each row reversed within its
+    length, then reversed back), zeros at padding, as `fast_lstm` runs an LSTM.
+
+    # Parameters
+
+    encoder : `PytorchSeq2SeqWrapper`, required
+        Its torch RNN, parameters included, is shared, not copied.
+    """
+
+    def __init__(self, encoder: PytorchSeq2SeqWrapper) -> None:
+        super().__init__()
+        self.rnn = encoder._module
+
+    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor, hidden_state: None = None) -> torch.Tensor:
+        """`(batch_size, num_steps, input_size)` -> `(batch_size, num_steps, directions * hidden_size)`."""
+        rnn, reverse = self.rnn, reversal_index(mask)
+        names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if rnn.bias else [])
+        zeros = inputs.new_zeros(1, inputs.size(0), rnn.hidden_size)
+        output = inputs
+        for layer in range(rnn.num_layers):
+            directions = []
+            for suffix in ["", "_reverse"] if rnn.bidirectional else [""]:
+                weights = [getattr(rnn, f"{name}_l{layer}{suffix}") for name in names]
+                steps = gather_steps(output, reverse) if suffix else output
+                states = RUNS[rnn.mode](steps.contiguous(), zeros, weights, rnn.bias)
+                directions.append(gather_steps(states, reverse) if suffix else states)
+            output = torch.cat(directions, dim=-1)
+        return output * mask.unsqueeze(-1)
+
+
+class RnnFinalStates(torch.nn.Module):
+    """
+    allennlp's `lstm`, `gru` or `rnn` Seq2VecEncoder as the export traces it: `PaddedRnn`'s top layer
+    read at each row's last step (forward direction) and at its first (backward direction).
+
+    # Parameters
+
+    encoder : `PytorchSeq2VecWrapper`, required
+        Its torch RNN, parameters included, is shared, not copied.
+    """
+
+    def __init__(self, encoder: PytorchSeq2VecWrapper) -> None:
+        super().__init__()
+        self.steps = PaddedRnn(encoder)
+
+    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor, hidden_state: None = None) -> torch.Tensor:
+        """`(batch_size, num_steps, input_size)` -> `(batch_size, directions * hidden_size)`, zeros for empty rows."""
+        steps = self.steps(inputs, mask)
+        last = (mask.long().sum(dim=1) - 1).clamp(min=0)
+        final = steps.gather(1, last[:, None, None].expand(-1, 1, steps.size(-1)))[:, 0]
+        if not self.steps.rnn.bidirectional:
+            return final
+        size = self.steps.rnn.hidden_size  # the backward direction ends at the first step
+        return torch.cat([final[:, :size], steps[:, 0, size:]], dim=-1)
+
+
+FORMS = {
+    LstmSeq2SeqEncoder: PaddedRnn,
+    GruSeq2SeqEncoder: PaddedRnn,
+    RnnSeq2SeqEncoder: PaddedRnn,
+    LstmSeq2VecEncoder: RnnFinalStates,
+    GruSeq2VecEncoder: RnnFinalStates,
+    RnnSeq2VecEncoder: RnnFinalStates,
+}
+# allennlp's encoders whose forward a trace follows over any batch.
+TRACED_AS_THEY_ARE = (
+    PassThroughEncoder,
+    FeedForwardEncoder,
+    ComposeEncoder,
+    GatedCnnEncoder,
+    PytorchTransformer,
+    BagOfEmbeddingsEncoder,
+    BertPooler,
+    ClsPooler,
+    CnnEncoder,
+    CnnHighwayEncoder,
+)
+
+
+def allennlp_encoder_name(module: torch.nn.Module) -> Optional[str]:
+    """The name allennlp registers `module`'s class under as a Seq2Seq or Seq2Vec encoder, if it does."""
+    for base in (Seq2SeqEncoder, Seq2VecEncoder):
+        for name in base.list_available():
+            registered = base.resolve_class_name(name)[0]
+            if registered is type(module) and registered.__module__.startswith("allennlp."):
+                return name
+    return None
+
+
+def traced_form(module: torch.nn.Module, path: List[str]) -> torch.nn.Module:
+    """
+    `module` with every part in the form the export traces (in place where the part traces as it
+    is); raises a `ConfigurationError` naming the first allennlp encoder it has no form for
+    (`path`: the attribute names down to `module`).
+    """
+    if isinstance(module, HasExportForm):
+        module = module.export_form()
+    elif type(module) in FORMS:
+        if module.stateful:
+            raise ConfigurationError(f"its encoder {'.'.join(path)} is stateful, which has no exported form")
+        module = FORMS[type(module)](module)
+    elif not isinstance(module, TRACED_AS_THEY_ARE) and allennlp_encoder_name(module) is not None:
+        raise ConfigurationError(
+            f"its encoder {allennlp_encoder_name(module)!r} ({'.'.join(path)}) has no exported form "
+            f"(exported: {', '.join(exported_encoder_names())})"
+        )
+    for name, child in list(module.named_children()):
+        setattr(module, name, traced_form(child, path + [name]))
+    return module
+
+
+def exported_encoder_names() -> List[str]:
+    """allennlp's registered encoder names that have an exported form."""
+    exported: Dict[str, None] = {}
+    for base in (Seq2SeqEncoder, Seq2VecEncoder):
+        for name in base.list_available():
+            registered = base.resolve_class_name(name)[0]
+            if registered in FORMS or issubclass(registered, TRACED_AS_THEY_ARE):
+                exported[name] = None
+    return sorted(exported)
