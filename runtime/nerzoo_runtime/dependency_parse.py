@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Sequence
 
 import numpy
 
-from nerzoo_runtime.tagger import load_spacy
+from nerzoo_runtime.spacy_loading import load_spacy
 
 # Components whose output the parse does not use, switched off while parsing (as nerzoo's reader).
 UNUSED_COMPONENTS = ("ner", "lemmatizer", "entity_ruler", "entity_linker", "textcat", "textcat_multilabel", "spancat")

@@ -10,21 +10,19 @@ the span decoding, the temperatures of the confidences, the tokenizer of raw tex
 
 import json
 import pathlib
-import unicodedata
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 
 from nerzoo_runtime import crf, span_decoding
+from nerzoo_runtime.errors import TaggerInputError
+from nerzoo_runtime.spacy_loading import load_spacy
 from nerzoo_runtime.tag_scheme import tags_to_spans
+from nerzoo_runtime.word_shapes import WordShapes
 
 FORMAT_VERSION = 1
 Input = Union[str, Sequence[str], Sequence[Sequence[str]], Dict[str, Any]]
 Spans = List[Tuple[int, int]]
-
-
-class TaggerInputError(ValueError):
-    """An input the tagger cannot use; the others of its call are tagged."""
 
 
 class Tagger:
@@ -338,59 +336,6 @@ class WordAndCharactersIndexer:
 
     def feeds(self, batch: Sequence[Sequence[str]]) -> Dict[str, numpy.ndarray]:
         return {part.name: part.ids(batch) for part in self.parts}
-
-
-class WordShapes:
-    """
-    Words to the `(batch_size, num_tokens, 6)` word-shape input of nerzoo's `lexical_features` indexer
-    (0 pads): starts with a capital, all capitals, all lower-case letters, a capital after the first
-    character, letters and digits, a punctuation character (Unicode category `P*`).
-    """
-
-    def __init__(self, settings: Dict[str, Any]) -> None:
-        self.name: str = settings["name"]
-
-    def check(self, words: Sequence[str]) -> None:
-        """Any words will do."""
-
-    def feeds(self, batch: Sequence[Sequence[str]]) -> Dict[str, numpy.ndarray]:
-        features = numpy.zeros((len(batch), max(map(len, batch)), 6), dtype=numpy.int64)
-        for row, words in enumerate(batch):
-            for column, word in enumerate(words):
-                features[row, column] = word_shape(word)
-        return {self.name: features}
-
-
-def word_shape(word: str) -> List[int]:
-    """The six features of nerzoo's `word_shape_features` (all 0 for an empty word)."""
-    if not word:
-        return [0] * 6
-    letters_and_digits = any(char.isalpha() for char in word) and any(char.isdigit() for char in word)
-    return [
-        int(word[0].isupper()),
-        int(all(char.isupper() for char in word)),
-        int(all(char.islower() for char in word)),
-        int(any(char.isupper() for char in word[1:])),
-        int(letters_and_digits),
-        int(any(unicodedata.category(char).startswith("P") for char in word)),
-    ]
-
-
-def load_spacy(name: str, needs: str, otherwise: str = ""):
-    """The spaCy pipeline `name` (`"blank:xx"`: spaCy's rules for language `xx`); one clear error where it cannot load."""
-    try:
-        import spacy
-    except ImportError:
-        raise ImportError(f"{needs}: pip install 'nerzoo-runtime[spacy]'") from None
-    if name.startswith("blank:"):
-        return spacy.blank(name.split(":", 1)[1])
-    try:
-        return spacy.load(name)
-    except OSError as error:
-        raise OSError(
-            f"spaCy pipeline {name!r} is not installed (nerzoo_runtime downloads nothing); install it{otherwise and ', '}"
-            f"{otherwise}. spaCy said: {error}"
-        ) from None
 
 
 def _indexer(settings: Dict[str, Any], vocabularies: Dict[str, List[str]], directory: pathlib.Path):

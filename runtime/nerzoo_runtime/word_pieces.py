@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Sequence
 
 import numpy
 
-from nerzoo_runtime.tagger import TaggerInputError
+from nerzoo_runtime.errors import TaggerInputError
 
 
 class WordPieces:

@@ -11,7 +11,7 @@ import pytest
 from allennlp.commands.train import train_model_from_file
 from allennlp.data import Token
 from nerzoo_runtime import Tagger
-from nerzoo_runtime.tagger import WordShapes
+from nerzoo_runtime.word_shapes import WordShapes
 
 from nerzoo.data.token_indexers.lexical_features_indexer import LexicalFeaturesIndexer
 from tests import PROJECT_ROOT, allennlp, predict
