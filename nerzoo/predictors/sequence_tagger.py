@@ -9,6 +9,7 @@ from allennlp.common.util import JsonDict
 from allennlp.data import DatasetReader, Instance
 from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
+from nerzoo_runtime.inputs import document_words
 
 from nerzoo.contracts import AttentionModel, TagProbabilityModel
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
@@ -107,16 +108,7 @@ class SequenceTaggerPredictor(LinePredictor):
         pipeline = load_spacy_pipeline(self.spacy_model)
         if not (pipeline.has_pipe("parser") or pipeline.has_pipe("senter") or pipeline.has_pipe("sentencizer")):
             pipeline = _with_sentencizer(pipeline)
-        words, offsets, sentence_spans = [], [], []
-        for sentence in pipeline(text).sents:
-            start = len(words)
-            for token in sentence:
-                if not token.is_space:
-                    words.append(token.text)
-                    offsets.append((token.idx, token.idx + len(token.text)))
-            if len(words) > start:
-                sentence_spans.append((start, len(words)))
-        return words, offsets, sentence_spans
+        return document_words(pipeline(text))
 
     def _json_to_instance(self, json_dict: JsonDict) -> Instance:
         built = self._instance_or_result(json_dict)

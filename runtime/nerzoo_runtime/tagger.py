@@ -10,19 +10,18 @@ the span decoding, the temperatures of the confidences, the tokenizer of raw tex
 
 import json
 import pathlib
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
 from nerzoo_runtime import crf, span_decoding
 from nerzoo_runtime.errors import TaggerInputError
+from nerzoo_runtime.inputs import Input, Spans, read_input
 from nerzoo_runtime.spacy_loading import load_spacy
 from nerzoo_runtime.tag_scheme import tags_to_spans
 from nerzoo_runtime.word_shapes import WordShapes
 
 FORMAT_VERSION = 1
-Input = Union[str, Sequence[str], Sequence[Sequence[str]], Dict[str, Any]]
-Spans = List[Tuple[int, int]]
 
 
 class Tagger:
@@ -97,7 +96,7 @@ class Tagger:
         pending: List[Tuple[int, List[str], Spans, str, Spans]] = []
         for position, item in enumerate(inputs):
             try:
-                words, offsets, text, sentences = self._tokens(item)
+                words, offsets, text, sentences = read_input(item, self._make_doc, self._parsed)
                 for indexer in self.indexers:
                     indexer.check(words)
             except TaggerInputError as error:
@@ -118,49 +117,9 @@ class Tagger:
                     results[position]["sentences"] = [list(sentence) for sentence in sentences]  # type: ignore
         return results  # type: ignore[return-value]
 
-    def _tokens(self, item: Input) -> Tuple[List[str], Spans, str, Spans]:
-        """The words of an input, their character offsets, the text they are in and its sentences."""
-        if isinstance(item, dict):  # `allennlp predict`'s input lines
-            ((key, value),) = item.items() if len(item) == 1 else [(None, None)]
-            kinds = {"sentence": str, "document": str, "tokens": (list, tuple), "sentences": (list, tuple)}
-            if key not in kinds or not isinstance(value, kinds[key]):
-                raise TaggerInputError(
-                    f'an input object needs one key, "sentence" or "document" (a text), "tokens" (a token list) or '
-                    f'"sentences" (token lists), got {str(item)[:200]}'
-                )
-            nested = [isinstance(part, (list, tuple)) for part in value] if key in ("tokens", "sentences") else []
-            if any(nested) if key == "tokens" else not all(nested):
-                wanted = "tokens" if key == "tokens" else "token lists"
-                raise TaggerInputError(f'"{key}" must be a list of {wanted}, got {str(value)[:200]}')
-            return self._document(value) if key == "document" else self._tokens(value)
-        if isinstance(item, (list, tuple)) and item and all(isinstance(sentence, (list, tuple)) for sentence in item):
-            sentences, words = [], []
-            for sentence in filter(None, item):
-                sentences.append((len(words), len(words) + len(sentence)))
-                words.extend(sentence)
-            return (*self._tokens(words)[:3], sentences)
-        if isinstance(item, str):
-            document = self.tokenizer()(item)
-            tokens = [token for token in document if not token.is_space]
-            return (
-                [token.text for token in tokens],
-                [(token.idx, token.idx + len(token.text)) for token in tokens],
-                item,
-                [(0, len(tokens))],
-            )
-        if isinstance(item, (list, tuple)):
-            if not all(isinstance(word, str) and word.strip() for word in item):
-                raise TaggerInputError(f"a token list must hold non-blank strings, got {str(item)[:200]}")
-            offsets, position = [], 0
-            for word in item:
-                offsets.append((position, position + len(word)))
-                position += len(word) + 1
-            return list(item), offsets, " ".join(item), [(0, len(item))]
-        raise TaggerInputError(f"an input is a text or a list of tokens, got {type(item).__name__}: {str(item)[:200]}")
-
-    def tokenizer(self):
-        """spaCy's tokenizer of `spacy_model`, loaded at the first raw text."""
-        return self.pipeline().make_doc
+    def _make_doc(self, text: str):
+        """`text` tokenised by `spacy_model`, loaded at the first raw text."""
+        return self.pipeline().make_doc(text)
 
     def pipeline(self):
         """The spaCy pipeline `spacy_model`, loaded at the first raw text."""
@@ -168,27 +127,18 @@ class Tagger:
             self._nlp = load_spacy(self.spacy_model, "raw text needs spaCy", "or pass spacy_model='blank:en'")
         return self._nlp
 
-    def _document(self, text: str) -> Tuple[List[str], Spans, str, Spans]:
-        """A raw document's words, offsets and sentences, split by the pipeline's parser (else spaCy's sentencizer)."""
+    def _parsed(self, text: str):
+        """A raw document, split into sentences by the pipeline's parser (else spaCy's sentencizer)."""
         import spacy
 
         nlp = self.pipeline()
         if not any(nlp.has_pipe(name) for name in ("parser", "senter", "sentencizer")):
             nlp = spacy.blank(nlp.lang)
             nlp.add_pipe("sentencizer")
-        words, offsets, sentences = [], [], []
         with nlp.select_pipes(
             enable=[name for name in nlp.pipe_names if name in ("tok2vec", "parser", "senter", "sentencizer")]
         ):
-            for sentence in nlp(text).sents:
-                start = len(words)
-                for token in sentence:
-                    if not token.is_space:
-                        words.append(token.text)
-                        offsets.append((token.idx, token.idx + len(token.text)))
-                if len(words) > start:
-                    sentences.append((start, len(words)))
-        return words, offsets, text, sentences
+            return nlp(text)
 
     def logits(self, batch: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """The graph's emission scores `(batch_size, num_tokens, num_tags)` for word lists, and their mask."""
