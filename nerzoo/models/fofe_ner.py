@@ -9,6 +9,7 @@ from allennlp.modules import TokenEmbedder
 from allennlp.nn import InitializerApplicator
 from allennlp.nn.util import get_text_field_mask
 from allennlp.training.metrics import CategoricalAccuracy
+from nerzoo_runtime.span_decoding import DECODERS, ScoredSpan, decode_spans
 
 from nerzoo.metrics.span_calibration import SpanCalibration
 from nerzoo.metrics.span_set_f1 import SpanSetF1
@@ -19,7 +20,6 @@ from nerzoo.modules.fofe import spans as fofe_spans
 from nerzoo.modules.fofe.first_layer import FofeFeedForward
 from nerzoo.modules.fofe.second_pass import FirstPassCache, check_first_pass
 from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
-from nerzoo.modules.fofe.span_decoding import DECODERS, ScoredSpan, decode_spans
 from nerzoo.modules.fofe.span_output import candidate_spans, confidence_as_score, spans_to_tags
 from nerzoo.modules.fofe.spans import FlatSpans
 

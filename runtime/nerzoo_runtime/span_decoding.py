@@ -1,31 +1,282 @@
 """
-FOFE-NER's span decoding in numpy: the span scores of an exported `fofe_ner` graph to nested entities
-and BIO tags, as the model decodes them at prediction time.  The decoders are those of Mingbin Xu,
-"Fixed-size Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York University, 2017,
-§5.3 (Algorithms 2-5): *highest-first*, *longest-first*, the merging of adjacent entities of one type
-and the nested recursion.
+The overlap-removing decoders of FOFE-NER: *highest-first*, *longest-first* and their recursive,
+nested form, from Mingbin Xu, "Fixed-size Ordinally-Forgetting Encoding and Its Applications",
+MSc thesis, York University, 2017, §5.3 (Algorithms 2-5), and `decode`, the span scores of an
+exported `fofe_ner` graph to nested entities and BIO tags, as the model decodes them.
 
-Every span of up to `max_span_width` words is scored.  A span whose most probable class is not NONE
-and whose probability passes the smallest threshold is a candidate; each nesting level keeps the
-candidates that pass its own threshold and makes them non-overlapping.  Spans are token offsets
-`[start, end)`.  When two candidates compete, the preferred one has the higher probability, then is
-longer, then starts earlier, then comes earlier among the candidates (ordered by start, then width).
+FOFE-NER scores every fragment of up to `n` words and keeps, as candidates, the fragments with a
+non-NONE label whose score passes a pruning threshold.  The candidates may overlap or nest; the
+decoders below pick a non-overlapping subset of them (one nesting level at a time).  They are
+post-processing over short Python lists, not part of a forward pass.
+
+Offsets are 0-based token offsets with an exclusive end: the thesis' 1-based fragment
+`[w_i, ..., w_j]` is `ScoredSpan(i - 1, j, ...)` here.
+
+Ties.  Whenever two candidates compete, the preferred one is, in order: the higher score, the
+longer span, the earlier start, the earlier position in the input.
 """
 
+from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
 Span = Tuple[str, int, int, float, int]  # label, start, end (exclusive), score, nesting level
 
 
-class Candidate(NamedTuple):
+@dataclass(frozen=True)
+class ScoredSpan:
+    """
+    A candidate entity: tokens `start` to `end` (exclusive) labelled `label` with score `score`.
+
+    # Parameters
+
+    start : `int`
+        Offset of the first token.
+    end : `int`
+        Offset one past the last token; `end > start`.
+    label : `str`
+        The entity type (never the rejection label NONE: such fragments are no candidates).
+    score : `float`
+        The network's score for `label` on this fragment; decoding ranks and prunes by it.
+    confidence : `float`, optional (default = `score`)
+        The probability reported for the span (e.g. a calibrated one); decoding never reads it.
+    """
+
     start: int
     end: int
     label: str
-    score: float  # the probability of `label`: decoding ranks and prunes by it
-    confidence: float  # the same at the model's temperature: what a span reports
+    score: float
+    confidence: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start < self.end:
+            raise ValueError(f"a span needs 0 <= start < end, got start={self.start}, end={self.end}")
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+def _priority(span: ScoredSpan, position: int) -> Tuple[float, int, int, int]:
+    """Larger is preferred: higher score, longer, earlier start, earlier in the input."""
+    return (span.score, span.length, -span.start, -position)
+
+
+def merge_adjacent_same_type(spans: Sequence[ScoredSpan]) -> List[ScoredSpan]:
+    """
+    `mergeAdjacentOfSameType` of Algorithms 4 and 5 (Xu, 2017, §5.3): after sorting by start, a
+    span that begins exactly where the previously kept span ends and has the same label is
+    merged into it.  Runs of any length merge into one span.  A merged span's score is the
+    maximum of its parts' scores (the thesis does not say; the maximum keeps it within the range
+    of the network's scores), and its confidence the maximum of theirs.
+
+    # Parameters
+
+    spans : `Sequence[ScoredSpan]`
+        Non-overlapping spans, in any order.  Overlapping spans are a `ValueError`.
+
+    # Returns
+
+    `List[ScoredSpan]`
+        The merged spans, sorted by start.
+    """
+    merged: List[ScoredSpan] = []
+    for span in sorted(spans, key=lambda span: (span.start, span.end)):
+        previous = merged[-1] if merged else None
+        if previous is not None and span.start < previous.end:
+            raise ValueError(f"cannot merge overlapping spans {previous} and {span}")
+        if previous is not None and span.start == previous.end and span.label == previous.label:
+            parts = [part.score if part.confidence is None else part.confidence for part in (previous, span)]
+            confidence = None if previous.confidence is None and span.confidence is None else max(parts)
+            merged[-1] = replace(previous, end=span.end, score=max(previous.score, span.score), confidence=confidence)
+        else:
+            merged.append(span)
+    return merged
+
+
+def highest_first(candidates: Sequence[ScoredSpan], merge_adjacent: bool = True) -> List[ScoredSpan]:
+    """
+    *Highest-first* decoding, literally as Algorithm 4 of Xu (2017), §5.3: for every word, of
+    the candidates covering it all but the highest-scoring one are marked removed, and the
+    candidates never marked are returned.  So a candidate survives if and only if it is the
+    preferred candidate (module docstring) at every word it covers; the survivors never overlap.
+
+    This is not greedy selection (take the best candidate, drop what overlaps it, repeat): a
+    candidate can be removed by a rival that is itself removed elsewhere.  With `(0, 2)` scored
+    0.8, `(1, 3)` scored 0.9 and `(2, 4)` scored 0.95, greedy selection keeps `(0, 2)` and
+    `(2, 4)`, Algorithm 4 only `(2, 4)`: `(1, 3)` removes `(0, 2)` at word 1 before losing word
+    2 to `(2, 4)`.  (The listing resets `removed` inside its loop over words, which would make
+    it return every candidate; we read the set as initialised once, as the prose describes.)
+
+    # Parameters
+
+    candidates : `Sequence[ScoredSpan]`
+        The candidates of one sentence (one nesting level).
+    merge_adjacent : `bool`, optional (default = `True`)
+        Apply `merge_adjacent_same_type` to the survivors, as the algorithm does.
+
+    # Returns
+
+    `List[ScoredSpan]`
+        Non-overlapping spans sorted by start.
+    """
+    best_at_word: Dict[int, int] = {}
+    for position, span in enumerate(candidates):
+        priority = _priority(span, position)
+        for word in range(span.start, span.end):
+            rival = best_at_word.get(word)
+            if rival is None or priority > _priority(candidates[rival], rival):
+                best_at_word[word] = position
+    kept = [
+        span
+        for position, span in enumerate(candidates)
+        if all(best_at_word[word] == position for word in range(span.start, span.end))
+    ]
+    kept.sort(key=lambda span: span.start)
+    return merge_adjacent_same_type(kept) if merge_adjacent else kept
+
+
+def longest_first(candidates: Sequence[ScoredSpan], merge_adjacent: bool = True) -> List[ScoredSpan]:
+    """
+    *Longest-first* decoding as Algorithm 5 of Xu (2017), §5.3, whose listing is a dynamic
+    programme over sentence prefixes: it returns a non-overlapping subset of the candidates that
+    covers as many words as possible.  (The prose, "keep the longest fragment" at each word,
+    describes a different, local rule; we follow the listing.)
+
+    Among subsets covering the same number of words we take the one with the higher total score
+    (summed exactly), then the one containing the preferred candidate, in highest-first's order
+    (module docstring), among those in which the two subsets differ.  That makes the result
+    unique and independent of the input order, except between identical candidates.
+
+    # Parameters
+
+    candidates : `Sequence[ScoredSpan]`
+        The candidates of one sentence (one nesting level).
+    merge_adjacent : `bool`, optional (default = `True`)
+        Apply `merge_adjacent_same_type` to the chosen spans, as the algorithm does.
+
+    # Returns
+
+    `List[ScoredSpan]`
+        Non-overlapping spans sorted by start.
+    """
+    if not candidates:
+        return []
+    # Tie-break weight: 2 ** rank, rank increasing with preference.  A sum of distinct powers of
+    # two is decided by the highest power in which two subsets differ.
+    by_preference = sorted(range(len(candidates)), key=lambda index: _priority(candidates[index], index))
+    weight = {position: 1 << rank for rank, position in enumerate(by_preference)}
+    ending_at: Dict[int, List[int]] = {}
+    for position, span in enumerate(candidates):
+        ending_at.setdefault(span.end, []).append(position)
+
+    sentence_length = max(span.end for span in candidates)
+    # best[i]: (covered words, total score, tie-break weight) of the best subset within words [0, i).
+    best: List[Tuple[int, Fraction, int]] = [(0, Fraction(0), 0)]
+    # choice[i]: the candidate ending at i in that subset, or None if word i - 1 is uncovered.
+    choice: List[Optional[int]] = [None]
+    for end in range(1, sentence_length + 1):
+        best.append(best[end - 1])
+        choice.append(None)
+        for position in ending_at.get(end, ()):
+            span = candidates[position]
+            covered, total, tie_break = best[span.start]
+            extended = (covered + span.length, total + Fraction(span.score), tie_break + weight[position])
+            if extended > best[end]:
+                best[end], choice[end] = extended, position
+
+    chosen: List[ScoredSpan] = []
+    end = sentence_length
+    while end > 0:
+        position = choice[end]
+        if position is None:
+            end -= 1
+        else:
+            chosen.append(candidates[position])
+            end = candidates[position].start
+    chosen.reverse()
+    return merge_adjacent_same_type(chosen) if merge_adjacent else chosen
+
+
+DECODERS: Dict[str, Callable[..., List[ScoredSpan]]] = {
+    "highest_first": highest_first,
+    "longest_first": longest_first,
+}
+
+
+def check_levels(algorithms: Sequence[str], thresholds: Sequence[float]) -> None:
+    """One known decoder name (a key of `DECODERS`) and one threshold per nesting level, at least one level."""
+    if len(algorithms) != len(thresholds):
+        raise ValueError(
+            f"need one threshold per nesting level: {len(algorithms)} algorithms, {len(thresholds)} thresholds"
+        )
+    if not algorithms:
+        raise ValueError("need at least one nesting level (one algorithm and one threshold)")
+    for name in algorithms:
+        if name not in DECODERS:
+            raise ValueError(f"unknown decoding algorithm {name!r}; expected one of {sorted(DECODERS)}")
+
+
+def decode_spans(
+    candidates: Sequence[ScoredSpan],
+    algorithms: Sequence[str],
+    thresholds: Sequence[float],
+    merge_adjacent: bool = True,
+) -> List[Tuple[ScoredSpan, int]]:
+    """
+    Nested decoding, Algorithms 2 and 3 of Xu (2017), §5.3.  Level 1 runs `algorithms[0]` over
+    the candidates scoring at least `thresholds[0]`.  Then, for every entity E found at level
+    `l` below the depth `len(algorithms)`, level `l + 1` runs `algorithms[l]` over the candidates
+    of the original set that score at least `thresholds[l]`, lie completely inside E and do not
+    have E's boundaries; and so on, recursively.  (Algorithm 3 only gathers the candidates and
+    Algorithm 2's listing is missing from the text; this follows the prose closing §5.3.)
+
+    The thesis' example: with candidates `(1, 3, PER, 0.7)`, `(2, 4, LOC, 0.8)` and
+    `(0, 4, ORG, 0.9)` and highest-first at two levels, level 1 finds ORG and level 2, inside it,
+    LOC.
+
+    With `merge_adjacent`, a merged entity's parts lie inside it with other boundaries, so they
+    are candidates for the next level, where they may merge again; an entity found inside E with
+    E's own boundaries is dropped (with what lies inside it), as it would repeat E.
+
+    # Parameters
+
+    candidates : `Sequence[ScoredSpan]`
+        The candidates of one sentence.
+    algorithms : `Sequence[str]`
+        One decoder name (a key of `DECODERS`) per nesting level.
+    thresholds : `Sequence[float]`
+        One minimum score per nesting level, as many as `algorithms`.
+    merge_adjacent : `bool`, optional (default = `True`)
+        Passed on to every decoder.
+
+    # Returns
+
+    `List[Tuple[ScoredSpan, int]]`
+        `(span, level)` pairs, `level` counting from 1, ordered by start and, for the same start,
+        outer before inner.
+    """
+    check_levels(algorithms, thresholds)
+    results: List[Tuple[ScoredSpan, int]] = []
+
+    def inside(parent: ScoredSpan, span: ScoredSpan) -> bool:
+        same_boundaries = (span.start, span.end) == (parent.start, parent.end)
+        return parent.start <= span.start and span.end <= parent.end and not same_boundaries
+
+    def decode_level(pool: Sequence[ScoredSpan], level: int, parent: Optional[ScoredSpan]) -> None:
+        # Depth-first, children right after their parent: that is the promised order.
+        eligible = [span for span in pool if span.score >= thresholds[level - 1]]
+        for entity in DECODERS[algorithms[level - 1]](eligible, merge_adjacent=merge_adjacent):
+            if parent is not None and not inside(parent, entity):
+                continue  # its parts merged back into the parent
+            results.append((entity, level))
+            if level < len(algorithms):
+                decode_level([span for span in candidates if inside(entity, span)], level + 1, entity)
+
+    decode_level(candidates, 1, None)
+    return results
 
 
 def softmax(logits: numpy.ndarray) -> numpy.ndarray:
@@ -41,114 +292,6 @@ def softmax(logits: numpy.ndarray) -> numpy.ndarray:
     for index in range(1, exponentials.shape[-1]):
         total = total + exponentials[..., index]
     return exponentials * (numpy.float32(1.0) / total)[..., None]
-
-
-def _priority(span: Candidate, position: int) -> Tuple[float, int, int, int]:
-    """Larger is preferred: higher score, longer, earlier start, earlier position."""
-    return (span.score, span.end - span.start, -span.start, -position)
-
-
-def merge_adjacent_same_type(spans: Sequence[Candidate]) -> List[Candidate]:
-    """Non-overlapping spans by start, each run of adjacent spans of one label merged (maximum score and confidence)."""
-    merged: List[Candidate] = []
-    for span in sorted(spans, key=lambda span: (span.start, span.end)):
-        if merged and merged[-1].end == span.start and merged[-1].label == span.label:
-            last = merged[-1]
-            merged[-1] = last._replace(
-                end=span.end, score=max(last.score, span.score), confidence=max(last.confidence, span.confidence)
-            )
-        else:
-            merged.append(span)
-    return merged
-
-
-def highest_first(candidates: Sequence[Candidate], merge_adjacent: bool) -> List[Candidate]:
-    """Algorithm 4: the candidates preferred at every word they cover, by start."""
-    best_at_word: Dict[int, int] = {}
-    for position, span in enumerate(candidates):
-        for word in range(span.start, span.end):
-            rival = best_at_word.get(word)
-            if rival is None or _priority(span, position) > _priority(candidates[rival], rival):
-                best_at_word[word] = position
-    kept = [
-        span
-        for position, span in enumerate(candidates)
-        if all(best_at_word[word] == position for word in range(span.start, span.end))
-    ]
-    kept.sort(key=lambda span: span.start)
-    return merge_adjacent_same_type(kept) if merge_adjacent else kept
-
-
-def longest_first(candidates: Sequence[Candidate], merge_adjacent: bool) -> List[Candidate]:
-    """
-    Algorithm 5, a dynamic programme over sentence prefixes: the non-overlapping candidates that
-    cover the most words; among those, the highest exact sum of scores, then the set holding the
-    most preferred candidate where two sets differ (each candidate weighs 2 ** its preference rank).
-    """
-    if not candidates:
-        return []
-    ranked = sorted(range(len(candidates)), key=lambda position: _priority(candidates[position], position))
-    weights = {position: 1 << rank for rank, position in enumerate(ranked)}
-    length = max(span.end for span in candidates)
-    # best[i]: (words covered, total score, tie-break weight) of the best choice within words [0, i),
-    # last[i]: the candidate of that choice ending at i, None if word i - 1 is left out.
-    best: List[Tuple[int, Fraction, int]] = [(0, Fraction(0), 0)]
-    last: List[Optional[int]] = [None]
-    for end in range(1, length + 1):
-        best.append(best[end - 1])
-        last.append(None)
-        for position, span in enumerate(candidates):
-            if span.end == end:
-                covered, total, weight = best[span.start]
-                extended = (covered + end - span.start, total + Fraction(span.score), weight + weights[position])
-                if extended > best[end]:
-                    best[end], last[end] = extended, position
-    chosen: List[Candidate] = []
-    end = length
-    while end > 0:
-        position = last[end]
-        if position is None:
-            end -= 1
-        else:
-            chosen.append(candidates[position])
-            end = candidates[position].start
-    chosen.reverse()
-    return merge_adjacent_same_type(chosen) if merge_adjacent else chosen
-
-
-DECODERS: Dict[str, Callable[[Sequence[Candidate], bool], List[Candidate]]] = {
-    "highest_first": highest_first,
-    "longest_first": longest_first,
-}
-
-
-def _strictly_inside(span: Candidate, parent: Candidate) -> bool:
-    """Within `parent` and shorter: without its boundaries."""
-    return parent.start <= span.start and span.end <= parent.end and span.end - span.start < parent.end - parent.start
-
-
-def decode_nested(
-    candidates: Sequence[Candidate], decoding: Sequence[str], thresholds: Sequence[float], merge_adjacent: bool
-) -> List[Tuple[Candidate, int]]:
-    """
-    Algorithms 2 and 3: level 1 decodes the candidates scoring at least `thresholds[0]` with
-    `decoding[0]`; inside each entity found at level `l`, level `l + 1` decodes the candidates lying
-    within it without its boundaries, and so on.  An entity with its parent's boundaries (its
-    parts merged back) is dropped.  `(span, level)` pairs, each entity followed by those inside it.
-    """
-    found: List[Tuple[Candidate, int]] = []
-
-    def decode_level(pool: Sequence[Candidate], level: int, parent: Optional[Candidate]) -> None:
-        eligible = [span for span in pool if span.score >= thresholds[level - 1]]
-        for entity in DECODERS[decoding[level - 1]](eligible, merge_adjacent):
-            if parent is not None and not _strictly_inside(entity, parent):
-                continue
-            found.append((entity, level))
-            if level < len(decoding):
-                decode_level([span for span in candidates if _strictly_inside(span, entity)], level + 1, entity)
-
-    decode_level(candidates, 1, None)
-    return found
 
 
 def decode(
@@ -178,11 +321,7 @@ def decode(
     merge_adjacent : `bool`, optional (default = `True`), merge adjacent entities of one type
     temperature : `float`, optional (default = `1.0`), of the reported probabilities
     """
-    if len(decoding) != len(thresholds) or not decoding:
-        raise ValueError(f"need one threshold per nesting level, got decoding {decoding} and thresholds {thresholds}")
-    unknown = [name for name in decoding if name not in DECODERS]
-    if unknown:
-        raise ValueError(f"unknown decoding algorithms {unknown}; expected some of {sorted(DECODERS)}")
+    check_levels(decoding, thresholds)
     logits = numpy.asarray(logits, dtype=numpy.float32)
     num_tokens, max_width = logits.shape[1:3]
     probabilities = softmax(logits)
@@ -197,7 +336,7 @@ def decode(
         real = ends <= length
         kept = real & (classes[row] > 0) & (scores[row] >= numpy.float32(min(thresholds)))
         candidates = [
-            Candidate(
+            ScoredSpan(
                 int(start),
                 int(start) + int(width) + 1,
                 entity_types[classes[row, start, width] - 1],
@@ -206,7 +345,7 @@ def decode(
             )
             for start, width in zip(*numpy.nonzero(kept))  # by start, then width
         ]
-        nested = decode_nested(candidates, decoding, thresholds, merge_adjacent)
+        nested = decode_spans(candidates, decoding, thresholds, merge_adjacent)
         none = numpy.where(covers & real[:, :, None], confidences[row, :, :, 0, None], numpy.float32(1.0))
         tags, tag_confidences = ["O"] * length, [float(value) for value in none.min(axis=(0, 1))[:length]]
         for span, level in nested:

@@ -1,7 +1,7 @@
 import pytest
 import torch
+from nerzoo_runtime.span_decoding import ScoredSpan
 
-from nerzoo.modules.fofe.span_decoding import ScoredSpan
 from nerzoo.modules.fofe.span_output import candidate_spans, confidence_as_score, spans_to_tags
 
 

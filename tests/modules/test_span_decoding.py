@@ -4,16 +4,16 @@ from fractions import Fraction
 
 import pytest
 import torch
-
-from nerzoo.modules.fofe.span_decoding import (
+from nerzoo_runtime.span_decoding import (
     DECODERS,
     ScoredSpan,
     decode_spans,
     highest_first,
-    highest_first_mask,
     longest_first,
     merge_adjacent_same_type,
 )
+
+from nerzoo.modules.fofe.span_decoding import highest_first_mask
 
 S = ScoredSpan
 

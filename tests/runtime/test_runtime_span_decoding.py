@@ -145,18 +145,6 @@ def test_ties_are_the_models_to_the_last_bit():
     ]
 
 
-def test_the_theses_examples():
-    """§5.3's nested example, and a candidate removed by a rival that loses elsewhere (Algorithm 4)."""
-    Candidate = span_decoding.Candidate
-    candidates = [Candidate(1, 3, "PER", 0.7, 0.7), Candidate(2, 4, "LOC", 0.8, 0.8), Candidate(0, 4, "ORG", 0.9, 0.9)]
-    nested = span_decoding.decode_nested(candidates, ["highest_first"] * 2, [0.5, 0.5], merge_adjacent=True)
-    assert [(span.label, level) for span, level in nested] == [("ORG", 1), ("LOC", 2)]
-    candidates = [Candidate(0, 2, "A", 0.8, 0.8), Candidate(1, 3, "A", 0.9, 0.9), Candidate(2, 4, "A", 0.95, 0.95)]
-    assert span_decoding.highest_first(candidates, merge_adjacent=True) == [candidates[2]]
-    assert span_decoding.longest_first(candidates, merge_adjacent=False) == [candidates[0], candidates[2]]
-    assert span_decoding.longest_first(candidates, merge_adjacent=True) == [Candidate(0, 4, "A", 0.95, 0.95)]
-
-
 def test_it_imports_neither_torch_nor_allennlp_nor_nerzoo():
     check = (
         "import nerzoo_runtime.span_decoding, sys; print(any(m in sys.modules for m in ('torch','allennlp','nerzoo')))"

@@ -1,7 +1,7 @@
 """
 FOFE-NER's span probabilities as candidate entities, and decoded spans as BIO tags: Xu (2017),
 "Fixed-size Ordinally-Forgetting Encoding and Its Applications", MSc thesis, York University,
-§5.3 (Algorithms 2-5, `nerzoo.modules.fofe.span_decoding`, decode the candidates; the tags are the
+§5.3 (Algorithms 2-5, `nerzoo_runtime.span_decoding`, decode the candidates; the tags are the
 output every nerzoo tagger gives, without the nested spans).
 """
 
@@ -9,8 +9,7 @@ from dataclasses import replace
 from typing import List, Optional, Sequence, Tuple
 
 import torch
-
-from nerzoo.modules.fofe.span_decoding import ScoredSpan
+from nerzoo_runtime.span_decoding import ScoredSpan
 
 
 def candidate_spans(
