@@ -12,7 +12,6 @@ Needs onnx and onnxruntime: `pip install nerzoo[onnx]`.
 """
 
 import argparse
-import copy
 import importlib.metadata
 import importlib.util
 import json
@@ -69,7 +68,7 @@ def loaded(archive_file: str) -> Archive:
 
 
 def traced_scores(archive: Archive) -> torch.nn.Module:
-    """A copy of the model's `export_scores()` with every part in its traced form; raises what the model lacks."""
+    """The model's `export_scores()` with every part in its traced form (parameters shared); raises what the model lacks."""
     model, name = archive.model, archive.config["model"]["type"]
     if not isinstance(model, Exportable):
         refusal = "it is none of the models `allennlp export` exports (an `Exportable` nerzoo tagger)"
@@ -77,7 +76,7 @@ def traced_scores(archive: Archive) -> torch.nn.Module:
         refusal = model.export_refusal()
     try:
         if refusal is None:
-            return traced_form(copy.deepcopy(model.export_scores()), []).eval()
+            return traced_form(model.export_scores(), []).eval()
     except ConfigurationError as error:
         refusal = error.message
     raise ConfigurationError(f"cannot export this {name}: {refusal}")

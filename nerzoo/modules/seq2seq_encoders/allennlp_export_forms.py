@@ -8,50 +8,20 @@ registered name before tracing.  nerzoo's own modules give their form through `e
 (`nerzoo.contracts.HasExportForm`) or trace as they are.
 """
 
-from typing import Dict, List, Optional
+import copy
+from typing import List, Optional
 
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules import Seq2SeqEncoder, Seq2VecEncoder
-from allennlp.modules.seq2seq_encoders import (
-    ComposeEncoder,
-    FeedForwardEncoder,
-    GatedCnnEncoder,
-    GruSeq2SeqEncoder,
-    LstmSeq2SeqEncoder,
-    PassThroughEncoder,
-    PytorchSeq2SeqWrapper,
-    PytorchTransformer,
-    RnnSeq2SeqEncoder,
-)
-from allennlp.modules.seq2vec_encoders import (
-    BagOfEmbeddingsEncoder,
-    BertPooler,
-    ClsPooler,
-    CnnEncoder,
-    CnnHighwayEncoder,
-    GruSeq2VecEncoder,
-    LstmSeq2VecEncoder,
-    PytorchSeq2VecWrapper,
-    RnnSeq2VecEncoder,
-)
+from allennlp.modules import seq2seq_encoders as seq2seq
+from allennlp.modules import seq2vec_encoders as seq2vec
 
 from nerzoo.contracts import HasExportForm
 from nerzoo.modules.row_reversal import gather_steps, reversal_index
 
-# One direction of one layer of a torch RNN over a padded batch, by its `mode`: the output steps.
-RUNS = {
-    "LSTM": lambda steps, zeros, weights, bias: torch.lstm(
-        steps, (zeros, zeros), weights, bias, 1, 0.0, False, False, True
-    )[0],
-    "GRU": lambda steps, zeros, weights, bias: torch.gru(steps, zeros, weights, bias, 1, 0.0, False, False, True)[0],
-    "RNN_TANH": lambda steps, zeros, weights, bias: torch.rnn_tanh(
-        steps, zeros, weights, bias, 1, 0.0, False, False, True
-    )[0],
-    "RNN_RELU": lambda steps, zeros, weights, bias: torch.rnn_relu(
-        steps, zeros, weights, bias, 1, 0.0, False, False, True
-    )[0],
-}
+# One direction of one layer of a torch RNN, by its `mode`.
+RUNS = {"LSTM": torch.lstm, "GRU": torch.gru, "RNN_TANH": torch.rnn_tanh, "RNN_RELU": torch.rnn_relu}
 
 
 class PaddedRnn(torch.nn.Module):
@@ -62,11 +32,11 @@ class PaddedRnn(torch.nn.Module):
 
     # Parameters
 
-    encoder : `PytorchSeq2SeqWrapper`, required
+    encoder : `seq2seq.PytorchSeq2SeqWrapper`, required
         Its torch RNN, parameters included, is shared, not copied.
     """
 
-    def __init__(self, encoder: PytorchSeq2SeqWrapper) -> None:
+    def __init__(self, encoder: seq2seq.PytorchSeq2SeqWrapper) -> None:
         super().__init__()
         self.rnn = encoder._module
 
@@ -81,7 +51,8 @@ class PaddedRnn(torch.nn.Module):
             for suffix in ["", "_reverse"] if rnn.bidirectional else [""]:
                 weights = [getattr(rnn, f"{name}_l{layer}{suffix}") for name in names]
                 steps = gather_steps(output, reverse) if suffix else output
-                states = RUNS[rnn.mode](steps.contiguous(), zeros, weights, rnn.bias)
+                hidden = (zeros, zeros) if rnn.mode == "LSTM" else zeros
+                states = RUNS[rnn.mode](steps.contiguous(), hidden, weights, rnn.bias, 1, 0.0, False, False, True)[0]
                 directions.append(gather_steps(states, reverse) if suffix else states)
             output = torch.cat(directions, dim=-1)
         return output * mask.unsqueeze(-1)
@@ -94,11 +65,11 @@ class RnnFinalStates(torch.nn.Module):
 
     # Parameters
 
-    encoder : `PytorchSeq2VecWrapper`, required
+    encoder : `seq2vec.PytorchSeq2VecWrapper`, required
         Its torch RNN, parameters included, is shared, not copied.
     """
 
-    def __init__(self, encoder: PytorchSeq2VecWrapper) -> None:
+    def __init__(self, encoder: seq2vec.PytorchSeq2VecWrapper) -> None:
         super().__init__()
         self.steps = PaddedRnn(encoder)
 
@@ -113,26 +84,49 @@ class RnnFinalStates(torch.nn.Module):
         return torch.cat([final[:, :size], steps[:, 0, size:]], dim=-1)
 
 
+class ComposedEncoders(torch.nn.Module):
+    """
+    allennlp's `compose` Seq2SeqEncoder with its encoders held as a `ModuleList`, so that each is put
+    in its traced form (`compose` runs a plain list of them).
+
+    # Parameters
+
+    encoder : `seq2seq.ComposeEncoder`, required
+        Its encoders, parameters included, are shared, not copied.
+    """
+
+    def __init__(self, encoder: seq2seq.ComposeEncoder) -> None:
+        super().__init__()
+        self.encoders = torch.nn.ModuleList(encoder.encoders)
+
+    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
+        for encoder in self.encoders:
+            inputs = encoder(inputs, mask)
+        return inputs
+
+
 FORMS = {
-    LstmSeq2SeqEncoder: PaddedRnn,
-    GruSeq2SeqEncoder: PaddedRnn,
-    RnnSeq2SeqEncoder: PaddedRnn,
-    LstmSeq2VecEncoder: RnnFinalStates,
-    GruSeq2VecEncoder: RnnFinalStates,
-    RnnSeq2VecEncoder: RnnFinalStates,
+    seq2seq.ComposeEncoder: ComposedEncoders,
+    # The wrappers of a torch RNN: `lstm`, `gru`, `rnn`, and the bare wrapper nerzoo's modules build.
+    seq2seq.PytorchSeq2SeqWrapper: PaddedRnn,
+    seq2seq.LstmSeq2SeqEncoder: PaddedRnn,
+    seq2seq.GruSeq2SeqEncoder: PaddedRnn,
+    seq2seq.RnnSeq2SeqEncoder: PaddedRnn,
+    seq2vec.PytorchSeq2VecWrapper: RnnFinalStates,
+    seq2vec.LstmSeq2VecEncoder: RnnFinalStates,
+    seq2vec.GruSeq2VecEncoder: RnnFinalStates,
+    seq2vec.RnnSeq2VecEncoder: RnnFinalStates,
 }
 # allennlp's encoders whose forward a trace follows over any batch.
 TRACED_AS_THEY_ARE = (
-    PassThroughEncoder,
-    FeedForwardEncoder,
-    ComposeEncoder,
-    GatedCnnEncoder,
-    PytorchTransformer,
-    BagOfEmbeddingsEncoder,
-    BertPooler,
-    ClsPooler,
-    CnnEncoder,
-    CnnHighwayEncoder,
+    seq2seq.PassThroughEncoder,
+    seq2seq.FeedForwardEncoder,
+    seq2seq.GatedCnnEncoder,
+    seq2seq.PytorchTransformer,
+    seq2vec.BagOfEmbeddingsEncoder,
+    seq2vec.ClsPooler,
+    seq2vec.CnnEncoder,
+    seq2vec.CnnHighwayEncoder,
 )
 
 
@@ -148,32 +142,22 @@ def allennlp_encoder_name(module: torch.nn.Module) -> Optional[str]:
 
 def traced_form(module: torch.nn.Module, path: List[str]) -> torch.nn.Module:
     """
-    `module` with every part in the form the export traces (in place where the part traces as it
-    is); raises a `ConfigurationError` naming the first allennlp encoder it has no form for
+    `module` with every part in the form the export traces (new modules where a part changes, the
+    parameters shared; `module` itself is left as it is); raises a `ConfigurationError` naming the first allennlp encoder it has no form for
     (`path`: the attribute names down to `module`).
     """
     if isinstance(module, HasExportForm):
         module = module.export_form()
     elif type(module) in FORMS:
-        if module.stateful:
-            raise ConfigurationError(f"its encoder {'.'.join(path)} is stateful, which has no exported form")
+        if getattr(module, "stateful", False):
+            raise ConfigurationError(f"its encoder {allennlp_encoder_name(module)!r} is stateful: no exported form")
         module = FORMS[type(module)](module)
     elif not isinstance(module, TRACED_AS_THEY_ARE) and allennlp_encoder_name(module) is not None:
         raise ConfigurationError(
-            f"its encoder {allennlp_encoder_name(module)!r} ({'.'.join(path)}) has no exported form "
-            f"(exported: {', '.join(exported_encoder_names())})"
+            f"its encoder {allennlp_encoder_name(module)!r} has no exported form (at {'.'.join(path)})"
         )
-    for name, child in list(module.named_children()):
-        setattr(module, name, traced_form(child, path + [name]))
+    children = {name: traced_form(child, path + [name]) for name, child in module.named_children()}
+    if any(form is not getattr(module, name) for name, form in children.items()):
+        module = copy.copy(module)  # the parts that stay are shared, the original is left as it is
+        module._modules = dict(children)
     return module
-
-
-def exported_encoder_names() -> List[str]:
-    """allennlp's registered encoder names that have an exported form."""
-    exported: Dict[str, None] = {}
-    for base in (Seq2SeqEncoder, Seq2VecEncoder):
-        for name in base.list_available():
-            registered = base.resolve_class_name(name)[0]
-            if registered in FORMS or issubclass(registered, TRACED_AS_THEY_ARE):
-                exported[name] = None
-    return sorted(exported)
