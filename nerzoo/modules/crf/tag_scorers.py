@@ -19,7 +19,8 @@ from typing import NamedTuple, Optional, Sequence, Union
 import numpy
 import torch
 
-from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf, chain_log_likelihood
+from nerzoo.modules.crf import _batched_marginals
+from nerzoo.modules.crf.linear_chain_crf import ForwardBackward, LinearChainCrf, chain_log_likelihood
 from nerzoo.modules.full_precision import full_precision
 
 
@@ -83,7 +84,11 @@ class CrfScorer:
         logits = logits.double()
         if self.temperature != 1.0:  # the temperature as a float32 tensor would hold it
             logits = logits / float(numpy.float32(self.temperature))
-        return self._posteriors(logits, mask, paths, self.transition_temperature)
+        passes = None
+        if self.crf.schedule_on(logits.device) == "steps":  # the CPU: one matrix product a step
+            scores = self.crf.chain_scores(True, self.transition_temperature)
+            passes = _batched_marginals.forward_backward(scores, logits, mask.bool())
+        return self._posteriors(logits, mask, paths, self.transition_temperature, passes)
 
     def scaled_posteriors(
         self, logits: torch.Tensor, mask: torch.BoolTensor, paths: torch.LongTensor, temperatures: torch.Tensor
@@ -99,6 +104,7 @@ class CrfScorer:
         mask: torch.BoolTensor,
         paths: torch.LongTensor,
         transition_temperature: Union[float, torch.Tensor],
+        passes: Optional[ForwardBackward] = None,
     ) -> TagPosteriors:
         """
         The marginals, and along `paths` (typically the Viterbi paths) the posterior of any stretch:
@@ -107,10 +113,12 @@ class CrfScorer:
                 = alpha_s[path_s] + sum_{k=s+1..e} (A[path_{k-1}, path_k] + x_k[path_k]) + beta_e[path_e] - log Z
 
         For a predicted entity, the probability that the model gives to that entity with exactly
-        its boundaries and type, whatever the rest of the sentence carries.
+        its boundaries and type, whatever the rest of the sentence carries.  `passes`: the
+        forward-backward passes when already run.
         """
         mask = mask.bool()
-        passes = self.crf.forward_backward(logits, mask, transition_temperature)
+        if passes is None:
+            passes = self.crf.forward_backward(logits, mask, transition_temperature)
         log_partition = passes.log_partition.view(-1, 1)
         on_path = paths.unsqueeze(-1)
         alpha = passes.log_alpha.gather(2, on_path).squeeze(-1)
