@@ -60,6 +60,18 @@ def test_real_tokens_equal_character_encoding_and_padding_is_zero(encoder):
         assert torch.allclose(got.grad, wanted.grad, atol=1e-5), name
 
 
+@pytest.mark.parametrize("encoder", sorted(name for name in ENCODERS if name.startswith("cnn")))
+def test_prediction_encodes_the_real_tokens_as_training_does(encoder):
+    _, packed = _pair(encoder)
+    characters, _ = _characters()
+    for batch in (characters, characters[2:, 1:]):  # the second batch has no real token
+        readable = packed(batch)
+        with torch.no_grad():
+            assert torch.equal(packed(batch), readable.detach())
+        with torch.inference_mode():
+            assert torch.equal(packed(batch), readable.detach())
+
+
 def test_archives_are_interchangeable():
     reference, packed = _pair("cnn")
     assert list(packed.state_dict()) == list(reference.state_dict())

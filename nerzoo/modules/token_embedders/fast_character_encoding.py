@@ -3,6 +3,8 @@ from allennlp.modules.seq2vec_encoders import CnnEncoder
 from allennlp.modules.token_embedders import TokenCharactersEncoder, TokenEmbedder
 from allennlp.nn.util import min_value_of_dtype
 
+from nerzoo.modules.token_embedders._real_tokens import encode_real_tokens
+
 
 @TokenEmbedder.register("fast_character_encoding")
 @TokenEmbedder.register("packed_character_encoding")  # the earlier name: archives trained under it still load
@@ -18,7 +20,8 @@ class FastCharacterEncoder(TokenCharactersEncoder):
     a word shorter than a filter then gets -inf from it in float64 and -65504 under float16
     autocast (`use_amp`), which an LSTM turns into NaN.  Here padded windows are masked with the lowest
     value of the activations' own dtype, and a word shorter than a filter gets 0 from it, as allennlp
-    gives it in float32.
+    gives it in float32.  Without gradients on the CPU (prediction), a CNN encodes the real tokens
+    only (`_real_tokens`), with the same result.
 
     Registered as a `TokenEmbedder` with name "fast_character_encoding".
 
@@ -38,9 +41,14 @@ class FastCharacterEncoder(TokenCharactersEncoder):
         encoder = self._encoder._module
         if not isinstance(encoder, CnnEncoder) or token_characters.size(-1) < max(encoder._ngram_filter_sizes):
             return super().forward(token_characters) * tokens
+
+        def encode(words: torch.LongTensor) -> torch.Tensor:
+            return masked_cnn(encoder, self._embedding._module(words), words != 0)
+
+        if token_characters.device.type == "cpu" and not torch.is_grad_enabled():
+            return self._dropout(encode_real_tokens(encode, token_characters))
         words = token_characters.reshape(-1, token_characters.size(-1))
-        encoded = masked_cnn(encoder, self._embedding._module(words), words != 0)
-        return self._dropout(encoded.view(*token_characters.shape[:2], -1) * tokens)
+        return self._dropout(encode(words).view(*token_characters.shape[:2], -1) * tokens)
 
 
 def masked_cnn(encoder: CnnEncoder, embedded: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
