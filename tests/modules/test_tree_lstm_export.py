@@ -1,5 +1,5 @@
 """
-`ExportedTreeLstm`, the form of the Tree-LSTM `allennlp export` traces, against the level form
+`ChildSumTreeLstm.export_form()`, the form of the Tree-LSTM `allennlp export` traces, against the level form
 (`ChildSumTreeLstm.encode`): in torch, and as an ONNX graph at batch sizes, lengths and depths the
 trace never saw.
 """
@@ -10,7 +10,7 @@ import onnxruntime
 import pytest
 import torch
 
-from nerzoo.modules.seq2seq_encoders._tree_lstm_export import ExportedTreeLstm
+from nerzoo.contracts import HasExportForm
 from nerzoo.modules.seq2seq_encoders.child_sum_tree_lstm import ChildSumTreeLstm
 from tests.modules.test_child_sum_tree_lstm import pad, random_batch
 
@@ -23,7 +23,7 @@ SHAPES = [
 
 
 class Graph(torch.nn.Module):
-    def __init__(self, module: ExportedTreeLstm) -> None:
+    def __init__(self, module: torch.nn.Module) -> None:
         super().__init__()
         self.module = module
 
@@ -35,7 +35,8 @@ class Graph(torch.nn.Module):
 def test_it_equals_the_level_form_in_torch_and_as_onnx(shape):
     torch.manual_seed(0)
     module = ChildSumTreeLstm(6, 5, **shape).eval()
-    exported = ExportedTreeLstm(module)
+    assert isinstance(module, HasExportForm)
+    exported = module.export_form()
     traced_mask, traced_heads = pad([[2, 0, 2], [0]])
     graph = io.BytesIO()
     with torch.no_grad():
@@ -60,3 +61,5 @@ def test_it_equals_the_level_form_in_torch_and_as_onnx(shape):
         for want, have, from_onnx in zip(expected, got, onnx):
             assert torch.allclose(have, want, atol=1e-5)
             assert torch.allclose(torch.from_numpy(from_onnx), want, atol=1e-5)
+        with torch.no_grad():
+            assert torch.equal(exported(inputs, mask, head_indices), got.states)

@@ -5,14 +5,14 @@ Shapes: `inputs` `(batch_size, num_tokens, input_dim)`, `mask` and `head_indices
 `(batch_size, num_tokens)`, outputs `(batch_size, num_tokens, hidden_dim)`.
 """
 
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
 
-from nerzoo.modules.seq2seq_encoders.top_down_tree_lstm import TopDownTreeLstmLayer, top_down_states
-from nerzoo.modules.seq2seq_encoders.tree_levels import TreeLevels, tree_levels
+from nerzoo.modules.seq2seq_encoders.top_down_tree_lstm import TopDownTreeLstmLayer, padded_top_down, top_down_states
+from nerzoo.modules.seq2seq_encoders.tree_levels import TreeLevels, tree_depths, tree_levels, tree_parents
 from nerzoo.modules.variational_dropout import VariationalDropout
 
 
@@ -208,22 +208,98 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
             if layer.top_down is not None:
                 down = top_down_states(layer.top_down, layer_input, levels, up)
                 output = torch.cat([output, torch.cat(down)], dim=1)
-            layer_input = _residual(layer, layer_input, output)
+            layer_input = residual(layer, layer_input, output)
         flat_states = layer_input.new_zeros(batch_size * num_tokens, self._output_dim)
         flat_states = flat_states.index_copy(0, levels.tokens, layer_input)
-        states = flat_states.view(batch_size, num_tokens, self._output_dim)
-        roots = (mask & (head_indices == 0)).unsqueeze(-1)
-        root = (states * roots).sum(dim=1) / roots.sum(dim=1).clamp(min=1)
-        return TreeLstmOutput(states, root)
+        return _with_root(flat_states.view(batch_size, num_tokens, self._output_dim), mask, head_indices)
+
+    def export_form(self) -> torch.nn.Module:
+        """`PaddedTreeLstm` of this encoder (parameters shared), which a trace follows over any batch."""
+        return PaddedTreeLstm(self)
+
+
+class PaddedTreeLstm(torch.nn.Module):
+    """
+    `ChildSumTreeLstm` (in eval mode) as `allennlp export` traces it: the level schedule's sizes come
+    from the trees, which a trace would fix, so here each pass is a loop (an ONNX `Loop`) of `1 + max
+    depth` steps, each computing every token of the padded batch again from its children's states
+    (`padded_child_sum`) or its head's (`padded_top_down`) of the step before.  Heads must form
+    trees; nothing here checks them.
+
+    # Parameters
+
+    encoder : `ChildSumTreeLstm`, required
+        Its layers, parameters included, are shared, not copied.
+    """
+
+    def __init__(self, encoder: ChildSumTreeLstm) -> None:
+        super().__init__()
+        self.layers = encoder.layers
+
+    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor) -> torch.Tensor:
+        """As `ChildSumTreeLstm.forward`."""
+        return self.encode(inputs, mask, head_indices).states
+
+    def encode(self, inputs: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor) -> TreeLstmOutput:
+        """As `ChildSumTreeLstm.encode`."""
+        mask = mask.bool()
+        outside = ~mask.unsqueeze(-1)
+        parents, has_head = tree_parents(mask, head_indices)
+        positions = torch.arange(mask.size(1), device=mask.device)
+        children = (has_head.unsqueeze(1) & (parents.unsqueeze(1) == positions.view(1, -1, 1))).to(inputs.dtype)
+        num_levels = tree_depths(parents, has_head).max() + 1
+        layer_input = inputs.masked_fill(outside, 0.0)
+        for layer in self.layers:
+            hidden = layer.hidden_dim
+            projected = layer.input_linearity(layer_input)
+            head_forget_inputs = projected[:, :, 3 * hidden :].gather(1, parents.unsqueeze(2).expand(-1, -1, hidden))
+            state_weights = torch.cat([layer.state_linearity.weight, layer.forget_state_linearity.weight])
+            output = padded_child_sum(
+                projected[:, :, : 3 * hidden], head_forget_inputs, children, state_weights, num_levels
+            )
+            if layer.top_down is not None:
+                down_inputs = layer.top_down.input_linearity(layer_input)
+                down_weight = layer.top_down.state_linearity.weight
+                down = padded_top_down(down_inputs, output, parents, has_head, down_weight, num_levels)
+                output = torch.cat([output, down], dim=2)
+            layer_input = residual(layer, layer_input, output.masked_fill(outside, 0.0))
+        return _with_root(layer_input.masked_fill(outside, 0.0), mask, head_indices)
+
+
+def _with_root(states: torch.Tensor, mask: torch.BoolTensor, head_indices: torch.LongTensor) -> TreeLstmOutput:
+    """`states` and their `root`: per row the mean of the states at its roots (zero for a row without tokens)."""
+    roots = (mask & (head_indices == 0)).unsqueeze(-1)
+    return TreeLstmOutput(states, (states * roots).sum(dim=1) / roots.sum(dim=1).clamp(min=1))
+
+
+def child_sum_cell(gate_inputs: torch.Tensor, children: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """`(h_j, c_j)` `(..., hidden)` from `W x_j + b` for `i, o, u` and the sum of what the children
+    sent, `[U h~_j ; sum_k f_jk * c_k]` `(..., 4 * hidden)` (zero for a leaf)."""
+    hidden = children.size(-1) // 4
+    children_gates, children_memory = children.split([3 * hidden, hidden], dim=-1)
+    gates = gate_inputs + children_gates  # W x_j + U h~_j + b for i, o, u
+    input_and_output, update = gates.split([2 * hidden, hidden], dim=-1)
+    input_gate, output_gate = torch.sigmoid(input_and_output).chunk(2, dim=-1)
+    cell = input_gate * torch.tanh(update) + children_memory
+    return output_gate * torch.tanh(cell), cell
+
+
+def child_message(
+    state: torch.Tensor, cell: torch.Tensor, head_forget_inputs: torch.Tensor, state_weights: torch.Tensor
+) -> torch.Tensor:
+    """What `k` sends its head `j`, `[U h_k ; f_jk * c_k]` (`h~_j` enters the gates only as
+    `U h~_j = sum_k U h_k`), from `h_k`, `c_k`, `W_f x_j + b_f` and `[U; U_f]` (`state_weights`)."""
+    hidden = cell.size(-1)
+    pushed_gates, pushed_forget = torch.nn.functional.linear(state, state_weights).split([3 * hidden, hidden], dim=-1)
+    forget_gate = torch.sigmoid(head_forget_inputs + pushed_forget)
+    return torch.cat([pushed_gates, forget_gate * cell], dim=-1)
 
 
 def _tree_lstm_layer(layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, levels: TreeLevels) -> List[torch.Tensor]:
     """
-    One Tree-LSTM layer, the equations above a level at a time: `inputs` `(num_rows, in)` -> `h`
-    of every row, a `(sizes[l], hidden)` tensor per level.  `h~_j` enters the gates only as
-    `U h~_j = sum_k U h_k`, so a level's rows make `[U h_k, U_f h_k]` in one product and send
-    `[U h_k, f_jk * c_k]` to their heads' rows of the next level's `children`, where they add up to
-    `[U h~_j, sum_k f_jk * c_k]` (one extra row, dropped, takes what roots send).
+    One layer a level at a time: `inputs` `(num_rows, in)` -> `h` of every row, `(sizes[l], hidden)`
+    per level.  Each row's `child_message` adds up in its head's row of the next level's `children`
+    (one extra row, dropped, takes what roots send).
     """
     hidden = layer.hidden_dim
     projected = layer.input_linearity(inputs)  # (num_rows, 4 * hidden): W x + b for i, o, u, f
@@ -234,24 +310,34 @@ def _tree_lstm_layer(layer: ChildSumTreeLstmLayer, inputs: torch.Tensor, levels:
     children = projected.new_zeros(levels.sizes[0], 4 * hidden)  # the deepest level has no children
     states = []
     for level in range(len(levels.sizes)):
-        children_gates, children_memory = children.split([3 * hidden, hidden], dim=1)  # U h~_j, sum f_jk c_k
-        gates = gate_inputs[level] + children_gates  # W x_j + U h~_j + b for i, o, u
-        input_and_output, update = gates.split([2 * hidden, hidden], dim=1)
-        input_gate, output_gate = torch.sigmoid(input_and_output).chunk(2, dim=1)
-        cell = input_gate * torch.tanh(update) + children_memory
-        state = output_gate * torch.tanh(cell)
+        state, cell = child_sum_cell(gate_inputs[level], children)
         states.append(state)
         if level + 1 < len(levels.sizes):
-            pushed = torch.nn.functional.linear(state, state_weights)  # [U h_k, U_f h_k]
-            pushed_gates, pushed_forget = pushed.split([3 * hidden, hidden], dim=1)
-            forget_gate = torch.sigmoid(head_forget_inputs[level] + pushed_forget)
-            sent = torch.cat([pushed_gates, forget_gate * cell], dim=1)  # [U h_k, f_jk * c_k]
+            sent = child_message(state, cell, head_forget_inputs[level], state_weights)
             next_size = levels.sizes[level + 1]
             children = sent.new_zeros(next_size + 1, 4 * hidden).index_add(0, head_slots[level], sent)[:next_size]
     return states
 
 
-def _residual(layer: ChildSumTreeLstmLayer, layer_input: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+@torch.jit.script_if_tracing
+def padded_child_sum(
+    gate_inputs: torch.Tensor,
+    head_forget_inputs: torch.Tensor,
+    children: torch.Tensor,
+    state_weights: torch.Tensor,
+    num_levels: torch.Tensor,
+) -> torch.Tensor:
+    """`h` `(batch_size, num_tokens, hidden)` of a padded batch after `num_levels` steps; `children`
+    `(batch_size, num_tokens, num_tokens)` is 1 where the second token is the head of the third."""
+    state = torch.zeros_like(head_forget_inputs)
+    cell = torch.zeros_like(head_forget_inputs)
+    for _ in range(int(num_levels)):
+        sent = child_message(state, cell, head_forget_inputs, state_weights)
+        state, cell = child_sum_cell(gate_inputs, torch.bmm(children, sent))
+    return state
+
+
+def residual(layer: ChildSumTreeLstmLayer, layer_input: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
     """
     A layer's output: `LayerNorm(shortcut + output)` with a residual connection, else `output`.
     The layer's own LayerNorm is called as a function: allennlp's trainer-time

@@ -12,7 +12,7 @@ head's bottom-up state, its siblings.  For a token `j` with head `p` (a root rea
 Run over the same levels as the bottom-up pass (`tree_levels`), the shallowest first.
 """
 
-from typing import List
+from typing import List, Tuple
 
 import torch
 
@@ -36,6 +36,19 @@ class TopDownTreeLstmLayer(torch.nn.Module):
             self.input_linearity.bias[hidden_dim : 2 * hidden_dim].fill_(1.0)  # forget-gate bias 1
 
 
+def top_down_cell(
+    gate_inputs: torch.Tensor, head_states: torch.Tensor, head_cells: torch.Tensor, state_weight: torch.Tensor
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """`(h^down_j, c^down_j)` `(..., hidden)` from `W_x x_j + b` for `i, f, o, u`, the heads'
+    `[h^up_p ; h^down_p]` and `c^down_p`, and `[W_h U]` (`state_weight`)."""
+    hidden = head_cells.size(-1)
+    gates = gate_inputs + torch.nn.functional.linear(head_states, state_weight)
+    sigmoid_gates, update = gates.split([3 * hidden, hidden], dim=-1)
+    input_gate, forget_gate, output_gate = torch.sigmoid(sigmoid_gates).chunk(3, dim=-1)
+    cell = input_gate * torch.tanh(update) + forget_gate * head_cells
+    return output_gate * torch.tanh(cell), cell
+
+
 def top_down_states(
     layer: TopDownTreeLstmLayer, inputs: torch.Tensor, levels: TreeLevels, up_states: List[torch.Tensor]
 ) -> List[torch.Tensor]:
@@ -53,11 +66,28 @@ def top_down_states(
     states: List[torch.Tensor] = [inputs.new_zeros(0, hidden)] * len(levels.sizes)
     for level in reversed(range(len(levels.sizes))):
         head_states, head_cells = heads[head_slots[level]].split([2 * hidden, hidden], dim=1)
-        gates = gate_inputs[level] + layer.state_linearity(head_states)
-        sigmoid_gates, update = gates.split([3 * hidden, hidden], dim=1)
-        input_gate, forget_gate, output_gate = torch.sigmoid(sigmoid_gates).chunk(3, dim=1)
-        cell = input_gate * torch.tanh(update) + forget_gate * head_cells
-        states[level] = output_gate * torch.tanh(cell)
+        states[level], cell = top_down_cell(gate_inputs[level], head_states, head_cells, layer.state_linearity.weight)
         sent = torch.cat([up_states[level], states[level], cell], dim=1)
         heads = torch.cat([sent, sent.new_zeros(1, 3 * hidden)])
     return states
+
+
+@torch.jit.script_if_tracing
+def padded_top_down(
+    gate_inputs: torch.Tensor,
+    up: torch.Tensor,
+    parents: torch.Tensor,
+    has_head: torch.Tensor,
+    state_weight: torch.Tensor,
+    num_levels: torch.Tensor,
+) -> torch.Tensor:
+    """`h^down` `(batch_size, num_tokens, hidden)` of a padded batch after `num_levels` steps, from the
+    bottom-up `h` (`up`) and `tree_parents`."""
+    heads = parents.unsqueeze(2).expand(-1, -1, up.size(2))
+    below_a_head = has_head.unsqueeze(2).to(up.dtype)  # a root reads zeros for its head
+    head_up = up.gather(1, heads) * below_a_head
+    state, cell = torch.zeros_like(up), torch.zeros_like(up)
+    for _ in range(int(num_levels)):
+        head_states = torch.cat([head_up, state.gather(1, heads) * below_a_head], dim=2)
+        state, cell = top_down_cell(gate_inputs, head_states, cell.gather(1, heads) * below_a_head, state_weight)
+    return state

@@ -35,7 +35,14 @@ def tree_levels(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> TreeL
     device = mask.device
     mask, head_indices = mask.bool().cpu(), head_indices.long().cpu()
     batch_size, num_tokens = mask.shape
-    depth, parents = _depths(mask, head_indices)
+    parents, has_head = tree_parents(mask, head_indices)
+    parents = parents.clamp(0, max(num_tokens - 1, 0))
+    bad = mask & ((head_indices < 0) | (head_indices > num_tokens))
+    if (bad | (has_head & ~mask.gather(1, parents))).any():
+        raise ValueError("head_indices point outside the sentence or at masked positions.")
+    depth = tree_depths(parents, has_head)
+    if (mask & (depth >= num_tokens)).any():  # a token on or under a cycle
+        raise ValueError("head_indices contain a cycle.")
     num_levels = int(depth[mask].max()) + 1 if mask.any() else 1
     # Level of every position, deepest first; masked positions go to a last level that is cut off.
     level = torch.where(mask, num_levels - 1 - depth, num_levels).flatten()
@@ -56,24 +63,25 @@ def tree_levels(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> TreeL
     return TreeLevels(tokens, head_rows, head_slots, sizes)
 
 
-def _depths(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> Tuple[torch.LongTensor, torch.LongTensor]:
-    """
-    `(depth, parents)`, both `(batch_size, num_tokens)`: each token's distance to its root, and its
-    head's 0-based position (a root's or masked token's own).  Depths by pointer jumping: after
-    round `r` each token's `ancestor` is its `2^r`-th (or its root) and `depth` counts the edges in
-    between.
-    """
-    num_tokens = mask.size(1)
-    positions = torch.arange(num_tokens, device=mask.device)
+def tree_parents(mask: torch.BoolTensor, head_indices: torch.LongTensor) -> Tuple[torch.LongTensor, torch.BoolTensor]:
+    """`(parents, has_head)`: each token's head as a 0-based position (a root's or masked token's own),
+    and whether it is a real token with a head, `(batch_size, num_tokens)` each; not checked."""
+    positions = torch.arange(head_indices.size(1), device=head_indices.device)
     has_head = mask & (head_indices > 0)
-    parents = torch.where(has_head, head_indices - 1, positions).clamp(0, max(num_tokens - 1, 0))
-    bad = mask & ((head_indices < 0) | (head_indices > num_tokens))
-    if (bad | (has_head & ~mask.gather(1, parents))).any():
-        raise ValueError("head_indices point outside the sentence or at masked positions.")
-    depth, ancestor = has_head.long(), parents
-    for _ in range(max(num_tokens - 1, 1).bit_length()):  # a path has at most num_tokens - 1 edges
+    return torch.where(has_head, head_indices - 1, positions), has_head
+
+
+@torch.jit.script_if_tracing
+def tree_depths(parents: torch.Tensor, has_head: torch.Tensor) -> torch.Tensor:
+    """
+    Each token's distance to its root `(batch_size, num_tokens)`, from `tree_parents`, by pointer
+    jumping: after round `r` each token's `ancestor` is its `2^r`-th (or its root) and `depth` counts
+    the edges in between, until `2^r >= num_tokens`.  So a token on or under a cycle gets a depth
+    of `num_tokens` or more, and a trace runs the rounds as a loop over any length.
+    """
+    depth, ancestor, reach = has_head.long(), parents, 1
+    while reach < parents.size(1):
         depth = depth + depth.gather(1, ancestor)
         ancestor = ancestor.gather(1, ancestor)
-    if (mask & has_head.gather(1, ancestor)).any():  # a token on or under a cycle
-        raise ValueError("head_indices contain a cycle.")
-    return depth, parents
+        reach = reach * 2
+    return depth
