@@ -242,3 +242,27 @@ def test_an_output_directory_with_files_is_refused(trained_archive, tmp_path):
     with pytest.raises(ConfigurationError, match="exists and is not an empty directory"):
         export.export_archive(str(trained_archive), str(tmp_path))
     assert [path.name for path in tmp_path.iterdir()] == ["kept.txt"]
+
+
+@pytest.mark.parametrize("content", [b"not an archive\n", None])
+def test_a_file_that_is_not_an_archive_is_one_error_naming_it(content, tmp_path):
+    path = tmp_path / "model.tar.gz"
+    archive = (FIXTURES_ROOT / "archives" / "bilstm_crf_tiny.tar.gz").read_bytes()
+    path.write_bytes(content if content is not None else archive[: len(archive) // 2])  # None: a truncated archive
+    with pytest.raises(ConfigurationError, match=f"^{path} is not an archive of a nerzoo tagger: [^\n]+$"):
+        export.export_archive(str(path), str(tmp_path / "out"))
+    assert sorted(child.name for child in tmp_path.iterdir()) == ["model.tar.gz"]
+
+
+def test_without_onnx_the_error_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setattr(export.importlib.util, "find_spec", lambda name: None if name == "onnx" else object())
+    with pytest.raises(ConfigurationError, match=r"^the export needs onnx: pip install nerzoo\[onnx\]$"):
+        export.export_archive(str(FIXTURES_ROOT / "archives" / "bilstm_crf_tiny.tar.gz"), str(tmp_path / "out"))
+
+
+def test_the_fixture_archive_with_allennlps_packed_lstm_exports_and_passes_its_check(tmp_path):
+    card = export.export_archive(
+        str(FIXTURES_ROOT / "archives" / "bilstm_crf_tiny.tar.gz"), str(tmp_path / "out"), spacy_model="blank:en"
+    )
+    assert card["config"]["model"]["encoder"]["type"] == "lstm"
+    assert card["check"]["tags_equal"] and card["check"]["largest_confidence_difference"] <= 1e-4
