@@ -106,13 +106,16 @@ class Exportable(Protocol):
         A traceable module (parameters shared, not copied) whose `forward(tokens, mask, parse)` maps
         the text field's tensors, the mask `(batch_size, num_tokens)` and a dict of parse tensors
         (empty for models without a parse) to the scores the runtime decodes: tag logits `(batch_size,
-        num_tokens, num_tags)`, or a span classifier's span logits.
+        num_tokens, num_tags)`, or a span classifier's span logits.  A module that reads a parse names
+        its tensors in a `parse_keys` attribute (the export then parses as the reader does).  The
+        export puts each part in its traced form (`HasExportForm`, allennlp's encoders' forms).
         """
         ...
 
     def export_decoding(self) -> Dict[str, Any]:
-        """What the runtime decodes the scores with: `tagger.json`'s `tag_scheme`, `crf`,
-        `crf_per_sentence`, `spans`, `temperature` and `transition_temperature`."""
+        """What the runtime decodes the scores with: `tagger.json`'s `tag_scheme`, `crf`
+        (`LinearChainCrf.runtime_settings`), `crf_per_sentence`, `spans`, `temperature` and
+        `transition_temperature`."""
         ...
 
 
