@@ -18,17 +18,13 @@ from allennlp.modules import seq2seq_encoders as seq2seq
 from allennlp.modules import seq2vec_encoders as seq2vec
 
 from nerzoo.contracts import HasExportForm
-from nerzoo.modules.row_reversal import gather_steps, reversal_index
-
-# One direction of one layer of a torch RNN, by its `mode`.
-RUNS = {"LSTM": torch.lstm, "GRU": torch.gru, "RNN_TANH": torch.rnn_tanh, "RNN_RELU": torch.rnn_relu}
+from nerzoo.modules.seq2seq_encoders.fast_lstm import padded_run
 
 
 class PaddedRnn(torch.nn.Module):
     """
-    allennlp's `lstm`, `gru` or `rnn` Seq2SeqEncoder as the export traces it: each direction of each
-    layer runs once over the padded batch (the backward one over each row reversed within its
-    length, then reversed back), zeros at padding, as `fast_lstm` runs an LSTM.
+    allennlp's `lstm`, `gru` or `rnn` Seq2SeqEncoder as the export traces it: run on the padded
+    batch as `fast_lstm` runs an LSTM (`padded_run`), zeros at padding.
 
     # Parameters
 
@@ -42,20 +38,7 @@ class PaddedRnn(torch.nn.Module):
 
     def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor, hidden_state: None = None) -> torch.Tensor:
         """`(batch_size, num_steps, input_size)` -> `(batch_size, num_steps, directions * hidden_size)`."""
-        rnn, reverse = self.rnn, reversal_index(mask)
-        names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if rnn.bias else [])
-        zeros = inputs.new_zeros(1, inputs.size(0), rnn.hidden_size)
-        output = inputs
-        for layer in range(rnn.num_layers):
-            directions = []
-            for suffix in ["", "_reverse"] if rnn.bidirectional else [""]:
-                weights = [getattr(rnn, f"{name}_l{layer}{suffix}") for name in names]
-                steps = gather_steps(output, reverse) if suffix else output
-                hidden = (zeros, zeros) if rnn.mode == "LSTM" else zeros
-                states = RUNS[rnn.mode](steps.contiguous(), hidden, weights, rnn.bias, 1, 0.0, False, False, True)[0]
-                directions.append(gather_steps(states, reverse) if suffix else states)
-            output = torch.cat(directions, dim=-1)
-        return output * mask.unsqueeze(-1)
+        return padded_run(self.rnn, inputs, mask, False)
 
 
 class RnnFinalStates(torch.nn.Module):

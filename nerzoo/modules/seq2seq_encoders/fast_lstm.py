@@ -71,39 +71,52 @@ class FastLstm(LstmSeq2SeqEncoder):
         """
         if hidden_state is not None:
             raise ConfigurationError("fast_lstm starts from zero states; use allennlp's lstm for hidden_state")
-        batch_size, sequence_length = inputs.shape[:2]
-        mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool) if mask is None else mask.bool()
-        lstm = self._module
-        reverse = reversal_index(mask) if lstm.bidirectional else None
-        zeros = inputs.new_zeros(1, batch_size, lstm.hidden_size)
-        output = inputs
-        for layer in range(lstm.num_layers):
-            if layer > 0 and lstm.dropout > 0:
-                output = torch.nn.functional.dropout(output, lstm.dropout, self.training)
-            directions = [self._run(output, self._weights(layer, ""), zeros)]
-            if reverse is not None:
-                backward = self._run(gather_steps(output, reverse), self._weights(layer, "_reverse"), zeros)
-                directions.append(gather_steps(backward, reverse))
-            output = torch.cat(directions, dim=-1) if len(directions) > 1 else directions[0]
-        return output * mask.unsqueeze(-1)
+        mask = inputs.new_ones(inputs.shape[:2], dtype=torch.bool) if mask is None else mask.bool()
+        return padded_run(self._module, inputs, mask, self.training)
 
-    def _weights(self, layer: int, suffix: str) -> List[torch.Tensor]:
-        names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if self._module.bias else [])
-        return [getattr(self._module, f"{name}_l{layer}{suffix}") for name in names]
 
-    def _run(self, inputs: torch.Tensor, weights: List[torch.Tensor], zeros: torch.Tensor) -> torch.Tensor:
-        """One direction of one layer over `(batch_size, sequence_length, dim)`, from the `zeros` states."""
-        cpu_float16 = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
-        if inputs.device.type == "cpu" and cpu_float16:
-            # oneDNN has no float16 LSTM on most CPUs: run this one in float32 (cuDNN runs float16).
-            with torch.autocast("cpu", enabled=False):
-                return self._run(inputs.float(), [weight.float() for weight in weights], zeros.float())
-        zeros = zeros.to(inputs.dtype)
-        if len(weights) == 2 and inputs.is_cuda:
-            # cuDNN without biases disagrees with the CPU (tests/gpu); with zero biases they agree.
-            no_bias = weights[0].new_zeros(weights[0].size(0))
-            weights = [*weights, no_bias, no_bias]
-        output, _, _ = torch.lstm(
-            inputs.contiguous(), (zeros, zeros), weights, len(weights) == 4, 1, 0.0, self.training, False, True
-        )
-        return output
+# One direction of one layer of a torch RNN, by its `mode`.
+RUNS = {"LSTM": torch.lstm, "GRU": torch.gru, "RNN_TANH": torch.rnn_tanh, "RNN_RELU": torch.rnn_relu}
+
+
+def padded_run(rnn: torch.nn.RNNBase, inputs: torch.Tensor, mask: torch.BoolTensor, training: bool) -> torch.Tensor:
+    """
+    `rnn` (a batch-first `torch.nn.LSTM`, `GRU` or `RNN`) over the right-padded batch `(batch_size,
+    num_steps, input_size)`, as `FastLstm` runs it: each direction of each layer once over the padded
+    rows, the backward one over each row reversed within its length; zeros at padding.
+    """
+    reverse = reversal_index(mask) if rnn.bidirectional else None
+    zeros = inputs.new_zeros(1, inputs.size(0), rnn.hidden_size)
+    output = inputs
+    for layer in range(rnn.num_layers):
+        if layer > 0 and rnn.dropout > 0:
+            output = torch.nn.functional.dropout(output, rnn.dropout, training)
+        directions = [_run(rnn, output, _weights(rnn, layer, ""), zeros, training)]
+        if reverse is not None:
+            backward = _run(rnn, gather_steps(output, reverse), _weights(rnn, layer, "_reverse"), zeros, training)
+            directions.append(gather_steps(backward, reverse))
+        output = torch.cat(directions, dim=-1) if len(directions) > 1 else directions[0]
+    return output * mask.unsqueeze(-1)
+
+
+def _weights(rnn: torch.nn.RNNBase, layer: int, suffix: str) -> List[torch.Tensor]:
+    names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if rnn.bias else [])
+    return [getattr(rnn, f"{name}_l{layer}{suffix}") for name in names]
+
+
+def _run(
+    rnn: torch.nn.RNNBase, inputs: torch.Tensor, weights: List[torch.Tensor], zeros: torch.Tensor, training: bool
+) -> torch.Tensor:
+    """One direction of one layer over `(batch_size, sequence_length, dim)`, from the `zeros` states."""
+    cpu_float16 = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
+    if inputs.device.type == "cpu" and cpu_float16:
+        # oneDNN has no float16 LSTM on most CPUs: run this one in float32 (cuDNN runs float16).
+        with torch.autocast("cpu", enabled=False):
+            return _run(rnn, inputs.float(), [weight.float() for weight in weights], zeros.float(), training)
+    zeros = zeros.to(inputs.dtype)
+    if len(weights) == 2 and inputs.is_cuda:
+        # cuDNN without biases disagrees with the CPU (tests/gpu); with zero biases they agree.
+        no_bias = weights[0].new_zeros(weights[0].size(0))
+        weights = [*weights, no_bias, no_bias]
+    states = (zeros, zeros) if rnn.mode == "LSTM" else zeros
+    return RUNS[rnn.mode](inputs.contiguous(), states, weights, len(weights) == 4, 1, 0.0, training, False, True)[0]
