@@ -195,7 +195,7 @@ def test_missing_archive_and_archives_of_other_kinds_are_clear_errors(archive_of
         blank_with(FIXTURES_ROOT / "archives" / "predictions.json")("Peter visited Brussels .")
     with pytest.raises(ConfigurationError, match="not a tagger"):
         blank_with(archive_of("me_crf_thread_discourse"))("Peter visited Brussels .")
-    with pytest.raises(ConfigurationError, match="needs an archive"):
+    with pytest.raises(ConfigurationError, match="nerzoo_ner needs .archive."):
         spacy.blank("en").add_pipe("nerzoo_ner")
     with pytest.raises(ValueError, match="existing_ents"):
         blank_with(archive_of("bilstm_crf"), existing_ents="merge")

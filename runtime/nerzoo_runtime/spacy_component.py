@@ -1,15 +1,17 @@
 """
-The spaCy component "nerzoo_onnx_ner": tags docs with a tagger exported by `allennlp export`, as
-nerzoo's own "nerzoo_ner" tags them with its archive, without allennlp or torch.
+spaCy components that tag docs with a nerzoo tagger.  `TaggerComponent` is what they share: the
+doc's tokens, batches, errors, and the entities and confidences they set.  "nerzoo_onnx_ner" tags
+with a tagger exported by `allennlp export`, without allennlp or torch; nerzoo's own "nerzoo_ner"
+(`nerzoo.spacy_pipeline`) tags with a trained archive.
 
-The runtime's `spacy_factories` entry point registers it, so spaCy finds it without an import:
-`nlp.add_pipe("nerzoo_onnx_ner", config={"directory": "runs/bilstm_crf/exported"})`.
+The runtime's `spacy_factories` entry point registers "nerzoo_onnx_ner", so spaCy finds it without
+an import: `nlp.add_pipe("nerzoo_onnx_ner", config={"directory": "runs/bilstm_crf/exported"})`.
 """
 
 import functools
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from spacy.language import Language
 from spacy.pipeline import Pipe
@@ -24,50 +26,43 @@ EXISTING_ENTS = ("replace", "keep")
 EXTENSIONS = ((Span, "confidence"), (Token, "nerzoo_tag"), (Token, "nerzoo_confidence"))
 
 
-class NerzooOnnxTagger(Pipe):
+class TaggerComponent(Pipe):
     """
-    Tags spaCy docs with an exported nerzoo tagger (`nerzoo_runtime.Tagger`): sets `doc.ents` (the
-    model's labels), `Span._.confidence` (each entity's probability), `Token._.nerzoo_tag` and
+    Tags spaCy docs with a nerzoo tagger: sets `doc.ents` (the model's labels), `Span._.confidence`
+    (each entity's probability, the number `allennlp predict` gives), `Token._.nerzoo_tag` and
     `Token._.nerzoo_confidence` (the model's tag and its posterior; `None` on whitespace tokens,
-    which the model never sees), as "nerzoo_ner" sets them.
+    which the model never sees).
 
-    Each doc's tokens (whitespace tokens left out) are tagged as one token list, so a doc gets what
-    `allennlp predict` gives for `{"tokens": [...]}`.  `nlp.pipe(texts, batch_size=N)` runs one
-    forward pass per N docs.  An empty (or all-whitespace) doc gets no entities.  A doc the model
-    cannot tag goes to the pipeline's error handler (`nlp.set_error_handler`) with an error naming
-    it; a handler that returns leaves that doc untagged and the other docs of the batch tagged.
-
-    The directory is loaded when the component first tags a doc (or on `from_disk`).  `nlp.to_disk`
-    copies it into the component's folder, and `spacy.load(path)` tags with that copy.
+    Each doc's tokens (whitespace tokens left out) are one input, `{"tokens": [...]}` unless a
+    subclass's `_input` says otherwise, so a doc gets what `allennlp predict` gives for it.
+    `nlp.pipe(texts, batch_size=N)` tags N docs at a time (`_predictor`).  An empty (or all-whitespace)
+    doc gets no entities without a prediction.  A doc the model cannot tag goes to the pipeline's
+    error handler (`nlp.set_error_handler`) with an error naming it; a handler that returns leaves
+    that doc untagged and the other docs of the batch tagged.  `nlp.evaluate` scores `doc.ents`.
 
     # Parameters
 
     nlp : `Language`, required
     name : `str`, required
         The component's name in the pipeline.
-    directory : `str`, required
-        What `allennlp export` wrote.
-    batch_size : `int`, optional (default = `64`)
-        Docs per forward pass when `pipe` is called without a batch size (`nlp.pipe` passes its own).
-    existing_ents : `str`, optional (default = `"replace"`)
+    source : `Tuple[str, Optional[str]]`, required
+        The config's key of what the component tags with, and its value (which it must have).
+    batch_size : `int`, required
+        Docs per prediction when `pipe` is called without a batch size (`nlp.pipe` passes its own).
+    existing_ents : `str`, required
         What to do with entities already on the doc: `"replace"` them with the model's, or `"keep"`
         them and add only the model's entities that cover none of their tokens.
-    threads : `int`, optional (default = onnxruntime's choice)
-        onnxruntime's threads within an operator.
     """
 
+    factory = ""  # the factory's name, in errors
+    setup_error = ValueError  # raised for a config the component cannot use
+
     def __init__(
-        self,
-        nlp: Language,
-        name: str,
-        directory: Optional[str],
-        batch_size: int = 64,
-        existing_ents: str = "replace",
-        threads: Optional[int] = None,
+        self, nlp: Language, name: str, source: Tuple[str, Optional[str]], batch_size: int, existing_ents: str
     ) -> None:
-        if not directory:
-            raise ValueError(
-                'nerzoo_onnx_ner needs a directory: nlp.add_pipe("nerzoo_onnx_ner", config={"directory": "..."})'
+        if not source[1]:
+            raise self.setup_error(
+                f"{self.factory} needs {source[0]!r}: nlp.add_pipe({self.factory!r}, config={{{source[0]!r}: ...}})"
             )
         if existing_ents not in EXISTING_ENTS:
             raise ValueError(f"existing_ents must be one of {EXISTING_ENTS}, not {existing_ents!r}")
@@ -78,15 +73,19 @@ class NerzooOnnxTagger(Pipe):
                 owner.set_extension(attribute, default=None)
         self.vocab = nlp.vocab
         self.name = name
-        self.directory = str(directory)
         self.batch_size = batch_size
         self.existing_ents = existing_ents
-        self.threads = threads
 
-    @functools.cached_property
-    def tagger(self) -> Tagger:
-        """The exported tagger (loaded on first use)."""
-        return _load(self.directory, self.threads)
+    def _predictor(self) -> Callable[[List[Dict[str, Any]]], List[Dict[str, Any]]]:
+        """
+        The model (loaded at the first call): inputs to one result each, as `allennlp predict` writes
+        it (`{"error": ...}` for one it cannot tag).
+        """
+        raise NotImplementedError
+
+    def _input(self, doc: Doc, kept: List[int]) -> Dict[str, Any]:
+        """The `allennlp predict` input of the doc's tokens `kept`."""
+        return {"tokens": [doc[index].text for index in kept]}
 
     def __call__(self, doc: Doc) -> Doc:
         self._tag([doc], self.get_error_handler())
@@ -99,39 +98,53 @@ class NerzooOnnxTagger(Pipe):
             yield from docs
 
     def _tag(self, docs: Sequence[Doc], error_handler: Callable) -> None:
-        """One forward pass over `docs`; a doc that fails goes to `error_handler`."""
-        tagger = self.tagger
-        kept = [[token.i for token in doc if not token.is_space] for doc in docs]
-        words = [[doc[index].text for index in indices] for doc, indices in zip(docs, kept)]
+        """One prediction over `docs` (sorted by length); a doc that fails goes to `error_handler`."""
+        predict = self._predictor()
+        inputs: Dict[int, Tuple[Dict[str, Any], List[int]]] = {}
+        for number, doc in enumerate(docs):
+            try:
+                kept = [token.i for token in doc if not token.is_space]
+                if kept:
+                    inputs[number] = (self._input(doc, kept), kept)
+                else:
+                    self._set(doc, [], {"tags": [], "tag_confidences": [], "spans": []})
+            except Exception as error:  # one bad doc costs no other
+                error_handler(self.name, self, [doc], self._doc_error(doc, error))
+        order = sorted(inputs, key=lambda number: len(inputs[number][1]))
         try:
-            results = tagger.tag(words, batch_size=len(docs))
+            results = predict([inputs[number][0] for number in order])
         except Exception:  # find the doc that fails; the others are tagged one at a time
             results = []
-            for one in words:
+            for number in order:
                 try:
-                    results.extend(tagger.tag([one]))
+                    results.append(predict([inputs[number][0]])[0])
                 except Exception as error:
-                    results.append({"error": f"{type(error).__name__}: {error}"})
-        for doc, indices, result in zip(docs, kept, results):
+                    results.append({"error": error})
+        for number, result in zip(order, results):
+            doc = docs[number]
             try:
                 if "error" in result:
-                    raise ValueError(result["error"])
-                self._set(doc, indices, result)
-            except Exception as error:  # one bad doc costs no other
-                error_handler(self.name, self, [doc], _doc_error(doc, error))
+                    error = result["error"]
+                    raise error if isinstance(error, Exception) else ValueError(error)
+                self._set(doc, inputs[number][1], result)
+            except Exception as error:
+                error_handler(self.name, self, [doc], self._doc_error(doc, error))
 
     def _set(self, doc: Doc, kept: List[int], result: Dict[str, Any]) -> None:
-        """Writes one result (the tagger's output over the tokens `kept`) onto the doc."""
+        """Writes one result (the model's output over the tokens `kept`) onto the doc."""
+        tags, confidences = result["tags"], result["tag_confidences"]
+        if len(tags) != len(kept):
+            raise ValueError(f"the model gave {len(tags)} tags for {len(kept)} tokens")
         for token in doc:
             token._.nerzoo_tag = token._.nerzoo_confidence = None
-        for index, tag, confidence in zip(kept, result["tags"], result["tag_confidences"]):
+        for index, tag, confidence in zip(kept, tags, confidences):
             doc[index]._.nerzoo_tag = tag
             doc[index]._.nerzoo_confidence = confidence
         # A span classifier's (fofe_ner's) spans have a `score` and a nesting `level`: the outermost are the entities.
         found = [
             (
                 Span(doc, kept[span["start"]], kept[span["end"] - 1] + 1, label=span["label"]),
-                span["confidence"] if "confidence" in span else span["score"],
+                span["confidence"] if "confidence" in span else span.get("score"),
             )
             for span in result["spans"]
             if span.get("level", 1) == 1
@@ -148,6 +161,56 @@ class NerzooOnnxTagger(Pipe):
     def score(self, examples: Iterable[Example], **kwargs) -> Dict[str, Any]:
         """Entity precision, recall and F1 of `doc.ents` (`ents_p`, `ents_r`, `ents_f`, `ents_per_type`)."""
         return get_ner_prf(examples)
+
+    def _doc_error(self, doc: Doc, error: Exception) -> Exception:
+        """`error`, with the doc it comes from named in its message."""
+        preview = doc.text[:60] + ("..." if len(doc.text) > 60 else "")
+        return ValueError(f"{self.factory} could not tag a doc of {len(doc)} tokens ({preview!r}): {error}")
+
+
+class NerzooOnnxTagger(TaggerComponent):
+    """
+    Tags spaCy docs with an exported nerzoo tagger (`nerzoo_runtime.Tagger`), as "nerzoo_ner" tags
+    them with its archive (`TaggerComponent`).
+
+    The directory is loaded when the component first tags a doc (or on `from_disk`).  `nlp.to_disk`
+    copies it into the component's folder, and `spacy.load(path)` tags with that copy.
+
+    # Parameters
+
+    nlp : `Language`, required
+    name : `str`, required
+    directory : `str`, required
+        What `allennlp export` wrote.
+    batch_size : `int`, optional (default = `64`)
+    existing_ents : `str`, optional (default = `"replace"`)
+    threads : `int`, optional (default = onnxruntime's choice)
+        onnxruntime's threads within an operator.
+    """
+
+    factory = "nerzoo_onnx_ner"
+
+    def __init__(
+        self,
+        nlp: Language,
+        name: str,
+        directory: Optional[str],
+        batch_size: int = 64,
+        existing_ents: str = "replace",
+        threads: Optional[int] = None,
+    ) -> None:
+        super().__init__(nlp, name, ("directory", directory), batch_size, existing_ents)
+        self.directory = str(directory)
+        self.threads = threads
+
+    @functools.cached_property
+    def tagger(self) -> Tagger:
+        """The exported tagger (loaded on first use)."""
+        return _load(self.directory, self.threads)
+
+    def _predictor(self) -> Callable[[List[Dict[str, Any]]], List[Dict[str, Any]]]:
+        tagger = self.tagger
+        return lambda inputs: tagger.tag(inputs, batch_size=len(inputs))
 
     def to_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = ()) -> None:
         """Copies the exported directory into `path`."""
@@ -172,12 +235,6 @@ def _load(directory: str, threads: Optional[int]) -> Tagger:
         return Tagger.load(directory, threads=threads)
     except Exception as error:
         raise ValueError(f"nerzoo_onnx_ner cannot load {directory!r}: {type(error).__name__}: {error}") from None
-
-
-def _doc_error(doc: Doc, error: Exception) -> Exception:
-    """`error`, with the doc it comes from named in its message."""
-    preview = doc.text[:60] + ("..." if len(doc.text) > 60 else "")
-    return ValueError(f"nerzoo_onnx_ner could not tag a doc of {len(doc)} tokens ({preview!r}): {error}")
 
 
 @Language.factory(

@@ -8,7 +8,7 @@ import pytest
 import spacy
 import torch
 
-import nerzoo.spacy_pipeline  # noqa: F401 ("nerzoo_ner" where nerzoo is on the path, not installed, as on a lent machine)
+import nerzoo_spacy_factory  # noqa: F401 ("nerzoo_ner" where nerzoo is on the path, not installed, as on a lent machine)
 from tests.gpu.device_under_test import CUDA_DEVICE, DEVICE, skip_unless_the_device_is_available
 from tests.test_spacy_component import archive_of, assert_same, sentences, tagged  # noqa: F401 (a fixture)
 

@@ -115,7 +115,7 @@ def test_a_bad_directory_or_config_is_one_clear_error(tmp_path):
     nlp.add_pipe("nerzoo_onnx_ner", config={"directory": str(tmp_path)})
     with pytest.raises(ValueError, match="nerzoo_onnx_ner cannot load .*not a directory written by `allennlp export`"):
         nlp("Peter visited Brussels .")
-    with pytest.raises(ValueError, match="nerzoo_onnx_ner needs a directory"):
+    with pytest.raises(ValueError, match="nerzoo_onnx_ner needs .directory."):
         spacy.blank("en").add_pipe("nerzoo_onnx_ner")
     with pytest.raises(ValueError, match="existing_ents"):
         spacy.blank("en").add_pipe("nerzoo_onnx_ner", config={"directory": str(tmp_path), "existing_ents": "merge"})
