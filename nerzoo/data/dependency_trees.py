@@ -22,6 +22,7 @@ from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.fields import Field, MetadataField, SequenceLabelField, TextField
 from allennlp.data.instance import Instance
 from allennlp.data.tokenizers import Token
+from nerzoo_runtime.dependency_parse import chain_tree, parse_words
 
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
 
@@ -30,10 +31,6 @@ logger = logging.getLogger(__name__)
 POS_ATTRIBUTES = ("tag", "pos")
 # Bump whenever the cached content or its meaning changes: old cache files then simply miss.
 CACHE_FORMAT_VERSION = 1
-# Components whose output the parses do not use; they are switched off while parsing.
-_UNUSED_COMPONENTS = frozenset(
-    ["ner", "lemmatizer", "entity_ruler", "entity_linker", "textcat", "textcat_multilabel", "spancat"]
-)
 
 
 class InvalidTreeError(ConfigurationError):
@@ -155,19 +152,8 @@ class SpacyDependencyParser:
         return self._run_pipeline(sentences)
 
     def _run_pipeline(self, sentences: Sequence[Sequence[str]]) -> List[DependencyParse]:
-        from spacy.tokens import Doc
-
-        nlp = self.nlp
-        unused = [name for name in nlp.pipe_names if name in _UNUSED_COMPONENTS]
-        parses = []
-        with nlp.select_pipes(disable=unused):
-            docs = (Doc(nlp.vocab, words=list(words)) for words in sentences)
-            for doc in nlp.pipe(docs, batch_size=self.batch_size):
-                pos_tags = [(token.tag_ if self.pos_attribute == "tag" else token.pos_) or "_" for token in doc]
-                labels = [token.dep_ or "_" for token in doc]
-                heads = [0 if token.head.i == token.i else token.head.i + 1 for token in doc]
-                parses.append(DependencyParse(pos_tags, labels, heads))
-        return parses
+        parsed = parse_words(self.nlp, sentences, self.pos_attribute, self.batch_size)
+        return [DependencyParse(*parse) for parse in parsed]
 
     def cache_key(self, path: str, sentences: Sequence[Sequence[str]]) -> str:
         """
@@ -296,7 +282,7 @@ def dependency_instance(
         raise ConfigurationError("cannot build an instance from an empty token list")
     check_tree_option(tree)
     if tree == "chain":
-        heads, dependency_labels = [*range(2, len(words) + 1), 0], ["chain"] * len(words)
+        dependency_labels, heads = chain_tree(len(words))
     columns = {"pos_tags": pos_tags, "dependency_labels": dependency_labels, "head_indices": heads, "tags": tags}
     for name, values in columns.items():
         if values is not None and len(values) != len(words):

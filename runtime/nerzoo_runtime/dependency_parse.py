@@ -4,14 +4,40 @@ makes them at prediction: spaCy tags and parses each word list as it is (no re-t
 pipeline the model was trained with (the `spacy` extra and that pipeline installed).
 """
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
 from nerzoo_runtime.spacy_loading import load_spacy
 
-# Components whose output the parse does not use, switched off while parsing (as nerzoo's reader).
+# Components whose output the parse does not use, switched off while parsing.
 UNUSED_COMPONENTS = ("ner", "lemmatizer", "entity_ruler", "entity_linker", "textcat", "textcat_multilabel", "spancat")
+Parse = Tuple[List[str], List[str], List[int]]
+
+
+def parse_words(
+    nlp, sentences: Sequence[Sequence[str]], pos_attribute: str, batch_size: Optional[int] = None
+) -> List[Parse]:
+    """
+    Each word list tagged and parsed by the spaCy pipeline `nlp` as it is (a doc of exactly its
+    words): its POS tags (`pos_attribute` `"tag"`, fine-grained, or `"pos"`, universal), relation
+    labels (`"_"` where spaCy gives none) and heads (1-based, 0 for a root).  Where spaCy splits a
+    word list into sentences, it has several roots.
+    """
+    from spacy.tokens import Doc
+
+    parses = []
+    with nlp.select_pipes(disable=[name for name in nlp.pipe_names if name in UNUSED_COMPONENTS]):
+        for doc in nlp.pipe((Doc(nlp.vocab, words=list(words)) for words in sentences), batch_size=batch_size):
+            tags = [(token.tag_ if pos_attribute == "tag" else token.pos_) or "_" for token in doc]
+            labels = [token.dep_ or "_" for token in doc]
+            parses.append((tags, labels, [0 if token.head.i == token.i else token.head.i + 1 for token in doc]))
+    return parses
+
+
+def chain_tree(length: int) -> Tuple[List[str], List[int]]:
+    """The control tree of `length` words: each word's head is the next word, every relation `"chain"`."""
+    return ["chain"] * length, [*range(2, length + 1), 0]
 
 
 class DependencyParse:
@@ -51,24 +77,14 @@ class DependencyParse:
         """Any words will do."""
 
     def feeds(self, batch: Sequence[Sequence[str]]) -> Dict[str, numpy.ndarray]:
-        from spacy.tokens import Doc
-
-        nlp = self.nlp()
         shape = (len(batch), max(map(len, batch)))
         feeds = {
             key: numpy.zeros(shape, dtype=numpy.int64) for key in ("pos_tags", "dependency_labels", "head_indices")
         }
-        with nlp.select_pipes(disable=[name for name in nlp.pipe_names if name in UNUSED_COMPONENTS]):
-            for row, doc in enumerate(nlp.pipe(Doc(nlp.vocab, words=list(words)) for words in batch)):
-                tags = [(token.tag_ if self.pos_attribute == "tag" else token.pos_) or "_" for token in doc]
-                if self.chain:
-                    labels, heads = ["chain"] * len(doc), [*range(2, len(doc) + 1), 0]
-                else:
-                    labels = [token.dep_ or "_" for token in doc]
-                    heads = [0 if token.head.i == token.i else token.head.i + 1 for token in doc]
-                feeds["pos_tags"][row, : len(doc)] = [self.pos.get(tag, self.oov[0]) for tag in tags]
-                feeds["dependency_labels"][row, : len(doc)] = [
-                    self.relations.get(label, self.oov[1]) for label in labels
-                ]
-                feeds["head_indices"][row, : len(doc)] = heads
+        for row, (tags, labels, heads) in enumerate(parse_words(self.nlp(), batch, self.pos_attribute)):
+            if self.chain:
+                labels, heads = chain_tree(len(tags))
+            feeds["pos_tags"][row, : len(tags)] = [self.pos.get(tag, self.oov[0]) for tag in tags]
+            feeds["dependency_labels"][row, : len(tags)] = [self.relations.get(label, self.oov[1]) for label in labels]
+            feeds["head_indices"][row, : len(tags)] = heads
         return feeds

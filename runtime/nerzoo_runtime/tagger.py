@@ -14,11 +14,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
-from nerzoo_runtime import crf, span_decoding
+from nerzoo_runtime import chains, crf, span_decoding
 from nerzoo_runtime.errors import TaggerInputError
 from nerzoo_runtime.inputs import Input, Spans, read_input
 from nerzoo_runtime.spacy_loading import load_spacy
-from nerzoo_runtime.tag_scheme import tags_to_spans
 from nerzoo_runtime.word_shapes import WordShapes
 
 FORMAT_VERSION = 1
@@ -164,56 +163,13 @@ class Tagger:
             lengths = [len(words) for words in batch]
             return span_decoding.decode(logits, lengths, self.labels, **options, temperature=self.temperature)
         per_sentence = self.crf is not None and self.crf_per_sentence
-        chains = [
-            (row, start, end)
-            for row, words in enumerate(batch)
-            for start, end in (sentences[row] if per_sentence else [(0, len(words))])
-        ]
-        if len(chains) > len(batch):  # each sentence a row of its own
-            chain_logits = numpy.zeros((len(chains), max(end - start for _, start, end in chains), logits.shape[2]))
-            chain_logits = chain_logits.astype(logits.dtype)
-            for index, (row, start, end) in enumerate(chains):
-                chain_logits[index, : end - start] = logits[row, start:end]
-            lengths = numpy.array([end - start for _, start, end in chains])
-            logits, mask = chain_logits, numpy.arange(chain_logits.shape[1])[None] < lengths[:, None]
+        rows, logits, mask = chains.sentence_rows(logits, mask, sentences if per_sentence else None)
         if self.crf is not None:
-            paths = crf.viterbi(self.crf.scores(), logits, mask)
-            scaled = logits.astype(numpy.float64)
-            if self.temperature != 1.0:
-                scaled = scaled / float(numpy.float32(self.temperature))
-            posteriors = crf.forward_backward(self.crf.scores(self.transition_temperature), scaled, mask)
-            on_path = paths[:, :, None]
-            tag_log_probabilities = (
-                numpy.take_along_axis(posteriors.log_alpha + posteriors.log_beta, on_path, axis=2)[:, :, 0]
-                - posteriors.log_partition[:, None]
-            )
-
-            def span_log_probability(chain, start, end):
-                return crf.path_log_probability(posteriors, scaled, chain, paths[chain], start, end)
+            scored = chains.crf_scored(self.crf, logits, mask, self.temperature, self.transition_temperature)
         else:
-            # Independent positions: a tag's softmax probability, a span's the product of its tags'.
-            paths = logits.argmax(axis=-1) * mask
-            scaled = logits.astype(numpy.float32) / numpy.float32(self.temperature)
-            log_softmax = scaled - crf.logsumexp(scaled, axis=-1)[:, :, None]
-            tag_log_probabilities = numpy.take_along_axis(log_softmax, paths[:, :, None], axis=2)[:, :, 0]
-
-            def span_log_probability(chain, start, end):
-                return float(tag_log_probabilities[chain, start:end].astype(numpy.float64).sum())
-
-        tagged = []
-        for row in range(len(batch)):
-            tags, confidences, spans = [], [], []
-            row_chains = [(index, start, end) for index, (of, start, end) in enumerate(chains) if of == row]
-            for chain, start, end in row_chains:
-                tags += [self.labels[tag] for tag in paths[chain, : end - start]]
-                confidences += numpy.exp(tag_log_probabilities[chain, : end - start]).tolist()
-            for first, last in sentences[row] if self.tag_scheme is not None else []:
-                chain, offset = next((chain, start) for chain, start, end in row_chains if start <= first < end)
-                for label, start, end in tags_to_spans(tags[first:last]):
-                    log_probability = span_log_probability(chain, first + start - offset, first + end - offset)
-                    spans.append((label, first + start, first + end, float(numpy.exp(min(log_probability, 0.0)))))
-            tagged.append((tags, confidences, spans))
-        return tagged
+            scored = chains.softmax_scored(logits, mask, self.temperature)
+        spans_within = sentences if self.tag_scheme is not None else None
+        return chains.tagged(rows, scored, self.labels, spans_within, len(batch))
 
 
 class Indexer:
