@@ -33,11 +33,15 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml runtime/pyproject.toml nerz
 	touch $(STAMP)
 
 # Resolves the newest versions that setup.cfg and overrides.txt allow, for CPython 3.11 on x86-64
-# Linux, into requirements.lock (commit it; `make install` then installs it).
+# Linux, into requirements.lock (commit it; `make install` then installs it). nerzoo's dependency
+# nerzoo-runtime is taken from ./runtime (its dependencies are locked, not itself: `make install`
+# installs it editable).
 lock:
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	test -x $(UV) || $(PYTHON) -m pip install --quiet uv==$(UV_VERSION)
-	$(UV) pip compile setup.cfg --extra dev --extra onnx --override overrides.txt --python-version 3.11 \
+	echo "nerzoo-runtime @ ./runtime" > $(VENV)/runtime-source.txt
+	$(UV) pip compile setup.cfg --extra dev --extra onnx --override overrides.txt \
+		--override $(VENV)/runtime-source.txt --no-emit-package nerzoo-runtime --python-version 3.11 \
 		--python-platform x86_64-unknown-linux-gnu --quiet -o requirements.lock
 
 # The benchmarks' extra (allennlp-models, for the reference crf_tagger), with the locked versions kept
@@ -47,7 +51,8 @@ lock:
 # nltk_data (on NLTK's search path) says it is there, so no command tries the network.
 install-bench: install
 	grep -v '^setuptools==' requirements.lock > $(VENV)/bench-constraints.txt
-	$(UV) pip install --python $(PYTHON) -e '.[dev,bench]' --override overrides.txt --constraint $(VENV)/bench-constraints.txt
+	$(UV) pip install --python $(PYTHON) -e '.[dev,bench]' -e runtime --override overrides.txt \
+		--constraint $(VENV)/bench-constraints.txt
 	mkdir -p $(VENV)/nltk_data/tokenizers/punkt
 	echo "Empty on purpose: see install-bench in nerzoo's Makefile." > $(VENV)/nltk_data/tokenizers/punkt/README
 
