@@ -161,9 +161,6 @@ class Seq2Biseq(DecodedTagger, Model):
         embedded = self.dropout(self.label_embedding(previous_labels))
         return torch.cat([lexical, embedded], dim=-1) if self.lexical_decoders else embedded
 
-    def _forward_logits(self, forward_states, lexical, backward_states) -> torch.Tensor:
-        return self.forward_output(torch.cat([forward_states, lexical, backward_states], dim=-1))
-
     def teacher_forced(
         self, lexical: torch.Tensor, mask: torch.BoolTensor, tags: torch.LongTensor
     ) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -186,46 +183,37 @@ class Seq2Biseq(DecodedTagger, Model):
         forward_states, _ = self.forward_decoder(self._decoder_inputs(lexical, left_labels))
         forward_states = self.dropout(forward_states)
         backward_logits = self.backward_output(torch.cat([lexical, backward_states], dim=-1))
-        return self._forward_logits(forward_states, lexical, backward_states), backward_logits
+        forward_logits = self.forward_output(torch.cat([forward_states, lexical, backward_states], dim=-1))
+        return forward_logits, backward_logits
 
     def decode(
         self, lexical: torch.Tensor, mask: torch.BoolTensor, forced_tags: Optional[torch.LongTensor] = None
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """
-        Step-by-step decoding, batched over sentences: the backward decoder from the last word to the
-        first, each step reading its own previous argmax, then the forward decoder over its states.
-        With `forced_tags` each step reads those instead (a slow reference of `teacher_forced`).
-        Returns the forward and backward logits, each `(batch_size, num_tokens, num_tags)`.
+        Step-by-step decoding (`greedy_pass`), batched over sentences: the backward decoder from the
+        last word to the first, each step reading its own previous argmax, then the forward decoder
+        over its states.  With `forced_tags` each step reads those instead (a slow reference of
+        `teacher_forced`).  Returns the forward and backward logits, each `(batch_size, num_tokens, num_tags)`.
         """
-        batch_size, num_steps = mask.shape
         reverse = reversal_index(mask)
-        lexical_reversed = gather_steps(lexical, reverse)
-        forced_reversed = None if forced_tags is None else forced_tags.gather(1, reverse)
+        forced = torch.full_like(mask, -1, dtype=torch.long) if forced_tags is None else forced_tags
+        words, nothing = gather_steps(lexical, reverse), lexical[:, :, :0]
+        # The output layers read [h_w_i ; <-h_e_i] (eq. 6) and [->h_e_i ; h_w_i ; <-h_e_i] (eq. 7).
+        backward = self._greedy_pass(True, words, forced.gather(1, reverse), words, nothing)
+        both = torch.cat([lexical, gather_steps(backward[0], reverse)], dim=-1)
+        _, forward_logits = self._greedy_pass(False, lexical, forced, nothing, both)
+        return forward_logits, gather_steps(backward[1], reverse)
 
-        previous = mask.new_full((batch_size,), self.end_label, dtype=torch.long)
-        hidden: Optional[torch.Tensor] = None
-        backward_steps, backward_logit_steps = [], []
-        for step in range(num_steps):
-            inputs = self._decoder_inputs(lexical_reversed[:, step : step + 1], previous.unsqueeze(1))
-            state, hidden = self.backward_decoder(inputs, hidden)
-            state = self.dropout(state)
-            logits = self.backward_output(torch.cat([lexical_reversed[:, step], state[:, 0]], dim=-1))
-            backward_steps.append(state)
-            backward_logit_steps.append(logits.unsqueeze(1))
-            previous = logits.argmax(dim=-1) if forced_reversed is None else forced_reversed[:, step]
-        backward_states = gather_steps(torch.cat(backward_steps, dim=1), reverse)
-        backward_logits = gather_steps(torch.cat(backward_logit_steps, dim=1), reverse)
-
-        previous = mask.new_full((batch_size,), self.start_label, dtype=torch.long)
-        hidden = None
-        forward_logit_steps = []
-        for step in range(num_steps):
-            inputs = self._decoder_inputs(lexical[:, step : step + 1], previous.unsqueeze(1))
-            state, hidden = self.forward_decoder(inputs, hidden)
-            logits = self._forward_logits(self.dropout(state[:, 0]), lexical[:, step], backward_states[:, step])
-            forward_logit_steps.append(logits.unsqueeze(1))
-            previous = logits.argmax(dim=-1) if forced_tags is None else forced_tags[:, step]
-        return torch.cat(forward_logit_steps, dim=1), backward_logits
+    def _greedy_pass(self, backward: bool, *tensors: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """`greedy_pass` of the backward or the forward decoder, over `words`, `forced_labels`,
+        `read_before` and `read_after`."""
+        gru, output = (
+            (self.backward_decoder, self.backward_output) if backward else (self.forward_decoder, self.forward_output)
+        )
+        weights = [self.label_embedding.weight, output.weight, output.bias] + [w for ws in gru.all_weights for w in ws]
+        first_label = self.end_label if backward else self.start_label
+        words = tensors[0] if self.lexical_decoders else tensors[0][:, :, :0]
+        return greedy_pass(first_label, weights, gru.num_layers, self.dropout.p, self.training, words, *tensors[1:])
 
     def _extra_backward_loss(self, backward_nll: torch.Tensor) -> torch.Tensor:
         """
@@ -317,3 +305,82 @@ class Seq2Biseq(DecodedTagger, Model):
         metrics["backward_accuracy"] = self.backward_accuracy.get_metric(reset)
         metrics.update(self.auxiliary_losses.get_metrics(reset))
         return metrics
+
+    def export_refusal(self) -> Optional[str]:
+        """`Exportable`: none (a trace runs each `greedy_pass` as a loop)."""
+        return None
+
+    def export_scores(self) -> torch.nn.Module:
+        """`Exportable`: `GreedyScores`."""
+        return GreedyScores(self)
+
+    def export_decoding(self) -> Dict[str, Any]:
+        """`Exportable`: the tag scheme and the scorer's temperature; no CRF."""
+        temperature = self.scorer.temperature
+        return {
+            "tag_scheme": self.tag_scheme,
+            "crf": None,
+            "crf_per_sentence": False,
+            "temperature": temperature,
+            "transition_temperature": temperature,
+        }
+
+
+class GreedyScores(torch.nn.Module):
+    """
+    `Seq2Biseq`'s forward decoder logits, `(batch_size, num_tokens, num_tags)`, from the text field's
+    tensors and the mask, decoded greedily (in eval mode): what `allennlp export` traces, each
+    `greedy_pass` an ONNX `Loop`.  The model, its encoder included, is a submodule (shared, not copied).
+    """
+
+    def __init__(self, model: Seq2Biseq) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: TextFieldTensors, mask: torch.BoolTensor, parse: Dict[str, torch.Tensor]) -> torch.Tensor:
+        model = self.model
+        return model.decode(model.encoder(model.text_field_embedder(tokens), mask), mask)[0]
+
+
+@torch.jit.script_if_tracing
+def greedy_pass(
+    first_label: int,
+    parameters: List[torch.Tensor],
+    num_layers: int,
+    dropout: float,
+    training: bool,
+    words: torch.Tensor,
+    forced_labels: torch.Tensor,
+    read_before: torch.Tensor,
+    read_after: torch.Tensor,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """
+    One label decoder a step at a time, from `first_label`: step `i`'s GRU reads `[words_i ; E_l(e)]`,
+    `e` the label of the step before (its argmax, or where `forced_labels` `(batch_size, num_steps)`
+    is not -1, that label), and the output layer `[read_before_i ; h_e_i ; read_after_i]`, all
+    `(batch_size, num_steps, .)`.  `parameters`: `E_l`, the output layer's weight and bias, then a
+    `torch.nn.GRU`'s weights in its order.  Returns the states (after dropout) and logits; a trace
+    runs the steps as a loop over any length.
+    """
+    label_embedding, output_weight, output_bias, gru = parameters[0], parameters[1], parameters[2], parameters[3:]
+    previous = torch.full_like(forced_labels[:, 0], first_label)
+    hidden = words.new_zeros(num_layers, words.size(0), gru[1].size(1))
+    states: List[torch.Tensor] = []
+    logits: List[torch.Tensor] = []
+    for step in range(words.size(1)):
+        labels = torch.nn.functional.dropout(
+            torch.nn.functional.embedding(previous, label_embedding), dropout, training
+        )
+        inputs = torch.cat([words[:, step], labels], dim=1).unsqueeze(1)
+        state, hidden = torch.gru(
+            inputs, hidden, gru, len(gru) == 4 * num_layers, num_layers, 0.0, training, False, True
+        )
+        state = torch.nn.functional.dropout(state[:, 0], dropout, training)
+        step_logits = torch.nn.functional.linear(
+            torch.cat([read_before[:, step], state, read_after[:, step]], dim=1), output_weight, output_bias
+        )
+        states.append(state)
+        logits.append(step_logits)
+        forced = forced_labels[:, step]
+        previous = torch.where(forced < 0, step_logits.argmax(dim=1), forced)
+    return torch.stack(states, dim=1), torch.stack(logits, dim=1)
