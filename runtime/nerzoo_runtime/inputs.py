@@ -2,8 +2,9 @@
 The inputs a tagger reads, as `allennlp predict` reads them: a raw text (tokenised by spaCy), a list
 of tokens, a document as a list of token lists (its sentences), or one of its input lines:
 `{"sentence": text}`, `{"tokens": [...]}`, `{"sentences": [[...], ...]}` or `{"document": text}`.
-Each becomes its words, their character offsets `[start, end)`, the text they are in and the
-`[start, end)` words of its sentences.
+Each becomes its words, their character offsets `[start, end)` (in a token list's tokens joined by
+single spaces), the text they are in and the `[start, end)` words of its sentences (a raw document
+split by the pipeline's parser, else spaCy's sentencizer).
 """
 
 from typing import Any, Callable, Dict, List, Sequence, Tuple, Union

@@ -279,6 +279,20 @@ def decode_spans(
     return results
 
 
+def outermost_tags(nested: Sequence[Tuple[ScoredSpan, int]], outside: Sequence[float]) -> Tuple[List[str], List[float]]:
+    """
+    The BIO tags of the level-1 spans of `nested` over `len(outside)` words, and each tag's
+    confidence: inside a span its `confidence` (else its `score`), for an `O` at word `i` `outside[i]`.
+    """
+    tags, confidences = ["O"] * len(outside), list(outside)
+    for span, level in nested:
+        if level == 1:
+            width = span.end - span.start
+            tags[span.start : span.end] = [f"B-{span.label}"] + [f"I-{span.label}"] * (width - 1)
+            confidences[span.start : span.end] = [span.score if span.confidence is None else span.confidence] * width
+    return tags, confidences
+
+
 def softmax(logits: numpy.ndarray) -> numpy.ndarray:
     """
     Softmax over the last axis in float32, in torch's order of operations on a CPU (exponentials
@@ -347,11 +361,6 @@ def decode(
         ]
         nested = decode_spans(candidates, decoding, thresholds, merge_adjacent)
         none = numpy.where(covers & real[:, :, None], confidences[row, :, :, 0, None], numpy.float32(1.0))
-        tags, tag_confidences = ["O"] * length, [float(value) for value in none.min(axis=(0, 1))[:length]]
-        for span, level in nested:
-            if level == 1:
-                width = span.end - span.start
-                tags[span.start : span.end] = [f"B-{span.label}"] + [f"I-{span.label}"] * (width - 1)
-                tag_confidences[span.start : span.end] = [span.confidence] * width
+        tags, tag_confidences = outermost_tags(nested, [float(value) for value in none.min(axis=(0, 1))[:length]])
         results.append((tags, tag_confidences, [(s.label, s.start, s.end, s.confidence, level) for s, level in nested]))
     return results

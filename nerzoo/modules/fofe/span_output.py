@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import List, Optional, Sequence, Tuple
 
 import torch
-from nerzoo_runtime.span_decoding import ScoredSpan
+from nerzoo_runtime.span_decoding import ScoredSpan, outermost_tags
 
 
 def candidate_spans(
@@ -69,7 +69,7 @@ def spans_to_tags(
 ) -> Tuple[List[List[str]], List[List[float]]]:
     """
     Per sentence, the BIO tags of its outermost (level-1) decoded spans and each tag's confidence:
-    inside a span the span's `score`, for an `O` the smallest NONE probability of the scored spans
+    inside a span the span's `score` (its confidence, `confidence_as_score`), for an `O` the smallest NONE probability of the scored spans
     that cover its word (1 if none does).
 
     # Parameters
@@ -83,14 +83,5 @@ def spans_to_tags(
     covers = (starts.unsqueeze(-1) <= positions) & (positions < ends.unsqueeze(-1)) & span_mask.unsqueeze(-1)
     none_probabilities = none_probabilities.detach().unsqueeze(-1)
     outside = torch.where(covers, none_probabilities, torch.ones_like(none_probabilities)).min(dim=1).values
-    all_tags, all_confidences = [], []
-    for length, spans, row in zip(lengths, decoded, outside.tolist()):
-        tags, confidences = ["O"] * length, row[:length]
-        for span, level in spans:
-            if level == 1:
-                width = span.end - span.start
-                tags[span.start : span.end] = [f"B-{span.label}"] + [f"I-{span.label}"] * (width - 1)
-                confidences[span.start : span.end] = [span.score] * width
-        all_tags.append(tags)
-        all_confidences.append(confidences)
-    return all_tags, all_confidences
+    tagged = [outermost_tags(spans, row[:length]) for length, spans, row in zip(lengths, decoded, outside.tolist())]
+    return [tags for tags, _ in tagged], [confidences for _, confidences in tagged]
