@@ -21,7 +21,7 @@ from nerzoo.contracts import HasExportForm
 from nerzoo.modules.seq2seq_encoders.fast_lstm import padded_run
 
 
-class PaddedRnn(torch.nn.Module):
+class PaddedRnn(seq2seq.PytorchSeq2SeqWrapper):
     """
     allennlp's `lstm`, `gru` or `rnn` Seq2SeqEncoder as the export traces it: run on the padded
     batch as `fast_lstm` runs an LSTM (`padded_run`), zeros at padding.
@@ -33,18 +33,17 @@ class PaddedRnn(torch.nn.Module):
     """
 
     def __init__(self, encoder: seq2seq.PytorchSeq2SeqWrapper) -> None:
-        super().__init__()
-        self.rnn = encoder._module
+        super().__init__(encoder._module)
 
     def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor, hidden_state: None = None) -> torch.Tensor:
         """`(batch_size, num_steps, input_size)` -> `(batch_size, num_steps, directions * hidden_size)`."""
-        return padded_run(self.rnn, inputs, mask, False)
+        return padded_run(self._module, inputs, mask, False)
 
 
-class RnnFinalStates(torch.nn.Module):
+class RnnFinalStates(seq2vec.PytorchSeq2VecWrapper):
     """
-    allennlp's `lstm`, `gru` or `rnn` Seq2VecEncoder as the export traces it: `PaddedRnn`'s top layer
-    read at each row's last step (forward direction) and at its first (backward direction).
+    allennlp's `lstm`, `gru` or `rnn` Seq2VecEncoder as the export traces it: the padded run's top
+    layer read at each row's last step (forward direction) and at its first (backward direction).
 
     # Parameters
 
@@ -53,24 +52,23 @@ class RnnFinalStates(torch.nn.Module):
     """
 
     def __init__(self, encoder: seq2vec.PytorchSeq2VecWrapper) -> None:
-        super().__init__()
-        self.steps = PaddedRnn(encoder)
+        super().__init__(encoder._module)
 
     def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor, hidden_state: None = None) -> torch.Tensor:
         """`(batch_size, num_steps, input_size)` -> `(batch_size, directions * hidden_size)`, zeros for empty rows."""
-        steps = self.steps(inputs, mask)
+        rnn, steps = self._module, padded_run(self._module, inputs, mask, False)
         last = (mask.long().sum(dim=1) - 1).clamp(min=0)
         final = steps.gather(1, last[:, None, None].expand(-1, 1, steps.size(-1)))[:, 0]
-        if not self.steps.rnn.bidirectional:
+        if not rnn.bidirectional:
             return final
-        size = self.steps.rnn.hidden_size  # the backward direction ends at the first step
+        size = rnn.hidden_size  # the backward direction ends at the first step
         return torch.cat([final[:, :size], steps[:, 0, size:]], dim=-1)
 
 
-class ComposedEncoders(torch.nn.Module):
+class ComposedEncoders(seq2seq.ComposeEncoder):
     """
-    allennlp's `compose` Seq2SeqEncoder with its encoders held as a `ModuleList`, so that each is put
-    in its traced form (`compose` runs a plain list of them).
+    allennlp's `compose` Seq2SeqEncoder run over its child modules, which the export puts in their
+    traced forms (`compose` runs the plain list it keeps of them).
 
     # Parameters
 
@@ -79,11 +77,10 @@ class ComposedEncoders(torch.nn.Module):
     """
 
     def __init__(self, encoder: seq2seq.ComposeEncoder) -> None:
-        super().__init__()
-        self.encoders = torch.nn.ModuleList(encoder.encoders)
+        super().__init__(list(encoder.encoders))
 
-    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
-        for encoder in self.encoders:
+    def forward(self, inputs: torch.Tensor, mask: torch.BoolTensor = None) -> torch.Tensor:
+        for encoder in self.children():
             inputs = encoder(inputs, mask)
         return inputs
 
