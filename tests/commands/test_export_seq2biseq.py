@@ -60,6 +60,7 @@ class GreedyDecode(torch.nn.Module):
         return self.model.decode(lexical, mask)
 
 
+@pytest.mark.filterwarnings("ignore:Exporting a model to ONNX with a batch_size other than 1")
 @pytest.mark.parametrize("num_layers, bias, lexical_decoders", [(1, True, True), (2, True, True), (1, False, False)])
 def test_the_traced_greedy_decoders_give_the_models_logits_at_any_length(num_layers, bias, lexical_decoders):
     # Traced on 2 rows of 3 steps; run on 5 rows of up to 9 against `decode` (its dropout in eval mode).
