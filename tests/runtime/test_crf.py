@@ -12,9 +12,9 @@ import pytest
 import torch
 from allennlp.modules.conditional_random_field import allowed_transitions
 from nerzoo_runtime import crf as runtime_crf
+from nerzoo_runtime.tag_scheme import tags_to_spans
 from nerzoo_runtime.tag_scheme import tags_to_spans as runtime_tags_to_spans
 
-from nerzoo_runtime.tag_scheme import tags_to_spans
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
 from nerzoo.modules.crf.tag_scorers import CrfScorer
 
