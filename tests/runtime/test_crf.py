@@ -1,19 +1,15 @@
 """
 nerzoo_runtime's numpy CRF against the model's torch recursion (`LinearChainCrf.viterbi` and
-`CrfScorer.posteriors`), through what `allennlp export` writes of a CRF; and its span decoding
-against nerzoo's `tags_to_spans`.
+`CrfScorer.posteriors`), through what `allennlp export` writes of a CRF (`LinearChainCrf.runtime_settings`).
 """
 
 import json
-import random
 
 import numpy
 import pytest
 import torch
 from allennlp.modules.conditional_random_field import allowed_transitions
 from nerzoo_runtime import crf as runtime_crf
-from nerzoo_runtime.tag_scheme import tags_to_spans
-from nerzoo_runtime.tag_scheme import tags_to_spans as runtime_tags_to_spans
 
 from nerzoo.modules.crf.linear_chain_crf import LinearChainCrf
 from nerzoo.modules.crf.tag_scorers import CrfScorer
@@ -84,11 +80,3 @@ def test_the_runtime_reads_the_chain_scores_the_model_decodes_with(constrained, 
         numpy.testing.assert_array_equal(got, want.detach().numpy())
     if not constrained:
         assert all(allowed.all() for allowed in exported[1:])
-
-
-def test_spans_are_decoded_as_nerzoo_decodes_them():
-    tags = ["O", "B-PER", "I-PER", "L-PER", "U-LOC", "I-ORG", "B-ORG", "E-MISC", "S-MISC", "X", "I-LOC"]
-    generator = random.Random(0)
-    for _ in range(2000):
-        sequence = [generator.choice(tags) for _ in range(generator.randint(0, 12))]
-        assert runtime_tags_to_spans(sequence) == tags_to_spans(sequence), sequence
