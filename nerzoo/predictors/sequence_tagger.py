@@ -13,7 +13,6 @@ from nerzoo_runtime.inputs import document_words
 
 from nerzoo.contracts import AttentionModel, TagProbabilityModel
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
-from nerzoo.predictors._unwalked_metadata import UnwalkedMetadataField
 from nerzoo.predictors.input_lines import LinePredictor
 
 OUTPUT_FORMATS = ("json", "conll")
@@ -174,8 +173,6 @@ class SequenceTaggerPredictor(LinePredictor):
             metadata["sentence_spans"] = sentence_spans
         instance = self._dataset_reader.text_to_instance(words, metadata=metadata, **parse)
         self._dataset_reader.apply_token_indexers(instance)
-        if self.cuda_device < 0:  # nothing to move: allennlp need not walk the metadata
-            instance.add_field("metadata", UnwalkedMetadataField(instance["metadata"].metadata))
         return instance
 
     def _empty_result(self) -> JsonDict:

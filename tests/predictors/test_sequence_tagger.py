@@ -3,7 +3,6 @@ import socket
 import pytest
 from allennlp.common.checks import ConfigurationError
 from allennlp.models.archival import load_archive
-from allennlp.nn import util as allennlp_util
 from allennlp.predictors import Predictor
 
 import nerzoo  # noqa: F401
@@ -59,21 +58,6 @@ def test_batches_equal_single_predictions(predictor):
         single = predictor.predict_json(single_input)
         assert single["tags"] == batch_result["tags"]
         assert single["tag_confidences"] == pytest.approx(batch_result["tag_confidences"], abs=1e-5)
-
-
-def test_on_the_cpu_allennlp_does_not_walk_the_metadata_and_the_predictions_stay(predictor, monkeypatch):
-    inputs = [
-        {"sentence": SENTENCE},
-        {"tokens": ["Lena", "Holm", "won", "."]},
-        {"sentences": [["Oslo", "won"], ["Yes"]]},
-    ]
-    walk, calls = allennlp_util.move_to_device, []
-    monkeypatch.setattr(allennlp_util, "move_to_device", lambda obj, device: calls.append(obj) or walk(obj, device))
-    fast = predictor.predict_batch_json(inputs)
-    fast_calls, calls[:] = len(calls), []
-    predictor.cuda_device = 0  # the instances of an accelerator: allennlp's MetadataField, walked
-    assert predictor.predict_batch_json(inputs) == fast
-    assert fast_calls < 20 < len(calls)
 
 
 def test_tag_probabilities_and_conll_output(trained_archive, no_network):
