@@ -2,20 +2,14 @@
 What the consumers of a nerzoo model ask of it, as typed Protocols: the predictors, `allennlp
 serve`, `allennlp calibrate` and the draw commands depend on these, not on a model's class or on
 attribute names.  A model (or module) supports a feature by having the Protocol's members; the
-`runtime_checkable` ones are tested with `isinstance`.  `CalibrationSource` and
-`AuxiliaryLossSource` are defined beside what they serve (`nerzoo.modules.crf.calibration`,
-`nerzoo.modules.auxiliary_loss`) and imported here with the others.
+`runtime_checkable` ones are tested with `isinstance`.  Two more are defined beside what they
+serve: `CalibrationSource` (`nerzoo.modules.crf.calibration`) and `AuxiliaryLossSource`
+(`nerzoo.modules.auxiliary_loss`).  This module imports no other part of nerzoo.
 """
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
 
 import torch
-
-from nerzoo.modules.auxiliary_loss import AuxiliaryLossSource  # noqa: F401 (listed here with the others)
-from nerzoo.modules.crf.calibration import CalibrationSource  # noqa: F401
-
-if TYPE_CHECKING:
-    from nerzoo.modules.seq2seq_encoders.memory_hop import MemoryHopEncoder
 
 ATTENTION_KEYS = ("relative_attention", "global_attention", "memory_attention")
 
@@ -59,10 +53,11 @@ class AttentionModel(Protocol):
 class MemoryAttentionModel(AttentionModel, Protocol):
     """
     A model that reads a document memory (ME-CRF): `forward` returns `memory_attention` and
-    `memory_key_positions`, and `memory.null_memory` says whether the dummy head `m_0` is a column.
+    `memory_key_positions`, and `memory.null_memory` says whether the dummy head `m_0` is a column
+    (`memory` is a `nerzoo.modules.seq2seq_encoders.memory_hop.MemoryHopEncoder`).
     """
 
-    memory: "MemoryHopEncoder"
+    memory: torch.nn.Module
 
 
 @runtime_checkable

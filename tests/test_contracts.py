@@ -15,16 +15,14 @@ from allennlp.models import Model
 from allennlp.predictors import Predictor
 
 import nerzoo  # noqa: F401
-from nerzoo.contracts import (
-    AttentionModel,
+from nerzoo.contracts import AttentionModel, LabelledModel, MemoryAttentionModel, TagProbabilityModel
+from nerzoo.modules.auxiliary_loss import (
+    AuxiliaryLossCollector,
     AuxiliaryLossSource,
-    CalibrationSource,
-    LabelledModel,
-    MemoryAttentionModel,
-    TagProbabilityModel,
+    AuxiliaryLossTerms,
+    pop_auxiliary_losses,
 )
-from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, AuxiliaryLossTerms, pop_auxiliary_losses
-from nerzoo.modules.crf.calibration import calibration_modules
+from nerzoo.modules.crf.calibration import CalibrationSource, calibration_modules
 from tests import FIXTURES_ROOT, PROJECT_ROOT
 
 # name: (tag probabilities, attention keys, memory, calibration sites)

@@ -17,9 +17,9 @@ from allennlp.models import Model
 from allennlp.models.archival import CONFIG_NAME, Archive, load_archive
 from allennlp.nn import util
 
-from nerzoo.contracts import CalibrationSource
 from nerzoo.modules.crf.calibration import (
     CalibrationBatch,
+    CalibrationSource,
     FittedTemperatures,
     calibration_modules,
     fit_temperatures,

@@ -11,7 +11,7 @@ eq. 4.1, of the run's own length; the characters' blocks, longer than a block wh
 branches hold for any length.  Tested against the model's forward.
 """
 
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from allennlp.data import TextFieldTensors
@@ -20,9 +20,6 @@ from nerzoo.modules.fofe.first_layer import Term
 from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
 from nerzoo.modules.fofe.span_features import character_codes, word_codes
 from nerzoo.modules.fofe.spans import FlatSpans, enumerate_spans
-
-if TYPE_CHECKING:
-    from nerzoo.models.fofe_ner import FofeNer
 
 
 @torch.jit.script
@@ -130,7 +127,7 @@ class ExportedFofeNer(torch.nn.Module):
         Its modules, parameters included, are shared, not copied.
     """
 
-    def __init__(self, model: "FofeNer") -> None:
+    def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         if model.first_pass is not None:
             raise ValueError("a second pass (fofe_ner with a first_pass) has no exported form")

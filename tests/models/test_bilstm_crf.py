@@ -9,9 +9,8 @@ from allennlp.models import Model
 from allennlp.modules.token_embedders import Embedding, TokenEmbedder
 
 import nerzoo  # noqa: F401
-from nerzoo.contracts import AuxiliaryLossSource
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from nerzoo.modules.auxiliary_loss import AuxiliaryLossTerms
+from nerzoo.modules.auxiliary_loss import AuxiliaryLossSource, AuxiliaryLossTerms
 from tests import FIXTURES_ROOT
 
 CONFIG = FIXTURES_ROOT / "experiments" / "bilstm_crf_tiny.jsonnet"
