@@ -56,6 +56,16 @@ def test_passes_equal_the_readable_ones_on_real_steps(constrained, include_start
     torch.testing.assert_close(*marginals, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("num_steps", [1, 2])
+def test_batches_of_one_and_two_steps(num_steps):
+    crf, logits, mask = _case(0, 4.0, batch_size=3, num_steps=num_steps)
+    with torch.no_grad():
+        scores = crf.chain_scores(True, 1.0)
+        fast = _batched_marginals.forward_backward(scores, logits, mask)
+        readable = forward_backward(ChainScores(*(s.double() for s in scores)), logits, mask, "steps")
+    torch.testing.assert_close(fast.log_partition, readable.log_partition, rtol=0, atol=1e-9)
+
+
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("temperatures", [(1.0, 1.0), (1.0, 0.6)])
 def test_posteriors_equal_the_readable_ones(seed, temperatures):

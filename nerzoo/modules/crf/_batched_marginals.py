@@ -35,7 +35,7 @@ def forward_backward(scores: ChainScores, logits: torch.Tensor, mask: torch.Bool
         vectors.append(vector.view(2 * batch_size, num_tags) * weights[:, step])
         sums.append(vectors[-1].sum(dim=1, keepdim=True))
     # The log of what each step's vector lost: its shifts and the previous step's sum.
-    scales = shifts.squeeze(-1) + torch.nn.functional.pad(torch.cat(sums[:-1], dim=1).log() + move_shift, (1, 0))
+    scales = shifts.squeeze(-1) + torch.nn.functional.pad(torch.cat(sums, dim=1)[:, :-1].log() + move_shift, (1, 0))
     log_scores = torch.stack(vectors, dim=1).log() + scales.cumsum(dim=1).unsqueeze(-1)
     log_alpha = log_scores[:batch_size]
     log_alpha[:, 0] = start + logits[:, 0]  # exact, so that the identity sees what the first division lost
