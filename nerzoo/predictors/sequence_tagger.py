@@ -1,15 +1,13 @@
-import functools
 import inspect
 import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-import spacy
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import JsonDict
 from allennlp.data import DatasetReader, Instance
 from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
-from nerzoo_runtime.inputs import document_words
+from nerzoo_runtime.inputs import document_words, parsed_document, space_joined
 
 from nerzoo.contracts import AttentionModel, TagProbabilityModel
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
@@ -105,10 +103,7 @@ class SequenceTaggerPredictor(LinePredictor):
 
     def split_document(self, text: str) -> Tuple[List[str], List[Tuple[int, int]], List[Tuple[int, int]]]:
         """spaCy tokens of a document, their character offsets and the token spans of its sentences."""
-        pipeline = load_spacy_pipeline(self.spacy_model)
-        if not (pipeline.has_pipe("parser") or pipeline.has_pipe("senter") or pipeline.has_pipe("sentencizer")):
-            pipeline = _with_sentencizer(pipeline)
-        return document_words(pipeline(text))
+        return document_words(parsed_document(load_spacy_pipeline(self.spacy_model), text))
 
     def _json_to_instance(self, json_dict: JsonDict) -> Instance:
         built = self._instance_or_result(json_dict)
@@ -135,7 +130,7 @@ class SequenceTaggerPredictor(LinePredictor):
             for sentence in filter(None, sentences):
                 sentence_spans.append((len(words), len(words) + len(sentence)))
                 words.extend(sentence)
-            offsets, text = _space_joined(words)
+            offsets, text = space_joined(words)
         elif "document" in json_dict:
             text = json_dict["document"]
             if not isinstance(text, str):
@@ -145,7 +140,7 @@ class SequenceTaggerPredictor(LinePredictor):
             words = json_dict["tokens"]
             if not isinstance(words, list) or not all(isinstance(word, str) and word.strip() for word in words):
                 raise ConfigurationError(f'"tokens" must be a list of non-blank strings, got {str(words)[:200]}')
-            offsets, text = _space_joined(words)
+            offsets, text = space_joined(words)
         elif "sentence" in json_dict:
             text = json_dict["sentence"]
             if not isinstance(text, str):
@@ -242,23 +237,6 @@ class SequenceTaggerPredictor(LinePredictor):
                 return f"# {line}: {outputs['error']}\n\n"
             return "".join(f"{token}\t{tag}\n" for token, tag in zip(outputs["tokens"], outputs["tags"])) + "\n"
         return json.dumps(outputs) + "\n"
-
-
-def _space_joined(words: Sequence[str]) -> Tuple[List[Tuple[int, int]], str]:
-    """Character offsets of `words` in `" ".join(words)`, and that text."""
-    offsets, position = [], 0
-    for word in words:
-        offsets.append((position, position + len(word)))
-        position += len(word) + 1
-    return offsets, " ".join(words)
-
-
-@functools.lru_cache(maxsize=None)
-def _with_sentencizer(pipeline):
-    """For a pipeline without sentence boundaries (e.g. blank:en): its language's rules plus spaCy's sentencizer."""
-    splitter = spacy.blank(pipeline.lang)
-    splitter.add_pipe("sentencizer")
-    return splitter
 
 
 def _sparse_memory_attention(weights, key_positions, length: int) -> List[List[List[List[float]]]]:

@@ -40,6 +40,19 @@ def document_words(doc) -> Tuple[List[str], Spans, Spans]:
     return words, offsets, sentences
 
 
+def parsed_document(nlp, text: str):
+    """`text` split into sentences by `nlp`'s parser or senter (only the pipes they need run), else by
+    spaCy's sentencizer after `nlp`'s language's rules."""
+    import spacy
+
+    sentence_pipes = ("parser", "senter", "sentencizer")
+    if not any(nlp.has_pipe(name) for name in sentence_pipes):
+        nlp = spacy.blank(nlp.lang)
+        nlp.add_pipe("sentencizer")
+    with nlp.select_pipes(enable=[name for name in nlp.pipe_names if name in ("tok2vec", *sentence_pipes)]):
+        return nlp(text)
+
+
 def read_input(item: Input, make_doc: Callable[[str], Any], parse_document: Callable[[str], Any]) -> Words:
     """
     The words of one input, their offsets, their text and its sentences.  `make_doc(text)` tokenises a

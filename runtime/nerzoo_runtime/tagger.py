@@ -16,7 +16,7 @@ import numpy
 
 from nerzoo_runtime import chains, crf, span_decoding
 from nerzoo_runtime.errors import TaggerInputError
-from nerzoo_runtime.inputs import Input, Spans, read_input
+from nerzoo_runtime.inputs import Input, Spans, parsed_document, read_input
 from nerzoo_runtime.spacy_loading import load_spacy
 from nerzoo_runtime.word_shapes import WordShapes
 
@@ -123,17 +123,8 @@ class Tagger:
         return self._nlp
 
     def _parsed(self, text: str):
-        """A raw document, split into sentences by the pipeline's parser (else spaCy's sentencizer)."""
-        import spacy
-
-        nlp = self.pipeline()
-        if not any(nlp.has_pipe(name) for name in ("parser", "senter", "sentencizer")):
-            nlp = spacy.blank(nlp.lang)
-            nlp.add_pipe("sentencizer")
-        with nlp.select_pipes(
-            enable=[name for name in nlp.pipe_names if name in ("tok2vec", "parser", "senter", "sentencizer")]
-        ):
-            return nlp(text)
+        """A raw document split into sentences (`parsed_document`)."""
+        return parsed_document(self.pipeline(), text)
 
     def logits(self, batch: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """The graph's emission scores `(batch_size, num_tokens, num_tags)` for word lists, and their mask."""
