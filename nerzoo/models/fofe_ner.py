@@ -356,9 +356,7 @@ class FofeNer(Model):
 
     def export_refusal(self) -> Optional[str]:
         """`Exportable`: a second pass has no exported form."""
-        if self.first_pass is not None:
-            return "its first pass (a second fofe_ner inside) has no exported form"
-        return None
+        return None if self.first_pass is None else "its first pass (a second fofe_ner inside) has no exported form"
 
     def export_scores(self) -> torch.nn.Module:
         """`Exportable`: the logits of every fragment (`ExportedFofeNer`), decoded in `nerzoo_runtime`."""
@@ -367,13 +365,9 @@ class FofeNer(Model):
     def export_decoding(self) -> Dict[str, Any]:
         """`Exportable`: the span decoding (Algorithms 2-5) and the softmax's temperature."""
         spans = {"max_span_width": self.max_span_width, "decoding": self.decoding, "thresholds": self.thresholds}
-        return {
-            "tag_scheme": "BIO",
-            "crf": None,
-            "spans": {**spans, "merge_adjacent": self.merge_adjacent},
-            "temperature": self.temperature,
-            "transition_temperature": self.temperature,
-        }
+        spans["merge_adjacent"] = self.merge_adjacent
+        temperatures = {"temperature": self.temperature, "transition_temperature": self.temperature}
+        return {"tag_scheme": "BIO", "crf": None, "spans": spans, **temperatures}
 
     def calibration_site(self, config_prefix: str) -> CalibrationSite:
         """The span softmax's temperature, `temperature` in the model's config."""
