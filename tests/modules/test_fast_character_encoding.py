@@ -65,11 +65,13 @@ def test_prediction_encodes_the_real_tokens_as_training_does(encoder):
     _, packed = _pair(encoder)
     characters, _ = _characters()
     for batch in (characters, characters[2:, 1:]):  # the second batch has no real token
-        readable = packed(batch)
-        with torch.no_grad():
-            assert torch.equal(packed(batch), readable.detach())
-        with torch.inference_mode():
-            assert torch.equal(packed(batch), readable.detach())
+        readable = packed(batch).detach()
+        # A convolution over fewer words may round differently on another CPU: equal up to float32 rounding.
+        for no_grad in (torch.no_grad, torch.inference_mode):
+            with no_grad():
+                fast = packed(batch)
+            torch.testing.assert_close(fast, readable, rtol=1e-6, atol=1e-6)
+            assert not fast[(batch == 0).all(dim=-1)].any()
 
 
 def test_archives_are_interchangeable():
