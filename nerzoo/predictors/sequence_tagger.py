@@ -7,13 +7,16 @@ from allennlp.common.util import JsonDict
 from allennlp.data import DatasetReader, Instance
 from allennlp.models import Model
 from allennlp.predictors.predictor import Predictor
-from nerzoo_runtime.inputs import document_words, parsed_document, space_joined
+from nerzoo_runtime.errors import TaggerInputError
+from nerzoo_runtime.inputs import parsed_document, read_input
 
 from nerzoo.contracts import AttentionModel, TagProbabilityModel
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
 from nerzoo.predictors.input_lines import LinePredictor
 
 OUTPUT_FORMATS = ("json", "conll")
+# The keys an input's words are read from, the first present.
+INPUT_KEYS = ("sentences", "document", "tokens", "sentence")
 PARSE_KEYS = ("pos_tags", "dependency_labels", "head_indices")
 
 
@@ -95,16 +98,6 @@ class SequenceTaggerPredictor(LinePredictor):
                 f"its spans carry their own `score`: drop return_tag_probabilities"
             )
 
-    def tokenize(self, text: str) -> Tuple[List[str], List[Tuple[int, int]]]:
-        """spaCy tokens of `text` (whitespace tokens dropped) and their character offsets."""
-        document = load_spacy_pipeline(self.spacy_model).make_doc(text)
-        tokens = [token for token in document if not token.is_space]
-        return [token.text for token in tokens], [(token.idx, token.idx + len(token.text)) for token in tokens]
-
-    def split_document(self, text: str) -> Tuple[List[str], List[Tuple[int, int]], List[Tuple[int, int]]]:
-        """spaCy tokens of a document, their character offsets and the token spans of its sentences."""
-        return document_words(parsed_document(load_spacy_pipeline(self.spacy_model), text))
-
     def _json_to_instance(self, json_dict: JsonDict) -> Instance:
         built = self._instance_or_result(json_dict)
         if isinstance(built, dict):
@@ -115,43 +108,18 @@ class SequenceTaggerPredictor(LinePredictor):
         """The instance of one input, or its finished (empty) result when it has no tokens."""
         if not isinstance(json_dict, dict):
             raise ConfigurationError(f"an input must be a JSON object, got {json.dumps(json_dict)[:200]}")
-        sentence_spans = None
-        if "sentences" in json_dict:
-            sentences = json_dict["sentences"]
-            if (
-                not isinstance(sentences, list)
-                or not all(isinstance(sentence, list) for sentence in sentences)
-                or not all(isinstance(word, str) and word.strip() for sentence in sentences for word in sentence)
-            ):
-                raise ConfigurationError(
-                    f'"sentences" must be a list of token lists (non-blank strings), got {str(sentences)[:200]}'
-                )
-            words, sentence_spans = [], []
-            for sentence in filter(None, sentences):
-                sentence_spans.append((len(words), len(words) + len(sentence)))
-                words.extend(sentence)
-            offsets, text = space_joined(words)
-        elif "document" in json_dict:
-            text = json_dict["document"]
-            if not isinstance(text, str):
-                raise ConfigurationError(f'"document" must be a string, got {text!r}')
-            words, offsets, sentence_spans = self.split_document(text)
-        elif "tokens" in json_dict:
-            words = json_dict["tokens"]
-            if not isinstance(words, list) or not all(isinstance(word, str) and word.strip() for word in words):
-                raise ConfigurationError(f'"tokens" must be a list of non-blank strings, got {str(words)[:200]}')
-            offsets, text = space_joined(words)
-        elif "sentence" in json_dict:
-            text = json_dict["sentence"]
-            if not isinstance(text, str):
-                raise ConfigurationError(f'"sentence" must be a string, got {text!r}')
-            words, offsets = self.tokenize(text)
-        else:
-            raise ConfigurationError(
-                f'input needs a "sentence", "tokens", "document" or "sentences" key, got keys {sorted(json_dict)}'
+        key = next((key for key in INPUT_KEYS if key in json_dict), None)
+        try:
+            words, offsets, text, sentence_spans = read_input(
+                {key: json_dict[key]} if key else json_dict,
+                lambda text: load_spacy_pipeline(self.spacy_model).make_doc(text),
+                lambda text: parsed_document(load_spacy_pipeline(self.spacy_model), text),
             )
-        if not words:
-            return self._empty_result()
+        except TaggerInputError as error:
+            raise ConfigurationError(str(error)) from None
+        if not words:  # an empty or blank text, an empty token list
+            empty = {"tokens": [], "token_offsets": [], "tags": [], "tag_confidences": [], "spans": []}
+            return {**empty, "tag_probabilities": []} if self.return_tag_probabilities else empty
         parse = {key: json_dict[key] for key in PARSE_KEYS if key in json_dict}
         if parse:
             if "tokens" not in json_dict or set(parse) != set(PARSE_KEYS):
@@ -160,22 +128,15 @@ class SequenceTaggerPredictor(LinePredictor):
                 raise ConfigurationError(
                     f"this model's reader ({type(self._dataset_reader).__name__}) does not take dependency parses"
                 )
-            for key, values in parse.items():
+            for name, values in parse.items():
                 if not isinstance(values, list) or len(values) != len(words):
-                    raise ConfigurationError(f'"{key}" must be a list with one entry per token ({len(words)})')
+                    raise ConfigurationError(f'"{name}" must be a list with one entry per token ({len(words)})')
         metadata: Dict[str, Any] = {"text": text, "offsets": offsets}
-        if sentence_spans is not None:
+        if key in ("document", "sentences"):
             metadata["sentence_spans"] = sentence_spans
         instance = self._dataset_reader.text_to_instance(words, metadata=metadata, **parse)
         self._dataset_reader.apply_token_indexers(instance)
         return instance
-
-    def _empty_result(self) -> JsonDict:
-        """The result of an input with no tokens (an empty or blank text, an empty token list)."""
-        result: Dict[str, Any] = {"tokens": [], "token_offsets": [], "tags": [], "tag_confidences": [], "spans": []}
-        if self.return_tag_probabilities:
-            result["tag_probabilities"] = []
-        return result
 
     def _format(self, instance: Instance, output: Dict[str, Any]) -> JsonDict:
         """One instance's output as plain JSON types (str, int, float, lists, dicts)."""
