@@ -1,10 +1,3 @@
-"""
-The child-sum Tree-LSTM over dependency trees, computed one tree level at a time for the whole batch.
-
-Shapes: `inputs` `(batch_size, num_tokens, input_dim)`, `mask` and `head_indices`
-`(batch_size, num_tokens)`, outputs `(batch_size, num_tokens, hidden_dim)`.
-"""
-
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
@@ -39,7 +32,6 @@ class ChildSumTreeLstmLayer(torch.nn.Module):
         self, input_dim: int, hidden_dim: int, residual: bool, projected_residual: bool = True, top_down: bool = False
     ) -> None:
         super().__init__()
-        self.input_dim = input_dim
         self.hidden_dim = hidden_dim
         self.output_dim = 2 * hidden_dim if top_down else hidden_dim
         self.input_linearity = torch.nn.Linear(input_dim, 4 * hidden_dim, bias=True)
@@ -75,24 +67,17 @@ class ChildSumTreeLstm(Seq2SeqEncoder):
         c_j = i_j * u_j + sum_{k in C(j)} f_jk * c_k
         h_j = o_j * tanh(c_j)
 
-    The output at each token is `h_j`; with `top_down=True` it is `[h_j ; h^down_j]`, where a
-    top-down pass (`top_down_tree_lstm.py`) runs from the roots down, each word reading its head's
-    `h` and `h^down` (the bidirectional Tree-LSTM of Miwa and Bansal, 2016).  When every node has one child (a chain whose root is the first
-    word) this is an LSTM run over the reversed sentence (the paper's footnote 2).  `encode` also
-    returns the sentence vector `h_root`: the mean of the root tokens' outputs ("in the case of
-    multi-rooted phrases, we simply average the root vectors"), from the last layer.
+    The output at each token is `h_j`; with `top_down=True` it is `[h_j ; h^down_j]`, the top-down
+    pass (`top_down_tree_lstm.py`) of Miwa and Bansal's bidirectional Tree-LSTM (2016).  `encode`
+    also returns the sentence vector `h_root`, the mean of the last layer's outputs at the roots.
 
-    With `residual=True` a layer's output is `LayerNorm(x + TreeLSTM(x))` (§3.2.4, eq. 4), with its own
-    `LayerNorm`.  When `input_dim != hidden_dim` the first layer's input goes through a learned
-    linear map `P` (no bias), `LayerNorm(P x + TreeLSTM(x))` (He et al., 2016's projection
-    shortcut); with `projected_residual=False` that layer outputs `TreeLSTM(x)`.  With
-    `dropout > 0`, variational dropout (`InputVariationalDropout`, one mask per sentence) is applied
-    to the input of every layer but the first.  Outputs at masked positions are zero.
+    With `residual=True` a layer's output is `LayerNorm(x + TreeLSTM(x))` (§3.2.4, eq. 4), or
+    `LayerNorm(P x + TreeLSTM(x))` with a learned `P` (no bias) when the layer changes the size
+    (`projected_residual=False`: `TreeLSTM(x)` there).  Variational dropout (one mask per sentence)
+    applies to the input of every layer but the first.  Outputs at masked positions are zero.
 
-    Computation: the tokens of the whole batch are computed one level at a time, a level being the
-    tokens of one depth (root = 0), the deepest first (`tree_levels`), so the loop runs
-    `1 + max tree depth` times per layer (twice with `top_down`) whatever the batch size.  A level's tokens send what
-    their heads sum over children to them, all in the next level.  Autograd differentiates it.
+    The batch's tokens are computed one level (tokens of one depth) at a time, the deepest first
+    (`tree_levels`): `1 + max tree depth` steps per layer (twice with `top_down`).
 
     Registered as a `Seq2SeqEncoder` with name "child_sum_tree_lstm".  Unlike most encoders it needs the
     dependency heads: `forward(inputs, mask, head_indices)`.
@@ -339,11 +324,9 @@ def padded_child_sum(
 
 def residual(layer: ChildSumTreeLstmLayer, layer_input: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
     """
-    A layer's output: `LayerNorm(shortcut + output)` with a residual connection, else `output`.
-    The layer's own LayerNorm is called as a function: allennlp's trainer-time
-    NormalizationBiasVerification pairs each biased module with the next module *called*, and would
-    take input_linearity (whose output goes through the gates and the recurrence, not into this
-    norm) for a bias feeding it, and stop training.
+    A layer's output: `LayerNorm(shortcut + output)` with a residual connection, else `output`; the
+    norm called as a function, so that allennlp's NormalizationBiasVerification does not take
+    input_linearity's bias for one feeding it.
     """
     if layer.layer_norm is None:
         return output

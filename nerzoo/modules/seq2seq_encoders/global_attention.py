@@ -5,7 +5,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
 from allennlp.nn.util import get_final_encoder_states, masked_softmax
 
-from nerzoo.modules.seq2seq_encoders.relative_attention import AttentionOutput
+from nerzoo.modules.seq2seq_encoders.relative_attention import AttentionOutput, masked_inputs
 
 MODES = ("context", "scale")
 
@@ -27,19 +27,13 @@ class GlobalAttention(Seq2SeqEncoder):
       every word through the residual connection of section 3.2.4 (eq. 4):
       `LayerNorm(h_i + W_c c + b_c)`.  The attention decides which words summarise the sentence, and
       every word, and so every emission score, sees that summary.
-    - `"scale"`: eq. 3 as written, `z_i = a_i h_i`; with the residual, `LayerNorm(h_i + z_i)`.  Kept to
-      reproduce the paper's text, but it carries (almost) nothing: `LayerNorm((1 + a_i) h_i)` equals
-      `LayerNorm(h_i)` up to LayerNorm's eps, because LayerNorm removes any positive per-token
-      scale, so `W_h`, `W_q`, `v` and the query get (almost) no gradient; without the residual every
-      word shrinks by a weight that sums to 1 over the sentence.
+    - `"scale"`: eq. 3 as written, `z_i = a_i h_i`; with the residual, `LayerNorm(h_i + z_i)`, which
+      equals `LayerNorm(h_i)` up to LayerNorm's eps (it removes any positive per-token scale), so the
+      attention gets (almost) no gradient.  Kept to reproduce the paper's text.
 
-    The query summarises the sentence: the paper uses the Tree-LSTM's root vector or the LSTM's last
-    hidden state.  Pass it to `forward` as `query`; without one, the final state of the inputs
-    themselves is used (`allennlp.nn.util.get_final_encoder_states`, with
-    `bidirectional=bidirectional_input`), which needs `query_dim == input_dim`.
-
-    The weights sum to 1 over the real words of each sentence and are zero at padding; output
-    vectors at padded positions are zero.
+    The query summarises the sentence (the paper: the Tree-LSTM's root vector or the LSTM's last
+    hidden state); without one, `forward` uses the inputs' final state (`get_final_encoder_states`),
+    which needs `query_dim == input_dim`.  Weights and outputs are zero at padding.
 
     Registered as a `Seq2SeqEncoder` with name "global_attention".
 
@@ -80,8 +74,6 @@ class GlobalAttention(Seq2SeqEncoder):
                 f"GlobalAttention with bidirectional_input needs an even input_dim (two halves), got {input_dim}."
             )
         if bidirectional_input and query_dim != input_dim:
-            # bidirectional_input only describes the default query (the inputs' final state), whose
-            # size is input_dim.
             raise ConfigurationError(
                 f"GlobalAttention with bidirectional_input takes its query from the inputs' final state, "
                 f"so query_dim ({query_dim}) must equal input_dim ({input_dim})."
@@ -100,8 +92,7 @@ class GlobalAttention(Seq2SeqEncoder):
         # Eq. 3: W_h in R^{d_a x d_h} with b_h, W_q in R^{d_a x d_q} with b_q, v in R^{d_a}.
         self._hidden_projection = torch.nn.Linear(input_dim, attention_dim, bias=True)
         self._query_projection = torch.nn.Linear(query_dim, attention_dim, bias=True)
-        # v of eq. 3, as a module so that allennlp's NormalizationBiasVerification, which pairs each
-        # biased module with the next module called, sees no bias before the LayerNorm.
+        # v of eq. 3, a module so that allennlp's NormalizationBiasVerification sees no bias before the LayerNorm.
         self._attention_vector = torch.nn.Linear(attention_dim, 1, bias=False)
         # W_c, b_c of the context mode.
         self._context_projection = torch.nn.Linear(input_dim, input_dim) if mode == "context" else None
@@ -149,17 +140,8 @@ class GlobalAttention(Seq2SeqEncoder):
         """
         Like `forward`, but also returns the weights `a` of eq. 3, `(batch_size, sequence_length)`.
         """
-        batch_size, sequence_length, input_dim = inputs.size()
-        if input_dim != self._input_dim:
-            raise ConfigurationError(
-                f"GlobalAttention was built for input_dim {self._input_dim}, got inputs of size {input_dim}."
-            )
-        mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool) if mask is None else mask.bool()
-        # Shape: (batch_size, sequence_length, 1)
-        padding = ~mask.unsqueeze(-1)
-        # Padding never reaches the arithmetic, whatever it holds.
-        inputs = inputs.masked_fill(padding, 0.0)
-
+        inputs, mask, padding = masked_inputs("GlobalAttention", self._input_dim, inputs, mask)
+        batch_size = inputs.size(0)
         if query is None:
             if self._query_dim != self._input_dim:
                 raise ConfigurationError(
@@ -194,9 +176,8 @@ class GlobalAttention(Seq2SeqEncoder):
             # Shape: (batch_size, sequence_length, input_dim)
             sublayer = weights.unsqueeze(-1) * inputs
         if self._layer_norm is not None:
-            # Eq. 4: z = LayerNorm(x + Sublayer(x)), called functionally: allennlp's
-            # NormalizationBiasVerification would otherwise take the context projection's bias for
-            # a bias feeding this norm.
+            # Eq. 4: z = LayerNorm(x + Sublayer(x)), functional, so that NormalizationBiasVerification
+            # does not take the context projection's bias for one feeding this norm.
             norm = self._layer_norm
             sublayer = torch.nn.functional.layer_norm(
                 inputs + sublayer, norm.normalized_shape, norm.weight, norm.bias, norm.eps

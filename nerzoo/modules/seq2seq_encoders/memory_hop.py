@@ -7,6 +7,8 @@ from allennlp.modules.seq2seq_encoders.pytorch_seq2seq_wrapper import PytorchSeq
 from allennlp.modules.seq2seq_encoders.seq2seq_encoder import Seq2SeqEncoder
 from allennlp.nn.util import masked_softmax
 
+from nerzoo.modules.seq2seq_encoders.relative_attention import masked_inputs
+
 NULL_POSITION = -1  # key position of the dummy head memory m_0
 
 
@@ -43,18 +45,14 @@ class MemoryHopOutput(NamedTuple):
         """
         The weights as a full matrix, `(batch_size, num_hops, num_steps, num_steps)`, column `i` =
         memory position `i`; with a dummy head, `(..., num_steps + 1)` and column 0 is `m_0`, so
-        column `i` is post `i` in a thread's 1-based numbering.  `O(num_steps^2)` memory: for
-        pictures and short sequences.
+        column `i` is post `i` in a thread's 1-based numbering.  `O(num_steps^2)` memory.
         """
         return dense_attention(self.weights, self.key_positions(), self.null_memory)
 
 
 def dense_attention(weights: torch.Tensor, key_positions: torch.LongTensor, null_memory: bool) -> torch.Tensor:
-    """
-    Band-form weights `(..., num_steps, num_keys)` with their memory positions `(num_steps,
-    num_keys)` (see `MemoryHopOutput`) -> `(..., num_steps, num_steps)`, column `i` = memory
-    position `i`; with `null_memory`, `(..., num_steps + 1)` and column 0 is `m_0`.
-    """
+    """Band-form weights `(..., num_steps, num_keys)` with their memory positions `(num_steps, num_keys)`
+    -> `(..., num_steps, num_steps)`, as `MemoryHopOutput.dense_weights`."""
     num_steps = weights.size(-2)
     offset = int(null_memory)
     # Columns outside the sequence (zero weight) go to a spare column 0, dropped after.
@@ -102,12 +100,10 @@ class MemoryHopEncoder(Seq2SeqEncoder):
     visible to every step (§4.2: the first post of a thread links to a virtual head); its score is
     always 0 and it adds nothing to `o`.
 
-    The memory spans the whole input sequence.  Full attention costs `O(T^2)` memory for `T`
-    steps, so `window = N` restricts each step to the last `N` memory positions (itself included;
-    `|t - i| < N` when not causal).  It is computed block-banded: the sequence is cut into blocks
+    The memory spans the whole input sequence; `window = N` restricts each step to the last `N`
+    memory positions (itself included; `|t - i| < N` when not causal), computed block-banded: blocks
     of `N` steps, each attending to its own and the previous (and, not causal, the next) block, so
-    scores and weights take `O(T N)` memory (tests/modules/test_memory_hop.py measures a 10,000-token
-    document with `N = 256`: about 820 MB, where full attention would add several 400 MB matrices).
+    scores and weights take `O(T N)` memory for `T` steps, not `O(T^2)`.
 
     Registered as a `Seq2SeqEncoder` with name "memory_hop".
 
@@ -192,11 +188,8 @@ class MemoryHopEncoder(Seq2SeqEncoder):
 
     def attend(self, inputs: torch.Tensor, mask: Optional[torch.BoolTensor] = None) -> MemoryHopOutput:
         """Like `forward`, but also returns every hop's attention weights (see `MemoryHopOutput`)."""
-        batch_size, num_steps, input_dim = inputs.shape
-        if input_dim != self._input_dim:
-            raise ConfigurationError(f"MemoryHopEncoder was built for input_dim {self._input_dim}, got {input_dim}.")
-        mask = inputs.new_ones(batch_size, num_steps, dtype=torch.bool) if mask is None else mask.bool()
-        inputs = inputs.masked_fill(~mask.unsqueeze(-1), 0.0)
+        inputs, mask, padding = masked_inputs("MemoryHopEncoder", self._input_dim, inputs, mask)
+        batch_size, num_steps, _ = inputs.shape
 
         # Eq. 1-3. Shape: (batch_size, num_steps, memory_dim) each.
         input_memory = self.input_memory(inputs, mask)
@@ -233,7 +226,7 @@ class MemoryHopEncoder(Seq2SeqEncoder):
             query = torch.einsum("bnqk,bnkd->bnqd", read, values) + query
 
         output = query.reshape(batch_size, num_blocks * block, -1)[:, :num_steps]
-        output = output.masked_fill(~mask.unsqueeze(-1), 0.0)
+        output = output.masked_fill(padding, 0.0)
         # Shape: (batch_size, num_hops, num_steps, num_keys)
         weights = torch.stack(hop_weights, dim=1).flatten(2, 3)[:, :, :num_steps]
         first_key_position = (torch.arange(num_steps, device=inputs.device) // block - before) * block

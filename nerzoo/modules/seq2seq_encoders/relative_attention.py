@@ -1,4 +1,4 @@
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -21,6 +21,20 @@ class AttentionOutput(NamedTuple):
 
     output: torch.Tensor
     weights: torch.Tensor
+
+
+def masked_inputs(
+    name: str, input_dim: int, inputs: torch.Tensor, mask: Optional[torch.BoolTensor]
+) -> Tuple[torch.Tensor, torch.BoolTensor, torch.BoolTensor]:
+    """
+    `inputs` `(batch_size, sequence_length, input_dim)` zeroed at padding (whatever it holds, even inf
+    or NaN), the mask (all `True` when `None`) and the padding `(batch_size, sequence_length, 1)`.
+    """
+    if inputs.size(-1) != input_dim:
+        raise ConfigurationError(f"{name} was built for input_dim {input_dim}, got inputs of size {inputs.size(-1)}.")
+    mask = inputs.new_ones(inputs.shape[:2], dtype=torch.bool) if mask is None else mask.bool()
+    padding = ~mask.unsqueeze(-1)
+    return inputs.masked_fill(padding, 0.0), mask, padding
 
 
 @Seq2SeqEncoder.register("relative_attention")
@@ -103,43 +117,30 @@ class RelativeAttention(Seq2SeqEncoder):
         of two close, large scores decides which word a row attends to.
         """
         with without_autocast(inputs):
-            return self._attend(full_precision(inputs), mask)
+            inputs, mask, padding = masked_inputs("RelativeAttention", self._input_dim, full_precision(inputs), mask)
+            # Shape: (batch_size, sequence_length, input_dim) each, from one product with W_Q, W_K, W_V stacked.
+            weight = torch.cat([self._query.weight, self._key.weight, self._value.weight])
+            queries, keys, values = torch.nn.functional.linear(inputs, weight).chunk(3, dim=-1)
 
-    def _attend(self, inputs: torch.Tensor, mask: Optional[torch.BoolTensor]) -> AttentionOutput:
-        batch_size, sequence_length, input_dim = inputs.size()
-        if input_dim != self._input_dim:
-            raise ConfigurationError(
-                f"RelativeAttention was built for input_dim {self._input_dim}, got inputs of size {input_dim}."
-            )
-        mask = inputs.new_ones(batch_size, sequence_length, dtype=torch.bool) if mask is None else mask.bool()
-        # Shape: (batch_size, sequence_length, 1)
-        padding = ~mask.unsqueeze(-1)
-        # Padding never reaches the arithmetic, whatever it holds (even inf or NaN).
-        inputs = inputs.masked_fill(padding, 0.0)
+            # Eq. 1, scores scaled by d_a^-0.5.
+            # Shape: (batch_size, sequence_length, sequence_length)
+            scores = torch.bmm(queries, keys.transpose(1, 2)) * (self._input_dim**-0.5)
 
-        # Shape: (batch_size, sequence_length, input_dim) each, from one product with W_Q, W_K, W_V stacked.
-        weight = torch.cat([self._query.weight, self._key.weight, self._value.weight])
-        queries, keys, values = torch.nn.functional.linear(inputs, weight).chunk(3, dim=-1)
+            # Word i attends to word j when both are real and i != j.
+            # Shape: (batch_size, sequence_length, sequence_length)
+            positions = torch.arange(inputs.size(1), device=inputs.device)
+            itself = positions.unsqueeze(0) == positions.unsqueeze(1)
+            blocked = padding | padding.transpose(1, 2) | itself
+            # Rows with nothing to attend to (padding, one-token sentences) come out all zero.
+            weights = masked_softmax(scores, ~blocked, memory_efficient=True).masked_fill(blocked, 0.0)
 
-        # Eq. 1, scores scaled by d_a^-0.5.
-        # Shape: (batch_size, sequence_length, sequence_length)
-        scores = torch.bmm(queries, keys.transpose(1, 2)) * (self._input_dim**-0.5)
+            attended = weights if self._dropout is None else self._dropout(weights)
+            # Eq. 2: M = A V + V.
+            # Shape: (batch_size, sequence_length, input_dim)
+            weighted = torch.baddbmm(values, attended, values)
 
-        # Word i attends to word j when both are real and i != j.
-        # Shape: (batch_size, sequence_length, sequence_length)
-        positions = torch.arange(sequence_length, device=inputs.device)
-        itself = positions.unsqueeze(0) == positions.unsqueeze(1)
-        blocked = padding | padding.transpose(1, 2) | itself
-        # Rows with nothing to attend to (padding, one-token sentences) come out all zero.
-        weights = masked_softmax(scores, ~blocked, memory_efficient=True).masked_fill(blocked, 0.0)
-
-        attended = weights if self._dropout is None else self._dropout(weights)
-        # Eq. 2: M = A V + V.
-        # Shape: (batch_size, sequence_length, input_dim)
-        weighted = torch.baddbmm(values, attended, values)
-
-        if self._layer_norm is not None:
-            # Eq. 4: z = LayerNorm(x + Sublayer(x)).
-            weighted = self._layer_norm(inputs + weighted)
-        output = weighted.masked_fill(padding, 0.0)
-        return AttentionOutput(output=output, weights=weights)
+            if self._layer_norm is not None:
+                # Eq. 4: z = LayerNorm(x + Sublayer(x)).
+                weighted = self._layer_norm(inputs + weighted)
+            output = weighted.masked_fill(padding, 0.0)
+            return AttentionOutput(output=output, weights=weights)
