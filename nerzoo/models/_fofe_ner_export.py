@@ -17,38 +17,8 @@ import torch
 from allennlp.data import TextFieldTensors
 
 from nerzoo.modules.fofe.first_layer import Term
-from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn
-from nerzoo.modules.fofe.span_features import character_codes, word_codes
+from nerzoo.modules.fofe.span_character_cnn import SpanCharacterCnn, pooled_windows, range_max
 from nerzoo.modules.fofe.spans import FlatSpans, enumerate_spans
-
-
-@torch.jit.script
-def _range_max(values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
-    """`range_max` of `nerzoo.modules.fofe.span_character_cnn` (same arguments, same sparse table), scripted."""
-    batch_size, length, channels = values.size(0), values.size(1), values.size(2)
-    widths = (ends - starts).clamp(min=0)
-    max_width = int(widths.max())
-    num_rows = batch_size * length
-    # Level k holds at row p the maximum of rows p .. p + 2^k - 1 (cut short at the end); at least level 0.
-    level_rows = values.reshape(num_rows, channels)
-    levels, window, num_levels = [level_rows], 1, 1
-    while 2 * window <= max_width:
-        shift = min(window, num_rows)
-        maxima = torch.maximum(level_rows[: num_rows - shift], level_rows[shift:])
-        level_rows = torch.cat([maxima, level_rows[num_rows - shift :]])
-        levels.append(level_rows)
-        window, num_levels = 2 * window, num_levels + 1
-    table = torch.cat(levels)
-    # Per query floor(log2(width)) and 2 ** that.
-    level, windows = torch.zeros_like(widths), torch.ones_like(widths)
-    for _ in range(1, num_levels):
-        wider = widths >= 2 * windows
-        level, windows = level + wider.long(), torch.where(wider, 2 * windows, windows)
-    row_offsets = torch.arange(batch_size, device=values.device).unsqueeze(1) * length + level * num_rows
-    left = (row_offsets + starts.clamp(max=length - 1)).view(-1)
-    right = (row_offsets + (ends - windows).clamp(min=0, max=length - 1)).view(-1)
-    result = torch.maximum(table.index_select(0, left), table.index_select(0, right)).view(batch_size, -1, channels)
-    return result * (widths > 0).unsqueeze(-1).to(result.dtype)
 
 
 def gathered_row_sums(terms: List[Term]) -> torch.Tensor:
@@ -63,8 +33,8 @@ def gathered_row_sums(terms: List[Term]) -> torch.Tensor:
 
 class ExportedSpanCharacterCnn(torch.nn.Module):
     """
-    `SpanCharacterCnn.forward` without its run-time padding: the kernels, zero-padded to the largest
-    height, stored once; the sequence padded by that height less one; the range maximum scripted.
+    `SpanCharacterCnn.forward` without its run-time rounding: the stacked kernels stored once, the
+    sequence padded by the largest height less one, `range_max` scripted (its loop an ONNX `Loop`).
 
     # Parameters
 
@@ -74,23 +44,15 @@ class ExportedSpanCharacterCnn(torch.nn.Module):
     def __init__(self, cnn: SpanCharacterCnn) -> None:
         super().__init__()
         self.kernel_sizes = cnn.kernel_sizes
-        self.num_filters = cnn.convolutions[0].out_channels
-        largest = max(self.kernel_sizes)
-        weights = [
-            torch.nn.functional.pad(conv.weight, (0, largest - conv.kernel_size[0])) for conv in cnn.convolutions
-        ]
-        self.register_buffer("weight", torch.cat(weights).detach())
-        self.register_buffer("bias", torch.cat([conv.bias for conv in cnn.convolutions]).detach())
+        weight, bias = cnn.stacked_kernels()
+        self.register_buffer("weight", weight.detach())
+        self.register_buffer("bias", bias.detach())
+        self.range_max = torch.jit.script(range_max)
 
     def forward(self, characters: torch.Tensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.Tensor:
         """As `SpanCharacterCnn.forward`: `(batch_size, num_characters, input_dim)`, `(batch_size, num_spans)` offsets."""
-        num_characters = characters.size(1)
-        padded = torch.nn.functional.pad(characters.transpose(1, 2), (0, self.weight.size(2) - 1))
-        windows = torch.relu(torch.nn.functional.conv1d(padded, self.weight, self.bias)).transpose(1, 2)
-        pooled = []
-        for kernel_size, maps in zip(self.kernel_sizes, windows.split(self.num_filters, dim=-1)):
-            pooled.append(_range_max(maps, starts, (ends - kernel_size + 1).clamp(max=num_characters)))
-        return torch.cat(pooled, dim=-1)
+        kernels, padding = (self.weight, self.bias), self.weight.size(2) - 1
+        return pooled_windows(characters, padding, kernels, self.kernel_sizes, starts, ends, self.range_max)
 
 
 def join_words(
@@ -129,8 +91,6 @@ class ExportedFofeNer(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
-        if model.first_pass is not None:
-            raise ValueError("a second pass (fofe_ner with a first_pass) has no exported form")
         self.model = model
         self.cnn = None if model.character_cnn is None else ExportedSpanCharacterCnn(model.character_cnn)
 
@@ -140,18 +100,7 @@ class ExportedFofeNer(torch.nn.Module):
         model, (batch_size, num_tokens) = self.model, mask.shape
         starts, ends, span_mask = enumerate_spans(mask, model.max_span_width)
         spans = FlatSpans.where(span_mask, starts, ends)
-        words = [
-            word_codes(embedder(**tokens[name]) * mask.unsqueeze(-1), mask, model.alpha)
-            for name, embedder in model.word_embedders.items()
-        ]
-        characters, cnn_features = None, None
-        if model.character_embedding is not None:
-            character_ids = tokens[model.characters]["token_characters"]
-            embedding, alpha = model.character_embedding, model.character_alpha
-            characters = character_codes(character_ids, mask, embedding, alpha, join=join_words)
-            if self.cnn is not None:
-                offsets = characters.span_offsets(spans)
-                cnn_features = characters.cnn_features(model.cnn_character_embedding, self.cnn, *offsets)
+        words, characters, cnn_features = model.codes(tokens, mask, spans, join=join_words, cnn=self.cnn)
         alphas = model.alpha, model.character_alpha
         first_layer = model.feedforward.first_layer.from_codes(
             words, characters, mask, spans, *alphas, model.max_span_width, False, cnn_features, gathered_row_sums

@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from allennlp.common import Lazy
@@ -223,7 +223,7 @@ class FofeNer(Model):
                 self.first_pass, tokens, mask, sentences, self.thresholds[0]
             )
 
-        words, characters, cnn_features = self._codes(tokens, mask, spans, substitutions)
+        words, characters, cnn_features = self.codes(tokens, mask, spans, substitutions)
         alphas = self.alpha, self.character_alpha
         if self.training:
             features = fofe_span_features.span_features(words, characters, spans, *alphas, cnn_features)
@@ -281,15 +281,25 @@ class FofeNer(Model):
         entities: Optional[Dict] = None,
     ) -> torch.Tensor:
         """`(num_spans, feature_dim)`: `fofe_span_features.span_features`, with the first pass's `entities` if given."""
-        words, characters, cnn_features = self._codes(tokens, mask, spans, entities)
+        words, characters, cnn_features = self.codes(tokens, mask, spans, entities)
         return fofe_span_features.span_features(
             words, characters, spans, self.alpha, self.character_alpha, cnn_features
         )
 
-    def _codes(
-        self, tokens: TextFieldTensors, mask: torch.BoolTensor, spans: FlatSpans, entities: Optional[Dict]
+    def codes(
+        self,
+        tokens: TextFieldTensors,
+        mask: torch.BoolTensor,
+        spans: FlatSpans,
+        entities: Optional[Dict] = None,
+        join: Optional[Callable] = None,
+        cnn: Optional[torch.nn.Module] = None,
     ) -> Tuple[List[fofe_span_features.WordCodes], Optional[fofe_span_features.CharacterCodes], Optional[torch.Tensor]]:
-        """The prefix codes of every word vocabulary and of the characters, and the spans' CNN features."""
+        """
+        The prefix codes of every word vocabulary (with the first pass's `entities`) and of the
+        characters, and the spans' CNN features; `join` and `cnn` replace `join_words` and
+        `character_cnn` (the export's forms).
+        """
         type_embeddings = dict(self.type_embeddings.items()) if entities is not None else {}
         words = [
             fofe_span_features.word_codes(
@@ -300,12 +310,13 @@ class FofeNer(Model):
         if self.character_embedding is None:
             return words, None, None
         characters = fofe_span_features.character_codes(
-            tokens[self.characters]["token_characters"], mask, self.character_embedding, self.character_alpha
+            tokens[self.characters]["token_characters"], mask, self.character_embedding, self.character_alpha, join
         )
         if self.character_cnn is None:
             return words, characters, None
         offsets = characters.span_offsets(spans)
-        return words, characters, characters.cnn_features(self.cnn_character_embedding, self.character_cnn, *offsets)
+        cnn = self.character_cnn if cnn is None else cnn
+        return words, characters, characters.cnn_features(self.cnn_character_embedding, cnn, *offsets)
 
     def _decode_output(self, output_dict: Dict[str, Any]) -> List[List[Tuple[ScoredSpan, int]]]:
         """`decode` of a forward output, each span's `score` replaced by its confidence."""

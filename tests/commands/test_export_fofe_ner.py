@@ -19,7 +19,7 @@ from allennlp.models.archival import load_archive
 from allennlp.nn.util import get_text_field_mask
 
 from nerzoo.commands import export, export_graph
-from nerzoo.models._fofe_ner_export import ExportedFofeNer, _range_max, gathered_row_sums
+from nerzoo.models._fofe_ner_export import ExportedFofeNer, gathered_row_sums
 from nerzoo.modules.fofe.first_layer import weighted_row_sums
 from nerzoo.modules.fofe.span_character_cnn import range_max
 from nerzoo.modules.fofe.spans import enumerate_spans
@@ -77,15 +77,17 @@ def test_the_exported_form_gives_the_models_span_logits_in_torch_and_as_onnx(arc
 
 
 def test_the_scripted_range_maximum_equals_the_models():
+    scripted = torch.jit.script(range_max)
     generator = torch.Generator().manual_seed(0)
     for _ in range(40):
         batch_size, length = (int(value) for value in torch.randint(1, 40, (2,), generator=generator))
         values = torch.relu(torch.randn(batch_size, length, 3, generator=generator))
         starts = torch.randint(0, length, (batch_size, 6), generator=generator)
         ends = (starts + torch.randint(-3, 25, (batch_size, 6), generator=generator)).clamp(max=length)
-        assert torch.equal(_range_max(values, starts, ends), range_max(values, starts, ends))
+        assert torch.equal(scripted(values, starts, ends), range_max(values, starts, ends))
     empty = torch.zeros(2, 5, dtype=torch.long)
-    assert torch.equal(_range_max(torch.rand(2, 7, 3), empty, empty), torch.zeros(2, 5, 3))
+    assert torch.equal(scripted(torch.rand(2, 7, 3), empty, empty), torch.zeros(2, 5, 3))
+    assert scripted(torch.rand(2, 7, 3), empty[:, :0], empty[:, :0]).shape == (2, 0, 3)
 
 
 def test_an_int8_export_quantises_the_convolutions_and_layers(tmp_path):
