@@ -1,14 +1,9 @@
 """
-From tag ids to what a user reads and what a metric counts, shared by every tagger (the CRF and
-softmax heads of `TagHead`, Seq2Biseq's decoders): labels, entity spans per sentence with
-confidences, accuracy, span F1 and (optionally) the concept error rate.
-
-Spans are decoded from tag-id tensors with conlleval's chunk rules (the rules of
-`nerzoo_runtime.tag_scheme.tags_to_spans`, for IOB1, BIO and BIOUL, invalid sequences included):
-whether a chunk starts at a token depends only on the tag before it and its own tag, whether it ends
-after a token only on its tag and the next one.  Both rules are tabulated once per label vocabulary,
-so a batch is decoded with a few gathers, and its spans are counted against the gold ones without a
-Python loop over tokens.
+From tag ids to labels, entity spans with confidences, accuracy, span F1 and the concept error rate,
+for every tagger (`TagHead`, Seq2Biseq).  Spans follow conlleval's chunk rules
+(`nerzoo_runtime.tag_scheme.tags_to_spans`, invalid sequences included): a chunk starts at a token
+by its tag and the previous one, ends after it by its tag and the next one.  Both rules are tabulated
+once per label vocabulary, so a batch is decoded with a few gathers and no loop over tokens.
 """
 
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -35,10 +30,7 @@ class TensorSpans(NamedTuple):
 
 
 class DecodedTagger:
-    """
-    What a tagger with a `scorer` (`nerzoo.modules.crf.tag_scorers`) and a `TagDecoder` `decoder`
-    tells the predictors and `allennlp calibrate` (`TagHead`, Seq2Biseq).
-    """
+    """What a tagger with a `scorer` and a `TagDecoder` `decoder` tells the predictors and `allennlp calibrate`."""
 
     scorer: Any
     decoder: "TagDecoder"
@@ -141,11 +133,7 @@ class TagDecoder(torch.nn.Module):
     def sentence_starts(
         sentence_spans: Optional[Sequence[Sequence[Tuple[int, int]]]], mask: torch.BoolTensor
     ) -> Optional[torch.BoolTensor]:
-        """
-        `(batch_size, num_steps)`, true where a sentence starts inside an instance, from each
-        instance's `(start, end)` sentence spans (document-level instances); `None` when every
-        instance is one sentence.
-        """
+        """`(batch_size, num_steps)`, true where a sentence starts inside an instance; `None` when each is one."""
         if not sentence_spans or all(len(spans) <= 1 for spans in sentence_spans):
             return None
         positions = [
@@ -161,10 +149,7 @@ class TagDecoder(torch.nn.Module):
     def spans(
         self, tags: torch.LongTensor, mask: torch.BoolTensor, sentence_starts: Optional[torch.BoolTensor] = None
     ) -> TensorSpans:
-        """
-        The chunks of `tags` `(batch_size, num_steps)` within each row's valid steps (and within
-        its sentences, where `sentence_starts` marks them), as `tags_to_spans` decodes them.
-        """
+        """The chunks of `tags` `(batch_size, num_steps)` within each row's valid steps and sentences."""
         tags, previous, following = self._neighbours(tags, mask, sentence_starts)
         rows, starts = self._starts[previous, tags].nonzero(as_tuple=True)
         _, last = self._ends[tags, following].nonzero(as_tuple=True)
@@ -193,11 +178,9 @@ class TagDecoder(torch.nn.Module):
         sentence_starts: Optional[torch.BoolTensor] = None,
     ) -> torch.Tensor:
         """
-        `span_counts` of the predicted against the gold tag ids, `(num_types, 3)`, computed on
-        their device without reading anything back to the host.
-
-        A predicted chunk is right when every token it covers has the same code (opens, closes,
-        type) in the gold tags: then gold has a chunk with the same start, end and type.
+        `span_counts` of the predicted against the gold tag ids, `(num_types, 3)`, read nowhere but
+        on their device: a predicted chunk is right when each of its tokens has the same code
+        (opens, closes, type) in the gold tags.
         """
         both, previous, following = self._neighbours(torch.stack([predicted, tags]), mask, sentence_starts)
         codes = self._open_codes[previous, both] + self._close_codes[both, following]
@@ -223,7 +206,7 @@ class TagDecoder(torch.nn.Module):
         sentence_starts: Optional[torch.BoolTensor] = None,
     ) -> Tuple[TensorSpans, TensorSpans, torch.BoolTensor]:
         """The spans of the `predicted` and the gold tag ids, and which predicted spans a gold span has exactly."""
-        predicted_spans = self.spans(predicted.detach(), mask, sentence_starts)
+        predicted_spans = self.spans(predicted, mask, sentence_starts)
         gold_spans = self.spans(tags, mask, sentence_starts)
         num_steps = mask.size(1)
         correct = torch.isin(self.span_keys(predicted_spans, num_steps), self.span_keys(gold_spans, num_steps))
@@ -265,12 +248,9 @@ class TagDecoder(torch.nn.Module):
         posteriors: Optional[TagPosteriors] = None,
     ) -> None:
         """
-        Counts predicted tag ids `(batch_size, num_steps)` against gold ones, from tensors only; with
-        the `posteriors` of the predictions, also each predicted span's confidence against whether it
-        is right (`span_ece`, `span_brier`).
+        Counts predicted tag ids `(batch_size, num_steps)` against gold ones; with their `posteriors`,
+        also each predicted span's confidence against whether it is right (`span_ece`, `span_brier`).
         """
-        if predicted.requires_grad:
-            predicted = predicted.detach()
         mask = mask.bool()
         counts = torch.stack([((predicted == tags) & mask).sum(), mask.sum()])
         self._token_counts = counts if self._token_counts is None else self._token_counts.to(counts.device) + counts
@@ -331,12 +311,10 @@ class TagDecoder(torch.nn.Module):
         self, output_dict: Dict[str, Any], paths: torch.LongTensor, posteriors: TagPosteriors
     ) -> Dict[str, Any]:
         """
-        Adds `tag_probabilities` `(batch_size, num_tokens, num_tags)` with the labels of its last
-        dimension in `tag_probability_labels` (one list per instance), `tag_confidences` (the
-        posterior probability of each predicted tag) and `spans` (per instance: `label`, `start`,
-        `end` exclusive, `confidence` = posterior probability of the span's exact tags), and turns
-        the tag ids of `output_dict["tags"]` (one list per instance) into labels.  `paths` are the
-        same predictions as a `(batch_size, num_tokens)` tensor.
+        Adds `tag_probabilities` `(batch_size, num_tokens, num_tags)`, `tag_probability_labels` (its
+        last dimension's labels), `tag_confidences` (each predicted tag's posterior) and `spans`
+        (`label`, `start`, `end` exclusive, `confidence` = posterior of the span's exact tags), and
+        turns `tags` into labels.  `paths`: the same predictions, `(batch_size, num_tokens)`.
         """
         mask = output_dict["mask"].bool()
         if "tags" not in output_dict:

@@ -19,36 +19,22 @@ from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer, TagPosterio
 
 class TagHead(DecodedTagger, torch.nn.Module, FromParams):
     """
-    The tagging head every nerzoo tagger composes: optional hidden layer, linear projection to tag
-    scores, then a scorer (`nerzoo.modules.crf.tag_scorers`): a linear-chain CRF
-    (`nerzoo.modules.crf.linear_chain_crf`, Lafferty et al., 2001) with `allowed_transitions`
-    constraints for the tag scheme, batched Viterbi decoding, likelihood and exact posterior
-    marginals (forward-backward); and a `TagDecoder` for labels, entity spans with confidences, and
-    the metrics (computed from tag-id tensors).
+    The tagging head of every nerzoo tagger: optional hidden layer, linear projection to tag scores,
+    a scorer (`tag_scorers`: a linear-chain CRF constrained by the tag scheme, or a softmax) and a
+    `TagDecoder` for labels, entity spans with confidences and the metrics.  Models take it as
+    `Lazy[TagHead]` built with their encoder's output size, so a config names only what differs
+    from the defaults (`"head": {"hidden_dim": 50}`).  It is their `CalibrationSource`.
 
-    Models take it as `Lazy[TagHead]` and construct it with their encoder's output size, so a
-    config only names the options that differ from the defaults (`"head": {"hidden_dim": 50}`).
+    An entity's confidence is the posterior that its tokens carry exactly its tags (`CrfScorer`),
+    of the CRF with emissions divided by `temperature` and transitions by `transition_temperature`
+    (fitted by `allennlp calibrate`); the Viterbi paths never change with them.  In evaluation with
+    gold tags the span confidences are scored (`span_ece`, `span_brier`).  The model's auxiliary
+    losses are added to the loss.
 
-    Confidence of a predicted entity = the exact posterior probability that its tokens carry exactly
-    its tags (see `CrfScorer`); each token also gets the marginal of its predicted tag, and
-    `tag_probabilities` holds all marginals.  The posteriors are those of the CRF
-    whose emission scores are divided by `temperature` and transition scores by
-    `transition_temperature` (both 1 unless `allennlp calibrate` fitted them on dev data, see
-    `nerzoo.modules.crf.calibration`); the Viterbi paths never change with them.  In evaluation mode
-    with gold tags, the span confidences are also scored against the gold spans (`span_ece`,
-    `span_brier`: `SpanCalibration`).
-
-    The terms of the model's auxiliary loss sources (`nerzoo.modules.auxiliary_loss`) are passed in
-    by the model and added to the CRF's negative log-likelihood.
-
-    It is the `CalibrationSource` (`nerzoo.contracts`) of the models that compose it.
-
-    With `use_crf=False` the head is the MEMNET baseline of Liu, Baldwin & Cohn (2017),
-    https://aclanthology.org/I17-1056, §4.3, eq. 13: `y_t = softmax(W u_t)` at each position on its
-    own.  The loss is then the masked cross-entropy summed over the tokens of the batch (as the CRF
-    loss is a sum, learning rates carry over), an entity's confidence the product of its tokens'
-    probabilities, and spans are read from the argmax, which may break the tag scheme, with
-    conlleval's lenient rules (`tags_to_spans`), as for gold data.
+    With `use_crf=False` the head is MEMNET (Liu, Baldwin & Cohn, 2017, §4.3, eq. 13): `y_t =
+    softmax(W u_t)` at each position, the cross-entropy summed over the tokens (as the CRF loss, so
+    learning rates carry over), confidences the product of the tokens' probabilities, and spans read
+    from the argmax with conlleval's lenient rules.
 
     # Parameters
 
@@ -74,31 +60,22 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         `False` gives the per-position softmax of MEMNET (eq. 13) instead of the CRF; `crf` is then
         `None`, and `constrain_crf_decoding` and `include_start_end_transitions` have no effect.
     loss_reduction : `str`, optional (default = `"sum"`)
-        `"sum"`: the negative log-likelihood summed over the instances of the batch (allennlp's
-        `ConditionalRandomField`); `"mean"`: averaged over them (each instance's loss is still the
-        sum over its tokens), e.g. Aguilar & Solorio (2019), eq. 6 and footnote 4.  Auxiliary
-        losses are added after the reduction.
+        `"sum"` over the instances of the batch (allennlp's `ConditionalRandomField`), or `"mean"`
+        (Aguilar & Solorio, 2019, footnote 4); auxiliary losses are added after the reduction.
     temperature : `float`, optional (default = `1.0`)
         Divides the emission scores (the softmax logits without the CRF) in the posteriors.
     transition_temperature : `float`, optional (default = `temperature`)
         Divides the CRF's transition, start and end scores in the posteriors.
     crf_per_sentence : `bool`, optional (default = `False`)
         For document-level instances (`sentence_spans` in the metadata): one CRF chain per sentence,
-        with its start and end transitions, and no transition across a sentence boundary, as
-        ME-CRF's CRF over the words of a sentence (Liu et al., 2017, §3) while the encoder reads the
-        whole document.  Loss, Viterbi paths and posteriors are those of each sentence on its own;
-        instances without `sentence_spans` are one sentence.  `False`: one chain per instance.
+        as ME-CRF's (Liu et al., 2017, §3), while the encoder reads the whole document.  `False`:
+        one chain per instance.
     training_decode_interval : `int`, optional (default = `1`)
-        In training, the batches are decoded for the training metrics (accuracy, span F1) this many
-        at a time, in one padded batch, when the metrics are read (the trainer reads them after
-        every batch) or reset (at the end of the epoch), instead of each in its own forward pass.
-        The epoch's metrics are the same; the progress bar's update every this many batches, and
-        a training forward pass returns no `paths`.  On a GPU a small batch's Viterbi pass costs
-        as many kernel launches as its likelihood, so e.g. 50 saves most of them.
+        In training, decode this many batches at a time, in one padded batch, for the training
+        metrics (the epoch's are the same; the progress bar's update every this many batches, and a
+        training forward pass returns no `paths`).  On a GPU, e.g. 50 saves most Viterbi launches.
     crf_schedule : `str`, optional (default = `"auto"`)
-        How the CRF runs its recursions over time: `"steps"` one step after the other, `"scan"` as
-        parallel scans in O(log T) rounds, `"auto"` scans on an accelerator and steps on the CPU
-        (`nerzoo.modules.crf.linear_chain_crf`).
+        `"steps"`, `"scan"` or `"auto"` (`nerzoo.modules.crf.linear_chain_crf`).
     """
 
     def __init__(
@@ -182,14 +159,10 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
 
         # Returns
 
-        `logits` `(batch_size, num_tokens, num_tags)`, `mask`, `paths` (Viterbi tag ids, or the
-        per-position argmax without the CRF, `(batch_size, num_tokens)`), outside training also as
-        `tags` (one list per instance), `sentence_spans` (per instance, `(start, end)` of its
-        sentences) and `loss` when `tags` are given.  A training step reads nothing back from the
-        device: its metrics are counted on it (`TagDecoder.update_metrics`).
-        `make_output_human_readable` then adds `tag_probabilities` `(batch_size, num_tokens,
-        num_tags)`, `tag_confidences` (marginal, or softmax probability, of each predicted tag) and
-        `spans` (per instance: `label`, `start`, `end` exclusive, `confidence`).
+        `logits` `(batch_size, num_tokens, num_tags)`, `mask`, `paths` (the predicted tag ids,
+        `(batch_size, num_tokens)`), outside training also as `tags` (one list per instance),
+        `sentence_spans` (per instance, `(start, end)` of its sentences) and `loss` when `tags` are
+        given.  A training step reads nothing back from the device.
         """
         return self.finish(self.logits(encoded), mask, tags, metadata, auxiliary_losses)
 
@@ -201,11 +174,7 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         return self.tag_projection(hidden)
 
     def export_decoding(self) -> Dict[str, Any]:
-        """
-        What `nerzoo_runtime` decodes this head's logits with (`tagger.json`, `allennlp export`): the
-        tag scheme, the CRF (`LinearChainCrf.runtime_settings`, `None` without one), whether each
-        sentence is a chain, and the temperatures.
-        """
+        """What `nerzoo_runtime` decodes this head's logits with (`tagger.json`, `allennlp export`)."""
         return {
             "tag_scheme": self.tag_scheme,
             "crf": None if self.crf is None else self.crf.runtime_settings(),
@@ -219,8 +188,7 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """
         `forward`'s training loss and logits (detached) as tensors only, for a CUDA graph of the
-        training step (`nerzoo.training.step_graphs`): one CRF chain per row and no auxiliary
-        losses (`graphable`).  `finish` with them gives `forward`'s output and metrics.
+        training step (`graphable` batches); `finish` with them gives `forward`'s output and metrics.
         """
         logits = self.logits(encoded)
         return self._loss(logits, tags, mask, None), logits.detach()
@@ -308,11 +276,8 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         self._counted = True
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
-        """
-        Adds the posteriors (`tag_probabilities`, `tag_confidences`, `spans`) and turns tag ids into
-        tag strings.  Done here rather than in `forward` so that training and validation, which
-        never call this, do not pay for forward-backward (or, without the CRF, the softmax).
-        """
+        """Adds the posteriors (`tag_probabilities`, `tag_confidences`, `spans`) and turns tag ids into
+        strings; not in `forward`, so that training and validation do not pay for forward-backward."""
         paths = output_dict.pop("paths")
         posteriors = self.posteriors(
             output_dict["logits"], output_dict["mask"].bool(), paths, output_dict["sentence_spans"]
@@ -370,10 +335,8 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         """
-        The decoder's metrics and the auxiliary losses' means.  Between two decodings of the kept
-        training batches nothing new is counted, so a read then returns the previous read's values
-        without reading the device (the trainer reads after every batch; on a GPU each read waits
-        for the device).
+        The decoder's metrics and the auxiliary losses' means; while nothing new is counted, the
+        previous read's values, without waiting for the device.
         """
         if self._pending and (reset or len(self._pending) >= self.training_decode_interval):
             self._decode_pending()
