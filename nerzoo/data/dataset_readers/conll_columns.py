@@ -23,6 +23,17 @@ class ColumnFormatError(ConfigurationError):
         super().__init__(f"{where}: {message}")
 
 
+def decoded_lines(path: str, name: str) -> Iterator[Tuple[int, str]]:
+    """Each line of a UTF-8 file, without its line break, with its 1-based number."""
+    with open(path, "rb") as handle:
+        for line_number, raw_line in enumerate(handle, start=1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ColumnFormatError(name, line_number, f"not valid UTF-8 ({error.reason})") from None
+            yield line_number, line.rstrip("\r\n")
+
+
 HELD_OUT_KEYS = ("held_out", "without_held_out")
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -55,8 +66,6 @@ def parse_held_out_path(file_path) -> Tuple[str, Optional[Tuple[str, int]]]:
 
 def select_held_out(sentences: Iterable[T], key: str, n: int) -> Iterator[T]:
     """Every `n`-th item (index `i % n == n - 1`) for `key` "held_out", the others for "without_held_out"."""
-    if key not in HELD_OUT_KEYS:
-        raise ConfigurationError(f"unknown held-out selection {key!r}; expected one of {HELD_OUT_KEYS}")
     keep_held_out = key == "held_out"
     for index, sentence in enumerate(sentences):
         if (index % n == n - 1) == keep_held_out:
@@ -72,15 +81,13 @@ def _file_stem(sentence_id: str) -> str:
 class ConllColumnsReader(DatasetReader):
     """
     Reads CoNLL-style column files: one token a line, columns separated by whitespace (or by
-    `delimiter`), a blank line between sentences, and optional `-DOCSTART-` lines opening documents.
-    The same reader covers CoNLL-2003 (`word POS chunk NER`), CoNLL-2000 (`word POS chunk`),
-    CoNLL-2002 (`word [POS] NER`) and WNUT-17 (`word<TAB>tag`).
+    `delimiter`), a blank line between sentences, and optional `-DOCSTART-` lines opening documents:
+    CoNLL-2003 (`word POS chunk NER`), CoNLL-2000, CoNLL-2002 and WNUT-17 (`word<TAB>tag`).
 
     Registered as a `DatasetReader` with name "conll_columns".
 
-    Each instance is a sentence, or with `document_level` a whole document (all its sentences
-    concatenated; their boundaries are kept in the metadata, for models with document memory such as
-    ME-CRF).  Instances have the fields
+    Each instance is a sentence, or with `document_level` a whole document (its sentences
+    concatenated, for models with document memory such as ME-CRF), with the fields
 
     - `tokens` : `TextField` of the words;
     - `tags` : `SequenceLabelField` of the tag column, in namespace `label_namespace`, when present;
@@ -89,18 +96,12 @@ class ConllColumnsReader(DatasetReader):
     - `metadata` : `words`, `document_id`, `sentence_ids`, `sentence_spans` (token offsets
       `(start, end)` of each sentence, end exclusive), `source` (`path:line` of the first token).
 
-    **Segments.**  With `segment_length` each sentence gives fixed-length, overlapping segments
-    instead: a sentence of `N > segment_length` tokens gives the `N - segment_length + 1` windows
-    `[i, i + segment_length)`, each shifted one token ahead of the previous one, and a sentence of
-    at most `segment_length` tokens gives one instance, the whole sentence.  This is the training
-    regime of Seq2Biseq (Marco Dinarelli and Loïc Grobol, 2019, "Seq2Biseq: Bidirectional
-    Output-wise Recurrent Neural Networks for Sequence Modelling", §4.2 and §4.3; segments of 10 or
-    15 tokens).  Tags are converted to `tag_scheme` on the whole sentence first and then cut, so
-    each token keeps the tag it has in its sentence (a window may start with `I-`/`L-`).  A
-    segment's metadata has the usual keys, with `sentence_ids` = `[its sentence]`, `sentence_spans`
-    = `[(0, length)]`, `segment_start` (the window's offset in its sentence) and `source` =
-    `path:line` of its own first token.  Segments are meant for the training reader only: give the
-    trainer a `validation_dataset_reader` without `segment_length`.
+    **Segments.**  With `segment_length` a sentence of `N > segment_length` tokens gives the
+    `N - segment_length + 1` windows `[i, i + segment_length)` instead (a shorter one gives itself):
+    Seq2Biseq's training regime (Dinarelli and Grobol, 2019, §4.2-4.3).  Tags are converted on the
+    whole sentence, then cut (a window may start with `I-`/`L-`).  A segment's metadata adds
+    `segment_start` (its offset in its sentence); `source` is its own first token's line.  Meant
+    for the training reader only: give the trainer a `validation_dataset_reader` without it.
 
     **Held-out sentences.**  The data path may select a fixed subset of a file's sentences, e.g. a
     development set carved out of a training file (CoNLL-2000 has none):
@@ -109,10 +110,9 @@ class ConllColumnsReader(DatasetReader):
       whole file (across `-DOCSTART-` documents) has `i % n == n - 1`;
     - `<file>?without_held_out=<n>` reads all the others, in order.
 
-    `n` is an integer of at least 2.  The whole file is still read and checked, and ids and
-    `source` are those of the full file.  The selection is made before segmenting and sharding.
-    Not available with `document_level`.  In a local path a `?` always starts a selection; in a URL
-    (`scheme://...`) only a `held_out`/`without_held_out` key is taken.
+    `n` is an integer of at least 2.  The whole file is still read and checked, ids and `source`
+    are the full file's, and the selection comes before segmenting and sharding.  Not available
+    with `document_level`.  In a URL (`scheme://...`) only these two keys are taken.
 
     # Parameters
 
@@ -213,40 +213,35 @@ class ConllColumnsReader(DatasetReader):
                 sentences.append((sentence_id, first_line, rows))
                 rows = []
 
-        with open(path, "rb") as handle:
-            for line_number, raw_line in enumerate(handle, start=1):
-                try:
-                    stripped = raw_line.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as error:
-                    raise ColumnFormatError(name, line_number, f"not valid UTF-8 ({error.reason})") from None
-                if not stripped.strip():
-                    close_sentence()
-                    continue
-                columns = stripped.split(self.delimiter)
-                if columns[0] == DOCSTART:
-                    close_sentence()
-                    if sentences:
-                        yield f"{stem}:d{max(document_index, 0)}", sentences
-                    sentences = []
-                    document_index += 1
-                    continue
-                if num_columns is None:
-                    num_columns = len(columns)
-                    self._check_columns(name, line_number, num_columns)
-                elif len(columns) != num_columns:
-                    raise ColumnFormatError(
-                        name,
-                        line_number,
-                        f"expected {num_columns} columns (as on the first token line) but found "
-                        f"{len(columns)}: {stripped!r}",
-                    )
-                if self.file_tag_scheme is not None:
-                    reason = invalid_tag_reason(columns[self.tag_column], self.file_tag_scheme)
-                    if reason is not None:
-                        raise ColumnFormatError(name, line_number, reason)
-                if not rows:
-                    first_line = line_number
-                rows.append(columns)
+        for line_number, stripped in decoded_lines(path, name):
+            if not stripped.strip():
+                close_sentence()
+                continue
+            columns = stripped.split(self.delimiter)
+            if columns[0] == DOCSTART:
+                close_sentence()
+                if sentences:
+                    yield f"{stem}:d{max(document_index, 0)}", sentences
+                sentences = []
+                document_index += 1
+                continue
+            if num_columns is None:
+                num_columns = len(columns)
+                self._check_columns(name, line_number, num_columns)
+            elif len(columns) != num_columns:
+                raise ColumnFormatError(
+                    name,
+                    line_number,
+                    f"expected {num_columns} columns (as on the first token line) but found "
+                    f"{len(columns)}: {stripped!r}",
+                )
+            if self.file_tag_scheme is not None:
+                reason = invalid_tag_reason(columns[self.tag_column], self.file_tag_scheme)
+                if reason is not None:
+                    raise ColumnFormatError(name, line_number, reason)
+            if not rows:
+                first_line = line_number
+            rows.append(columns)
         close_sentence()
         if sentences:
             yield f"{stem}:d{max(document_index, 0)}", sentences

@@ -11,7 +11,7 @@ from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from nerzoo_runtime.tag_scheme import check_tag_scheme, invalid_tag_reason, spans_to_tags, tags_to_spans
 
-from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError
+from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, decoded_lines
 from nerzoo.data.dependency_trees import (
     DependencyParse,
     DependencyReader,
@@ -64,8 +64,7 @@ class _Sentence(NamedTuple):
 class ConlluNerReader(DependencyReader):
     """
     Reads dependency-annotated NER data in CoNLL-U, for dependency-aware NER (Aguilar and Solorio,
-    2019, "Dependency-Aware Named Entity Recognition with Relative and Global Attentions"), whose model
-    embeds words, POS tags and dependency relations and runs a Tree-LSTM over each sentence's tree.
+    2019), whose model embeds words, POS tags and relations and runs a Tree-LSTM over each tree.
 
     Registered as a `DatasetReader` with name "conllu_ner".
 
@@ -77,12 +76,10 @@ class ConlluNerReader(DependencyReader):
     (HEAD, DEPREL) of every sentence is checked (`InvalidTreeError` names file, line and sent_id).
     Sentences with several roots are kept; their number is logged per file.
 
-    With `tag_source` "upos" or "xpos" the `tags` field holds that CoNLL-U column instead, as plain
-    labels, for POS tagging (e.g. UPOS tagging of UD English-EWT, as in Seq2Biseq, Marco Dinarelli
-    and Loïc Grobol, 2019, "Seq2Biseq: Bidirectional Output-wise Recurrent Neural Networks for
-    Sequence Modelling"): no tag scheme is checked or converted, MISC is not read, and every word
-    must have a tag.  When `tag_source` is also the `pos_column`, instances (from `text_to_instance`
-    too) have no `pos_tags` field, so that no model is given the gold tags as input.
+    With `tag_source` "upos" or "xpos" the `tags` field holds that column instead, as plain labels,
+    for POS tagging (e.g. of UD English-EWT, as in Seq2Biseq): every word must have one.  When
+    `tag_source` is also the `pos_column`, instances have no `pos_tags` field (the input would be
+    the answer).
 
     Instances (see `nerzoo.data.dependency_trees.dependency_instance`): `tokens`, `pos_tags`,
     `dependency_labels`, `head_indices` (1-based, 0 = root), `tags` (in `tag_scheme`, when annotated)
@@ -225,35 +222,30 @@ class ConlluNerReader(DependencyReader):
         sentence_id: Optional[str] = None
         document_id: Optional[str] = None
         first_line = 0
-        with open(path, "rb") as handle:
-            for line_number, raw_line in enumerate(handle, start=1):
-                try:
-                    line = raw_line.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as error:
-                    raise ColumnFormatError(name, line_number, f"not valid UTF-8 ({error.reason})") from None
-                if not line.strip():
+        for line_number, line in decoded_lines(path, name):
+            if not line.strip():
+                if rows:
+                    yield _Block(first_line, sentence_id, document_id, rows)
+                elif sentence_id is not None:
+                    raise ColumnFormatError(name, line_number, f"sentence {sentence_id} has no token lines")
+                rows, sentence_id = [], None
+                continue
+            if line.startswith("#"):
+                key, _, value = line[1:].partition("=")
+                key, value = key.strip(), value.strip()
+                if key in ("sent_id", "newdoc id", "newdoc"):
                     if rows:
-                        yield _Block(first_line, sentence_id, document_id, rows)
-                    elif sentence_id is not None:
-                        raise ColumnFormatError(name, line_number, f"sentence {sentence_id} has no token lines")
-                    rows, sentence_id = [], None
-                    continue
-                if line.startswith("#"):
-                    key, _, value = line[1:].partition("=")
-                    key, value = key.strip(), value.strip()
-                    if key in ("sent_id", "newdoc id", "newdoc"):
-                        if rows:
-                            raise ColumnFormatError(
-                                name, line_number, "a new sentence starts without a blank line after the previous one"
-                            )
-                        if key == "sent_id":
-                            sentence_id = value
-                        else:
-                            document_id = value or None
-                    continue
-                if not rows:
-                    first_line = line_number
-                rows.append((line_number, line.split("\t")))
+                        raise ColumnFormatError(
+                            name, line_number, "a new sentence starts without a blank line after the previous one"
+                        )
+                    if key == "sent_id":
+                        sentence_id = value
+                    else:
+                        document_id = value or None
+                continue
+            if not rows:
+                first_line = line_number
+            rows.append((line_number, line.split("\t")))
         if rows:
             yield _Block(first_line, sentence_id, document_id, rows)
 
