@@ -40,16 +40,13 @@ class Seq2Biseq(DecodedTagger, Model):
     - Dropout (§4.2: "on the embeddings and the output of the hidden layers"): on `[E_w; h_c]`, on
       `h_w`, on the label embeddings `E_l(e)` the decoders read and on both decoders' states.
     - Loss (eq. 8): `-1/2 (log p(->e_i) + log p(<-e_i))`, averaged over the tokens of the batch, plus
-      the L2 term through the model's `regularizer` (the shipped configs leave the embedding tables
-      out).  With `backward_loss_weight = w` the backward decoder gets `w * -log p(<-e_i)` on top:
-      the two-optimiser variant (Seq2Biseq_2-opt, end of §4.3), see below.
-    - The terms of its auxiliary loss sources (`nerzoo.modules.auxiliary_loss`, e.g. the
-      `char_gated` embedder's cosine loss) are added to the loss and reported as `<name>_loss`.
-
-    The two-optimiser variant (docs/seq2biseq.md): with `backward_loss_scope: "backward_decoder"`
-    (default) the extra term's gradient reaches only the backward decoder (`GRU_bw` and `W_bw` of
-    eq. 5-6), so with `sgd` and no `grad_norm`, `backward_loss_weight: 1` moves the parameters
-    exactly as the paper's two optimisers; `"all"` sends it to every parameter.
+      the L2 term (the model's `regularizer`) and the auxiliary losses (reported as `<name>_loss`).
+      With `backward_loss_weight = w` the backward decoder gets `w * -log p(<-e_i)` on top: with
+      `backward_loss_scope: "backward_decoder"`, `sgd` and no `grad_norm`, `w = 1` moves the
+      parameters exactly as the paper's two optimisers (Seq2Biseq_2-opt, end of §4.3,
+      docs/seq2biseq.md); `"all"` sends that gradient to every parameter.
+    - Confidences: a token's is the forward decoder's softmax probability of its label (given the
+      labels decoded before it), a span's the product of its tokens'.
 
     Registered as a `Model` with name "seq2biseq".
 
@@ -71,24 +68,16 @@ class Seq2Biseq(DecodedTagger, Model):
     lexical_decoders : `bool`, optional (default = `True`)
         Feed `h_w_i` to the decoders (Seq2Biseq_le, eq. 5); `False` gives eq. 3-4 (labels only).
     backward_loss_weight : `float`, optional (default = `0.0`)
-        Weight of the extra backward-decoder loss; `1.0` is Seq2Biseq_2-opt (see above).
+        Weight of the extra backward-decoder loss (see above).
     backward_loss_scope : `str`, optional (default = `"backward_decoder"`)
         Parameters the extra backward-decoder loss trains: `"backward_decoder"` or `"all"`.
     dropout : `float`, optional (default = `0.0`)
-        Dropout on the embeddings, `h_w`, the label embeddings and the decoder states (§4.2 uses
-        0.5).
+        On the embeddings, `h_w`, the label embeddings and the decoder states (§4.2 uses 0.5).
     temperature : `float`, optional (default = `1.0`)
-        Divides the forward decoder's scores in `tag_probabilities` and the confidences (fitted on
-        dev data by `allennlp calibrate`, see `nerzoo.modules.crf.calibration`); predictions never
-        change with it.
+        Divides the forward decoder's scores in the confidences (`allennlp calibrate` fits it).
     initializer : `InitializerApplicator`, optional
     regularizer : `RegularizerApplicator`, optional
         The L2 term of eq. 8.
-
-    Confidences: a token's is the forward decoder's softmax probability of its predicted label
-    (given the labels decoded before it); a span's is the product of its tokens'.  In evaluation
-    mode with gold tags and a tag scheme, the span confidences are scored against the gold spans
-    (`span_ece`, `span_brier`).
     """
 
     default_predictor = "sequence_tagger"
@@ -217,9 +206,8 @@ class Seq2Biseq(DecodedTagger, Model):
 
     def _extra_backward_loss(self, backward_nll: torch.Tensor) -> torch.Tensor:
         """
-        `w * backward_nll` in value; with `backward_loss_scope: "backward_decoder"` its gradient
-        reaches the backward decoder's parameters only: that gradient is taken here and carried by a
-        term `sum(p * g) - sum(p * g).detach()`, which is 0 and has gradient `g` with respect to `p`.
+        `w * backward_nll`, whose gradient (`"backward_decoder"` scope) reaches the backward decoder
+        only: carried by `sum(p * g) - sum(p * g).detach()`, which is 0 with gradient `g` in `p`.
         """
         extra = self.backward_loss_weight * backward_nll
         if self.backward_loss_weight == 0 or self.backward_loss_scope == "all" or not extra.requires_grad:
@@ -282,12 +270,7 @@ class Seq2Biseq(DecodedTagger, Model):
         return output
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
-        """
-        Adds `tag_probabilities` (softmax of the forward decoder, `(batch_size, num_tokens,
-        num_tags)`), `tag_confidences` (the probability of each predicted label) and `spans`
-        (`label`, `start`, `end` exclusive, `confidence` = product of its tokens' confidences),
-        and turns label ids into strings (`TagDecoder`).
-        """
+        """`TagDecoder.make_output_human_readable` with the forward decoder's softmax posteriors."""
         paths = output_dict.pop("paths")
         posteriors = self.scorer.posteriors(output_dict["logits"], output_dict["mask"].bool(), paths)
         return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
@@ -328,9 +311,8 @@ class Seq2Biseq(DecodedTagger, Model):
 
 class GreedyScores(torch.nn.Module):
     """
-    `Seq2Biseq`'s forward decoder logits, `(batch_size, num_tokens, num_tags)`, from the text field's
-    tensors and the mask, decoded greedily (in eval mode): what `allennlp export` traces, each
-    `greedy_pass` an ONNX `Loop`.  The model, its encoder included, is a submodule (shared, not copied).
+    `Seq2Biseq`'s greedily decoded forward logits, `(batch_size, num_tokens, num_tags)`, from the text
+    field's tensors and the mask: what `allennlp export` traces (the model shared, not copied).
     """
 
     def __init__(self, model: Seq2Biseq) -> None:
