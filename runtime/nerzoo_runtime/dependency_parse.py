@@ -4,6 +4,7 @@ makes them at prediction: spaCy tags and parses each word list as it is (no re-t
 pipeline the model was trained with (the `spacy` extra and that pipeline installed).
 """
 
+import functools
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy
@@ -63,15 +64,14 @@ class DependencyParse:
         self.pos = {tag: index for index, tag in enumerate(vocabularies[settings["pos_namespace"]])}
         self.relations = {label: index for index, label in enumerate(vocabularies[settings["relation_namespace"]])}
         self.oov = (self.pos[settings["oov"]], self.relations[settings["oov"]])
-        self._nlp = None
 
+    @functools.cached_property
     def nlp(self):
         """The spaCy pipeline, loaded at the first parse."""
-        if self._nlp is None:
-            self._nlp = load_spacy(self.spacy_model, "deptree_ner parses its input with spaCy")
-            if "parser" not in self._nlp.pipe_names:
-                raise ValueError(f"spaCy pipeline {self.spacy_model!r} has no parser")
-        return self._nlp
+        nlp = load_spacy(self.spacy_model, "deptree_ner parses its input with spaCy")
+        if "parser" not in nlp.pipe_names:
+            raise ValueError(f"spaCy pipeline {self.spacy_model!r} has no parser")
+        return nlp
 
     def check(self, words: Sequence[str]) -> None:
         """Any words will do."""
@@ -81,7 +81,7 @@ class DependencyParse:
         feeds = {
             key: numpy.zeros(shape, dtype=numpy.int64) for key in ("pos_tags", "dependency_labels", "head_indices")
         }
-        for row, (tags, labels, heads) in enumerate(parse_words(self.nlp(), batch, self.pos_attribute)):
+        for row, (tags, labels, heads) in enumerate(parse_words(self.nlp, batch, self.pos_attribute)):
             if self.chain:
                 labels, heads = chain_tree(len(tags))
             feeds["pos_tags"][row, : len(tags)] = [self.pos.get(tag, self.oov[0]) for tag in tags]

@@ -1,19 +1,13 @@
 """
-The overlap-removing decoders of FOFE-NER: *highest-first*, *longest-first* and their recursive,
-nested form, from Mingbin Xu, "Fixed-size Ordinally-Forgetting Encoding and Its Applications",
-MSc thesis, York University, 2017, §5.3 (Algorithms 2-5), and `decode`, the span scores of an
-exported `fofe_ner` graph to nested entities and BIO tags, as the model decodes them.
+FOFE-NER's decoders, Mingbin Xu, "Fixed-size Ordinally-Forgetting Encoding and Its Applications",
+MSc thesis, York University, 2017, §5.3 (Algorithms 2-5): the candidates (fragments of up to `n`
+words with a non-NONE label whose score passes a threshold) may overlap or nest; *highest-first* and
+*longest-first* pick a non-overlapping subset, one nesting level at a time.  `decode` turns the span
+scores of an exported `fofe_ner` graph into nested entities and BIO tags, as the model does.
 
-FOFE-NER scores every fragment of up to `n` words and keeps, as candidates, the fragments with a
-non-NONE label whose score passes a pruning threshold.  The candidates may overlap or nest; the
-decoders below pick a non-overlapping subset of them (one nesting level at a time).  They are
-post-processing over short Python lists, not part of a forward pass.
-
-Offsets are 0-based token offsets with an exclusive end: the thesis' 1-based fragment
-`[w_i, ..., w_j]` is `ScoredSpan(i - 1, j, ...)` here.
-
-Ties.  Whenever two candidates compete, the preferred one is, in order: the higher score, the
-longer span, the earlier start, the earlier position in the input.
+Offsets are 0-based with an exclusive end: the thesis' `[w_i, ..., w_j]` is `ScoredSpan(i - 1, j, ...)`.
+Ties: the preferred candidate has the higher score, then the longer span, the earlier start, the
+earlier position in the input.
 """
 
 from dataclasses import dataclass, replace
@@ -66,11 +60,9 @@ def _priority(span: ScoredSpan, position: int) -> Tuple[float, int, int, int]:
 
 def merge_adjacent_same_type(spans: Sequence[ScoredSpan]) -> List[ScoredSpan]:
     """
-    `mergeAdjacentOfSameType` of Algorithms 4 and 5 (Xu, 2017, §5.3): after sorting by start, a
-    span that begins exactly where the previously kept span ends and has the same label is
-    merged into it.  Runs of any length merge into one span.  A merged span's score is the
-    maximum of its parts' scores (the thesis does not say; the maximum keeps it within the range
-    of the network's scores), and its confidence the maximum of theirs.
+    `mergeAdjacentOfSameType` of Algorithms 4 and 5 (§5.3): a span that begins where the previous
+    one (by start) ends, with the same label, is merged into it, runs of any length into one span.
+    Its score and confidence are the maxima of its parts' (the thesis does not say).
 
     # Parameters
 
@@ -98,17 +90,11 @@ def merge_adjacent_same_type(spans: Sequence[ScoredSpan]) -> List[ScoredSpan]:
 
 def highest_first(candidates: Sequence[ScoredSpan], merge_adjacent: bool = True) -> List[ScoredSpan]:
     """
-    *Highest-first* decoding, literally as Algorithm 4 of Xu (2017), §5.3: for every word, of
-    the candidates covering it all but the highest-scoring one are marked removed, and the
-    candidates never marked are returned.  So a candidate survives if and only if it is the
-    preferred candidate (module docstring) at every word it covers; the survivors never overlap.
-
-    This is not greedy selection (take the best candidate, drop what overlaps it, repeat): a
-    candidate can be removed by a rival that is itself removed elsewhere.  With `(0, 2)` scored
-    0.8, `(1, 3)` scored 0.9 and `(2, 4)` scored 0.95, greedy selection keeps `(0, 2)` and
-    `(2, 4)`, Algorithm 4 only `(2, 4)`: `(1, 3)` removes `(0, 2)` at word 1 before losing word
-    2 to `(2, 4)`.  (The listing resets `removed` inside its loop over words, which would make
-    it return every candidate; we read the set as initialised once, as the prose describes.)
+    *Highest-first*, Algorithm 4 (§5.3): at every word, all candidates covering it but the preferred
+    one are removed; a candidate survives if it is the preferred one at every word it covers.  Not
+    greedy selection: with `(0, 2)` scored 0.8, `(1, 3)` 0.9 and `(2, 4)` 0.95 only `(2, 4)`
+    survives, as `(1, 3)` removes `(0, 2)` at word 1.  (The listing resets `removed` inside its loop
+    over words; we initialise it once, as the prose describes.)
 
     # Parameters
 
@@ -140,15 +126,10 @@ def highest_first(candidates: Sequence[ScoredSpan], merge_adjacent: bool = True)
 
 def longest_first(candidates: Sequence[ScoredSpan], merge_adjacent: bool = True) -> List[ScoredSpan]:
     """
-    *Longest-first* decoding as Algorithm 5 of Xu (2017), §5.3, whose listing is a dynamic
-    programme over sentence prefixes: it returns a non-overlapping subset of the candidates that
-    covers as many words as possible.  (The prose, "keep the longest fragment" at each word,
-    describes a different, local rule; we follow the listing.)
-
-    Among subsets covering the same number of words we take the one with the higher total score
-    (summed exactly), then the one containing the preferred candidate, in highest-first's order
-    (module docstring), among those in which the two subsets differ.  That makes the result
-    unique and independent of the input order, except between identical candidates.
+    *Longest-first*, Algorithm 5 (§5.3), a dynamic programme over sentence prefixes (its listing;
+    the prose describes a local rule): the non-overlapping subset of the candidates that covers the
+    most words, then has the higher total score (summed exactly), then holds the preferred candidate
+    among those where two subsets differ, so that the input order does not matter.
 
     # Parameters
 
@@ -226,20 +207,11 @@ def decode_spans(
     merge_adjacent: bool = True,
 ) -> List[Tuple[ScoredSpan, int]]:
     """
-    Nested decoding, Algorithms 2 and 3 of Xu (2017), §5.3.  Level 1 runs `algorithms[0]` over
-    the candidates scoring at least `thresholds[0]`.  Then, for every entity E found at level
-    `l` below the depth `len(algorithms)`, level `l + 1` runs `algorithms[l]` over the candidates
-    of the original set that score at least `thresholds[l]`, lie completely inside E and do not
-    have E's boundaries; and so on, recursively.  (Algorithm 3 only gathers the candidates and
-    Algorithm 2's listing is missing from the text; this follows the prose closing §5.3.)
-
-    The thesis' example: with candidates `(1, 3, PER, 0.7)`, `(2, 4, LOC, 0.8)` and
-    `(0, 4, ORG, 0.9)` and highest-first at two levels, level 1 finds ORG and level 2, inside it,
-    LOC.
-
-    With `merge_adjacent`, a merged entity's parts lie inside it with other boundaries, so they
-    are candidates for the next level, where they may merge again; an entity found inside E with
-    E's own boundaries is dropped (with what lies inside it), as it would repeat E.
+    Nested decoding, Algorithms 2 and 3 (§5.3, as its closing prose says): level 1 runs
+    `algorithms[0]` over the candidates scoring at least `thresholds[0]`; inside every entity E of
+    level `l`, level `l + 1` runs `algorithms[l]` over the candidates scoring at least
+    `thresholds[l]` that lie inside E with other boundaries, recursively.  A merged entity's parts
+    are such candidates; an entity of E's own boundaries found inside it is dropped.
 
     # Parameters
 
@@ -335,7 +307,6 @@ def decode(
     merge_adjacent : `bool`, optional (default = `True`), merge adjacent entities of one type
     temperature : `float`, optional (default = `1.0`), of the reported probabilities
     """
-    check_levels(decoding, thresholds)
     logits = numpy.asarray(logits, dtype=numpy.float32)
     num_tokens, max_width = logits.shape[1:3]
     probabilities = softmax(logits)

@@ -8,6 +8,7 @@ the span decoding, the temperatures of the confidences, the tokenizer of raw tex
 `vocabularies.json` and `model_card.json`.
 """
 
+import functools
 import json
 import pathlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -52,14 +53,15 @@ class Tagger:
         vocabularies = json.loads((self.directory / "vocabularies.json").read_text())
         self.labels: List[str] = vocabularies[settings["label_namespace"]]
         self.tag_scheme: Optional[str] = settings["tag_scheme"]
-        self.indexers = [_indexer(indexer, vocabularies, self.directory) for indexer in settings["indexers"]]
+        self.indexers = [
+            part for entry in settings["indexers"] for part in _indexers(entry, vocabularies, self.directory)
+        ]
         self.temperature = settings["temperature"]
         self.transition_temperature = settings["transition_temperature"]
         self.crf = None if settings["crf"] is None else crf.Crf.from_settings(settings["crf"])
         self.crf_per_sentence: bool = settings.get("crf_per_sentence", False)
         self.span_decoding: Optional[Dict[str, Any]] = settings.get("spans")  # fofe_ner's
         self.spacy_model = spacy_model or settings["tokenizer"]["spacy_model"]
-        self._nlp = None
         options = onnxruntime.SessionOptions()
         if threads is not None:
             options.intra_op_num_threads = threads
@@ -91,7 +93,9 @@ class Tagger:
         pending: List[Tuple[int, List[str], Spans, str, Spans]] = []
         for position, item in enumerate(inputs):
             try:
-                words, offsets, text, sentences = read_input(item, self._make_doc, self._parsed)
+                words, offsets, text, sentences = read_input(
+                    item, lambda text: self.nlp.make_doc(text), lambda text: parsed_document(self.nlp, text)
+                )
                 for indexer in self.indexers:
                     indexer.check(words)
             except TaggerInputError as error:
@@ -112,19 +116,10 @@ class Tagger:
                     results[position]["sentences"] = [list(sentence) for sentence in sentences]  # type: ignore
         return results  # type: ignore[return-value]
 
-    def _make_doc(self, text: str):
-        """`text` tokenised by `spacy_model`, loaded at the first raw text."""
-        return self.pipeline().make_doc(text)
-
-    def pipeline(self):
-        """The spaCy pipeline `spacy_model`, loaded at the first raw text."""
-        if self._nlp is None:
-            self._nlp = load_spacy(self.spacy_model, "raw text needs spaCy", "or pass spacy_model='blank:en'")
-        return self._nlp
-
-    def _parsed(self, text: str):
-        """A raw document split into sentences (`parsed_document`)."""
-        return parsed_document(self.pipeline(), text)
+    @functools.cached_property
+    def nlp(self):
+        """The spaCy pipeline `spacy_model`, which tokenises raw text (loaded at the first)."""
+        return load_spacy(self.spacy_model, "raw text needs spaCy", "or pass spacy_model='blank:en'")
 
     def logits(self, batch: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """The graph's emission scores `(batch_size, num_tokens, num_tags)` for word lists, and their mask."""
@@ -199,53 +194,29 @@ class Indexer:
         return text.lower() if self.lowercase else text
 
 
-class WordAndCharactersIndexer:
+def _indexers(settings: Dict[str, Any], vocabularies: Dict[str, List[str]], directory: pathlib.Path) -> List[Any]:
     """
-    Words to the two inputs of the graph that nerzoo's `word_and_characters` indexer gives:
-    `NAME.token_ids` (a word's id, as `single_id`, lower-cased if the indexer was) and
-    `NAME.token_characters` (its characters' ids, as `characters`, always in their own case).
-
-    # Parameters
-
-    settings : `Dict[str, Any]`
-        Its entry in `tagger.json`'s `indexers`: `name`, `namespace`, `lowercase`,
-        `character_namespace`, `min_padding_length` and `oov`.
-    vocabularies : `Dict[str, List[str]]`
-        `vocabularies.json`: the tokens of each namespace, by id.
+    The runtime indexers of one entry of `tagger.json`'s `indexers`; nerzoo's `word_and_characters`
+    is two: `NAME.token_ids` (lower-cased if the indexer was) and `NAME.token_characters` (in their own case).
     """
-
-    def __init__(self, settings: Dict[str, Any], vocabularies: Dict[str, List[str]]) -> None:
+    if settings["type"] == "word_and_characters":
         name, oov = settings["name"], settings["oov"]
         words = {"name": f"{name}.token_ids", "type": "single_id", "lowercase": settings["lowercase"], "oov": oov}
         characters = {"name": f"{name}.token_characters", "type": "characters", "lowercase": False, "oov": oov}
         characters["min_padding_length"] = settings["min_padding_length"]
-        self.parts = [
-            Indexer(words, vocabularies[settings["namespace"]]),
-            Indexer(characters, vocabularies[settings["character_namespace"]]),
-        ]
-
-    def check(self, words: Sequence[str]) -> None:
-        """Any words will do."""
-
-    def feeds(self, batch: Sequence[Sequence[str]]) -> Dict[str, numpy.ndarray]:
-        return {part.name: part.ids(batch) for part in self.parts}
-
-
-def _indexer(settings: Dict[str, Any], vocabularies: Dict[str, List[str]], directory: pathlib.Path):
-    """The runtime indexer of one entry of `tagger.json`'s `indexers`."""
-    if settings["type"] == "word_and_characters":
-        return WordAndCharactersIndexer(settings, vocabularies)
+        namespaces = settings["namespace"], settings["character_namespace"]
+        return [Indexer(part, vocabularies[key]) for part, key in zip((words, characters), namespaces)]
     if settings["type"] == "contextual_word_pieces":
         from nerzoo_runtime.word_pieces import WordPieces  # its `tokenizers` is the `contextual` extra
 
-        return WordPieces(settings, directory)
+        return [WordPieces(settings, directory)]
     if settings["type"] == "lexical_features":
-        return WordShapes(settings)
+        return [WordShapes(settings)]
     if settings["type"] == "dependency_parse":  # spaCy is the `spacy` extra
         from nerzoo_runtime.dependency_parse import DependencyParse
 
-        return DependencyParse(settings, vocabularies)
-    return Indexer(settings, vocabularies[settings["namespace"]])
+        return [DependencyParse(settings, vocabularies)]
+    return [Indexer(settings, vocabularies[settings["namespace"]])]
 
 
 def _formatted(words, offsets, text, tags, confidences, spans) -> Dict[str, Any]:
