@@ -40,26 +40,13 @@ class CharGatedEmbedder(TokenEmbedder):
 
         E~ = E + sum_t g_t (1 - cos(m_t, x_t)),    g_t = 0 if w_t is OOV (or padding), else 1,
 
-    and lets no gradient of this term reach `x_t` (the word embeddings are to keep the exceptions,
-    the character model learns the general patterns).  Here the term, times `cosine_loss_weight`,
-    is summed over every in-vocabulary token of the batch, in float32 against `x_t.detach()`, and
-    handed to the model as the auxiliary loss "char_cosine" (`nerzoo.modules.auxiliary_loss`;
-    reported as the metric "char_cosine_loss").  A token is OOV when its word id is the
-    vocabulary's OOV id in `vocab_namespace`, and padding when its word id is 0.
+    with no gradient into `x_t`.  Here it is weighted by `cosine_loss_weight`, computed in float32
+    and handed to the model as the auxiliary loss "char_cosine" (`nerzoo.modules.auxiliary_loss`).
 
-    An AllenNLP `TokenEmbedder` only receives the tensors of one token indexer, and this one needs
-    both the word id (for `x_t` and `g_t`) and the characters, so it pairs with the
-    "word_and_characters" token indexer (`WordAndCharactersIndexer`), whose output keys
-    "token_ids" and "token_characters" are the arguments of `forward`.  Use the same name for the
-    indexer and the embedder, and no separate "single_id" / "characters" indexers for them (as
-    `training_config/char_gated_tagger.libsonnet` does).
-
-    `character_embedding` needs `vocab_namespace: "token_characters"` (the indexer's
-    `character_namespace`), since `Embedding`'s default namespace is "tokens".  The output size
-    (the input size of the sentence encoder) is `d` with "gate" and `2d` with "concatenate".
-
-    Words without characters (padding tokens) are not run through the character encoder: their
-    encoding is zeros, so `m_t = tanh(b_m)`, finite, and their `g_t` is 0.
+    It needs both the word id and the characters, so it pairs with the "word_and_characters" token
+    indexer under the same name (as `training_config/char_gated_tagger.libsonnet` does), and
+    `character_embedding` needs `vocab_namespace: "token_characters"`.  Words without characters
+    (padding) skip the character encoder: `m_t = tanh(b_m)` and `g_t = 0`.
 
     Registered as a `TokenEmbedder` with name "char_gated".
 
@@ -82,17 +69,6 @@ class CharGatedEmbedder(TokenEmbedder):
         Weight of the cosine loss; 0 turns it off (the paper's "char concat" baseline has none).
     dropout : `float`, optional (default = `0.0`)
         Dropout on `m_t` before it is combined with `x_t` (the cosine loss sees `m_t` without it).
-
-    # Input
-
-    token_ids : `torch.LongTensor`
-        Shape `(batch_size, num_tokens)`, 0 at padding.
-    token_characters : `torch.LongTensor`
-        Shape `(batch_size, num_tokens, num_characters)`, 0 at padding.
-
-    # Output
-
-    `torch.FloatTensor` of shape `(batch_size, num_tokens, get_output_dim())`.
     """
 
     def __init__(
@@ -127,7 +103,6 @@ class CharGatedEmbedder(TokenEmbedder):
             raise ConfigurationError(
                 f"CharGatedEmbedder needs an OOV token in the namespace {vocab_namespace!r} (a padded namespace)."
             ) from None
-        self._padding_index = 0
         self._combination = combination
         self._cosine_loss_weight = cosine_loss_weight
 
@@ -155,9 +130,9 @@ class CharGatedEmbedder(TokenEmbedder):
         return self._word_dim if self._combination == "gate" else 2 * self._word_dim
 
     def forward(self, token_ids: torch.LongTensor, token_characters: torch.LongTensor) -> torch.Tensor:
-        # (batch_size, num_tokens, d)
-        words = self._word_embedding(token_ids)
-        # (batch_size, num_tokens, d)
+        """`(batch_size, num_tokens)` ids and `(batch_size, num_tokens, num_characters)` character ids, 0 at
+        padding -> `(batch_size, num_tokens, get_output_dim())`."""
+        words = self._word_embedding(token_ids)  # (batch_size, num_tokens, d)
         characters = self.character_representation(token_characters)
         if self._cosine_loss_weight > 0:
             self._auxiliary_losses.add("char_cosine", self.cosine_loss(token_ids, words, characters))
@@ -212,8 +187,6 @@ class CharGatedEmbedder(TokenEmbedder):
         padding (id 0) and OOV tokens.  `token_ids` is `(batch_size, num_tokens)`, `words` (x) and
         `characters` (m) `(batch_size, num_tokens, d)`; no gradient flows into `words`.
         """
-        # (batch_size, num_tokens)
-        in_vocabulary = (token_ids != self._padding_index) & (token_ids != self._oov_index)
-        # (batch_size, num_tokens)
+        in_vocabulary = (token_ids != 0) & (token_ids != self._oov_index)  # (batch_size, num_tokens)
         cosine = torch.nn.functional.cosine_similarity(characters.float(), words.detach().float(), dim=-1)
         return self._cosine_loss_weight * (1.0 - cosine[in_vocabulary]).sum()

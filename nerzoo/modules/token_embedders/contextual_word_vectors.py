@@ -27,16 +27,11 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
     Use it with AllenNLP's `pretrained_transformer_mismatched` indexer with the same `model_name`
     and `max_length`; concatenate it with the word and character vectors in the text field embedder.
 
-    A frozen transformer gives a sentence the same layers every epoch, so they are cached: the
-    pooled layers of each sentence, `(L + 1, num_words, hidden_size)` float32 on the CPU, keyed by
-    its word pieces and their offsets (the transformer's whole input, so equal keys mean equal
-    layers).  After the first epoch a sentence costs a lookup; the mix and everything above it still
-    train.  The cache is filled until it holds `cache_size_mb` and then stops growing (every epoch
-    visits every sentence, so evicting would only trade one miss for another); it is not saved in the
-    archive.  It costs `4 * (L + 1) * hidden_size` bytes a word: 10.5 KiB for all-MiniLM-L6-v2
-    (7 x 384), about 3.1 GiB for the 301k words of CoNLL-2003's three files; 39 KiB for a 12-layer,
-    768-d BERT base.  In training a frozen transformer runs in eval mode (no dropout inside it), as
-    ELMo's biLM does, so cached and computed layers are the same.
+    A frozen transformer (in eval mode, as ELMo's biLM) gives a sentence the same layers every epoch,
+    so they are cached: each sentence's pooled layers, `(L + 1, num_words, hidden_size)` float32 on
+    the CPU, keyed by its word pieces and offsets, until the cache holds `cache_size_mb` (no
+    eviction; not saved in the archive).  A word costs `4 * (L + 1) * hidden_size` bytes: 10.5 KiB
+    for all-MiniLM-L6-v2, about 3.1 GiB for CoNLL-2003's three files.
 
     `train_parameters: true` fine-tunes the transformer (its dropout on in training), with no cache.
 
@@ -158,33 +153,9 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         type_ids: Optional[torch.LongTensor],
         segment_concat_mask: Optional[torch.BoolTensor],
     ) -> torch.Tensor:
-        """Every layer pooled to words: `(num_layers, batch_size, num_words, hidden_size)`, zeros at padding."""
-        with torch.set_grad_enabled(self.train_parameters and torch.is_grad_enabled()):
-            pieces = self._wordpiece_layers(token_ids, wordpiece_mask, type_ids, segment_concat_mask)
-        batch_size, num_pieces = pieces.shape[:2]
-        flat = pieces.reshape(batch_size, num_pieces, -1)
-        # span_pieces: (batch_size, num_words, max_span_length, num_layers * hidden_size)
-        span_pieces, span_mask = _span_pieces(flat, offsets)
-        span_mask = span_mask & mask.unsqueeze(-1)
-        if self.sub_token_mode == "first":
-            words = span_pieces[:, :, 0] * span_mask[:, :, :1]
-        else:
-            span_pieces = span_pieces * span_mask.unsqueeze(-1)
-            lengths = span_mask.sum(-1, keepdim=True)
-            words = span_pieces.sum(2) / lengths.clamp(min=1)
-        return words.reshape(batch_size, words.size(1), self.num_layers, -1).movedim(2, 0)
-
-    def _wordpiece_layers(
-        self,
-        token_ids: torch.LongTensor,
-        wordpiece_mask: torch.BoolTensor,
-        type_ids: Optional[torch.LongTensor],
-        segment_concat_mask: Optional[torch.BoolTensor],
-    ) -> torch.Tensor:
         """
-        The transformer's layers at each word piece: `(batch_size, num_wordpieces, num_layers,
-        hidden_size)`, long inputs folded into `max_length` segments as AllenNLP's embedder folds them
-        (its own fold and unfold, which work on any width).
+        Every layer pooled to words: `(num_layers, batch_size, num_words, hidden_size)`, zeros at
+        padding; long inputs folded into `max_length` segments by AllenNLP's own fold and unfold.
         """
         matched = self._matched_embedder
         if type_ids is not None and type_ids.max() == 0:
@@ -199,16 +170,29 @@ class ContextualWordVectors(PretrainedTransformerMismatchedEmbedder):
         parameters = {"input_ids": token_ids, "attention_mask": transformer_mask.float()}
         if type_ids is not None:
             parameters["token_type_ids"] = type_ids
-        output = matched.transformer_model(**parameters, output_hidden_states=not self.last_layer_only)
-        states = (output.last_hidden_state,) if self.last_layer_only else output.hidden_states
-        layers = torch.stack(states, dim=2).float()
-        if fold:
-            width = layers.shape[2:]
-            unfolded = matched._unfold_long_sequences(
-                layers.flatten(2), segment_concat_mask, batch_size, num_concat_pieces
-            )
-            layers = unfolded.reshape(*unfolded.shape[:2], *width)
-        return layers
+        with torch.set_grad_enabled(self.train_parameters and torch.is_grad_enabled()):
+            output = matched.transformer_model(**parameters, output_hidden_states=not self.last_layer_only)
+            states = (output.last_hidden_state,) if self.last_layer_only else output.hidden_states
+            # The transformer's layers at each word piece: (batch_size, num_wordpieces, num_layers, hidden_size).
+            pieces = torch.stack(states, dim=2).float()
+            if fold:
+                width = pieces.shape[2:]
+                unfolded = matched._unfold_long_sequences(
+                    pieces.flatten(2), segment_concat_mask, batch_size, num_concat_pieces
+                )
+                pieces = unfolded.reshape(*unfolded.shape[:2], *width)
+        batch_size, num_pieces = pieces.shape[:2]
+        flat = pieces.reshape(batch_size, num_pieces, -1)
+        # span_pieces: (batch_size, num_words, max_span_length, num_layers * hidden_size)
+        span_pieces, span_mask = _span_pieces(flat, offsets)
+        span_mask = span_mask & mask.unsqueeze(-1)
+        if self.sub_token_mode == "first":
+            words = span_pieces[:, :, 0] * span_mask[:, :, :1]
+        else:
+            span_pieces = span_pieces * span_mask.unsqueeze(-1)
+            lengths = span_mask.sum(-1, keepdim=True)
+            words = span_pieces.sum(2) / lengths.clamp(min=1)
+        return words.reshape(batch_size, words.size(1), self.num_layers, -1).movedim(2, 0)
 
     def _cached_word_layers(self, *inputs: Optional[torch.Tensor]) -> torch.Tensor:
         """
