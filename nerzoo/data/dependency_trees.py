@@ -1,12 +1,8 @@
 """
-Dependency trees for dependency-aware NER (Aguilar and Solorio, 2019, "Dependency-Aware Named
-Entity Recognition with Relative and Global Attentions"): the model reads words, POS tags and
-dependency relation labels, and runs a Tree-LSTM over the dependency tree of each sentence.
-
-What the dependency readers share: `validate_heads` checks that heads (1-based, 0 = root, as in
-CoNLL-U) form a tree or a forest (multi-rooted sentences occur in converted and parsed data; the
-paper averages the root states of such sentences), `SpacyDependencyParser` parses pre-tokenised
-sentences with spaCy and caches whole files' parses, and `dependency_instance` builds the instances.
+What the dependency readers (for dependency-aware NER, Aguilar and Solorio, 2019) share:
+`validate_heads` checks that heads (1-based, 0 = root, as in CoNLL-U) form a tree or a forest (the
+paper averages the roots of a multi-rooted sentence), `SpacyDependencyParser` parses pre-tokenised
+sentences with spaCy and caches whole files' parses, and `DependencyReader` builds the instances.
 """
 
 import gzip
@@ -271,16 +267,12 @@ def dependency_instance(
 ) -> Instance:
     """
     The instance of both dependency readers: `tokens`, `pos_tags` (namespace "pos"),
-    `dependency_labels` (namespace "dependency_relations"), `head_indices` (integers, 1-based, 0 = root;
-    not indexed, padded with 0), `tags` when given (already in the reader's scheme) and `metadata`
-    (`words`, `sentence_id`, `source`, `num_roots`, `sentence_spans`, `document_id`,
-    updated with `metadata`).  The heads should have been checked with `validate_heads`; this only counts roots.
-    With `tree="chain"` (a control) the tree is replaced by a chain: each word's head is the next
-    word, every relation `"chain"`.
+    `dependency_labels` (namespace "dependency_relations"), `head_indices` (1-based, 0 = root; not
+    indexed, padded with 0), `tags` when given (in the reader's scheme) and `metadata` (`words`,
+    `sentence_id`, `source`, `num_roots`, `sentence_spans`, `document_id`, updated with `metadata`).
+    The heads were checked with `validate_heads`.  `tree="chain"` (a control) makes each word's
+    head the next word, every relation `"chain"`.
     """
-    if not words:
-        raise ConfigurationError("cannot build an instance from an empty token list")
-    check_tree_option(tree)
     if tree == "chain":
         dependency_labels, heads = chain_tree(len(words))
     columns = {"pos_tags": pos_tags, "dependency_labels": dependency_labels, "head_indices": heads, "tags": tags}
@@ -327,12 +319,9 @@ class DependencyReader(DatasetReader):
         metadata: Optional[Dict[str, Any]] = None,
     ) -> Instance:
         """
-        Builds an instance from pre-tokenised words and, when given, their tree (all three of
-        `pos_tags`, `dependency_labels` and `head_indices`, 1-based, 0 = root, checked against
-        `words`); without a tree the words are parsed with `spacy_model` (no cache).  A partial
-        tree, or one that does not fit `words`, raises `ConfigurationError` (`InvalidTreeError`
-        for heads that are not a tree).  `tags` are already in `tag_scheme` (or plain labels).
-        Predictors call it with words (and metadata) alone.
+        An instance of pre-tokenised words and their tree (all of `pos_tags`, `dependency_labels`
+        and `head_indices`, checked), or without one, parsed by `spacy_model` (no cache).  `tags`
+        are already in `tag_scheme` (or plain labels).  Predictors give words and metadata alone.
         """
         if not words:
             raise ConfigurationError("cannot build an instance from an empty token list")

@@ -143,11 +143,9 @@ class EntitySpansReader(DatasetReader):
 
     - `tokens` : `TextField` of the words;
     - `entities` (labelled sentences only) : `AdjacencyField` over `tokens` with an edge
-      `(start, end - 1)` (inclusive end) labelled with the type of each entity, in
-      `label_namespace`.  As a tensor it is a `(T, T)` matrix (`(batch, T, T)` in a batch, padded)
-      holding `-1` except for the type id at `[start, end - 1]` of each entity; AllenNLP builds it
-      as a float tensor.  A sentence with no entities gives an all `-1` matrix.  AllenNLP does not
-      batch labelled sentences together with unlabelled ones (without this field);
+      `(start, end - 1)` labelled with each entity's type (in `label_namespace`): a float `(T, T)`
+      matrix of `-1` but for the type id at `[start, end - 1]` of each entity.  AllenNLP does not
+      batch labelled sentences together with unlabelled ones;
     - `metadata` : `words`, `entities` (labelled sentences only: the gold `(start, end, type)`
       tuples, end exclusive, in file order), `source` (`path:line` of the sentence; `None` for
       `text_to_instance` input), `id` (when the line gives one; the sentence id, e.g.

@@ -19,9 +19,7 @@ class SpacyParsedConllReader(DependencyReader):
     """
     Reads CoNLL-style column files (as `conll_columns` does) and adds a dependency tree to every
     sentence, parsed by an installed spaCy pipeline over the file's own tokens, for dependency-aware
-    NER (Aguilar and Solorio, 2019, "Dependency-Aware Named Entity Recognition with Relative and
-    Global Attentions"), which feeds words, POS tags and dependency relations to a Tree-LSTM guided
-    by the tree.  The paper parses data without gold trees with a tool in the same way.
+    NER (Aguilar and Solorio, 2019, who parse data without gold trees likewise).
 
     Registered as a `DatasetReader` with name "spacy_parsed_conll".
 
