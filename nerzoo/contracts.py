@@ -1,9 +1,7 @@
 """
-What the consumers of a nerzoo model ask of it, as typed Protocols: the predictors, `allennlp
-serve`, `allennlp calibrate` and the draw commands depend on these, not on a model's class or on
-attribute names.  A model (or module) supports a feature by having the Protocol's members; the
-`runtime_checkable` ones are tested with `isinstance`.  Two more are defined beside what they
-serve: `CalibrationSource` (`nerzoo.modules.crf.calibration`) and `AuxiliaryLossSource`
+What the predictors, `allennlp serve`, `export`, `calibrate` and the draw commands ask of a nerzoo
+model, as typed Protocols, tested with `isinstance`.  Two more are beside what they serve:
+`CalibrationSource` (`nerzoo.modules.crf.calibration`) and `AuxiliaryLossSource`
 (`nerzoo.modules.auxiliary_loss`).  This module imports no other part of nerzoo.
 """
 
@@ -63,10 +61,9 @@ class MemoryAttentionModel(AttentionModel, Protocol):
 @runtime_checkable
 class GraphedModel(Protocol):
     """
-    A model whose training loss the `cuda_graphs` trainer callback can run as CUDA graphs
-    (`nerzoo.training.step_graphs`).  Its `forward` knows nothing of graphs: the callback asks the
-    model which tensors a batch's loss needs, runs `graph_loss` on them padded
-    (as a graph replay), and hands the loss and logits back for the output and metrics.
+    A model whose training loss the `cuda_graphs` trainer callback runs as CUDA graphs: the callback
+    asks which tensors a batch's loss needs, replays `graph_loss` on them padded, and hands the loss
+    and logits back for the output and metrics.
     """
 
     def graph_inputs(self, batch: Dict[str, Any]) -> Optional[Dict[str, Any]]:

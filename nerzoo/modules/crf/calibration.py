@@ -1,23 +1,17 @@
 """
-Temperature scaling of a model's confidences, fitted on held-out data (Guo, Pleiss, Sun &
-Weinberger, 2017, "On Calibration of Modern Neural Networks", ICML, §4.2): the scores behind a
-confidence are divided by a temperature `T > 0` chosen to minimise a negative log-likelihood on dev
-data.  For a CRF the scores are the emissions and the transitions, divided by one temperature or by
-one each; for a softmax, the logits.  Viterbi paths and argmaxes are unchanged by construction:
-decoding never reads the temperatures.
+Temperature scaling of a model's confidences (Guo, Pleiss, Sun & Weinberger, 2017, "On Calibration
+of Modern Neural Networks", ICML, §4.2): the scores behind a confidence (a CRF's emissions and
+transitions, one temperature or one each; a softmax's logits) are divided by `T > 0` fitted on dev
+data.  Decoding never reads the temperatures.  `fit_temperatures` minimises the negative
+log-likelihood of
 
-Two likelihoods can be minimised (`fit_temperatures`'s `objective`):
+- `"sequence"`: the gold labels, as Guo et al.;
+- `"span"`: the correctness of the predicted spans, each a Bernoulli event of the span's
+  confidence `c`: `right * log c + (1 - right) * log(1 - c)`, what a user thresholds on (the
+  sequence likelihood, dominated by easy `O` tokens, can leave spans over-confident).
 
-- `"sequence"`: of the gold labels, as Guo et al.: for a CRF the probability of each gold tag
-  sequence, for a softmax of each gold label;
-- `"span"`: of the correctness of the predicted spans, each a Bernoulli event with the span's
-  confidence as its probability: `right * log c + (1 - right) * log(1 - c)`.  This is the
-  likelihood of what a user thresholds on; the sequence likelihood is dominated by the many easy
-  `O` tokens and can leave the entity spans over-confident.
-
-A model or module that supports calibration is a `CalibrationSource` (below); `allennlp
-calibrate` (`nerzoo.commands.calibrate`) fits its temperatures on a dev file and writes them into
-the config of a new archive.
+`allennlp calibrate` fits the temperatures of a model's `CalibrationSource`s and writes them into
+a new archive's config.
 """
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple, runtime_checkable
@@ -65,13 +59,9 @@ class CalibrationBatch(NamedTuple):
 
 class CalibrationSite(NamedTuple):
     """
-    `config_keys`: the dotted keys under the config's `model` that hold the temperatures, as many as
-    the site can fit (a CRF: emissions, transitions; a softmax: one).
-    `log_likelihood(batch, temperatures)`: `(batch_size,)` log P(gold | x), differentiable in the
-    `temperatures` tensor (one value for all scores, or one per key).
-    `set_temperatures(values)`: makes the model's confidences use them.
-    `span_log_likelihood(batch, temperatures)`: `(num_spans,)` log-likelihood of the correctness of
-    the batch's predicted spans, or `None` where the site has no spans.
+    `config_keys`: the dotted keys under `model` of the temperatures it can fit; `log_likelihood`
+    `(batch_size,)` log P(gold | x) and `span_log_likelihood` `(num_spans,)` (or `None`), both
+    differentiable in `temperatures` (one value, or one per key); `set_temperatures(values)`.
     """
 
     config_keys: Tuple[str, ...]
@@ -210,9 +200,8 @@ class CalibrationSource(Protocol):
 
 def calibration_modules(model: torch.nn.Module) -> Dict[str, CalibrationSource]:
     """
-    The modules of `model` that are `CalibrationSource`s, by module name (`""`: the model), which is
-    also their config path under `model`; the submodules of a found one (e.g. FOFE-NER's frozen first
-    pass, configured by its own archive) are not searched.
+    The `CalibrationSource`s of `model` by module name (`""`: the model), which is their config path
+    under `model`; a found one's submodules (e.g. FOFE-NER's frozen first pass) are not searched.
     """
     found: Dict[str, CalibrationSource] = {}
     for name, module in model.named_modules():

@@ -1,14 +1,8 @@
 """
-The two ways a tagger turns per-token tag scores into a loss, a prediction and posteriors:
-
-- `CrfScorer`: a linear-chain CRF (`nerzoo.modules.crf.linear_chain_crf`);
-- `SoftmaxScorer`: an independent softmax at each position (MEMNET, Liu, Baldwin & Cohn, 2017,
-  https://aclanthology.org/I17-1056, eq. 13; and Seq2Biseq's decoders).
-
-Both return the same things, so `TagDecoder` turns either into labels, spans and confidences.
-Both hold the temperatures that calibrate their posteriors (Guo et al., 2017, "On Calibration of
-Modern Neural Networks", ICML, §4.2: scores divided by one scalar fitted on held-out data, see
-`nerzoo.modules.crf.calibration`).  Decoding never reads them, so calibration changes no prediction.
+The two ways a tagger turns per-token tag scores into a loss, a prediction and posteriors, alike
+for `TagDecoder`: `CrfScorer` (a linear-chain CRF) and `SoftmaxScorer` (an independent softmax at
+each position: MEMNET, Liu, Baldwin & Cohn, 2017, eq. 13, and Seq2Biseq's decoders).  Both hold the
+temperatures of their posteriors (`nerzoo.modules.crf.calibration`), which decoding never reads.
 Shapes: `logits` `(batch_size, num_steps, num_tags)`, `mask` `(batch_size, num_steps)`,
 `paths` `(batch_size, num_steps)` tag ids (any value at padding).
 """
@@ -112,9 +106,8 @@ class CrfScorer:
             log P(y_s..y_e = path_s..path_e | x)
                 = alpha_s[path_s] + sum_{k=s+1..e} (A[path_{k-1}, path_k] + x_k[path_k]) + beta_e[path_e] - log Z
 
-        For a predicted entity, the probability that the model gives to that entity with exactly
-        its boundaries and type, whatever the rest of the sentence carries.  `passes`: the
-        forward-backward passes when already run.
+        For a predicted entity, the probability of exactly its boundaries and type, whatever the
+        rest of the sentence carries.  `passes`: the forward-backward passes when already run.
         """
         mask = mask.bool()
         if passes is None:
