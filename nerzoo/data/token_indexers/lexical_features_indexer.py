@@ -10,19 +10,11 @@ from nerzoo_runtime.word_shapes import FEATURE_NAMES, word_shape_features
 @TokenIndexer.register("lexical_features")
 class LexicalFeaturesIndexer(TokenIndexer):
     """
-    Represents each token by the six binary word-shape features of `word_shape_features`
-    (Liu, Baldwin and Cohn, "Capturing Long-range Contextual Dependencies with Memory-enhanced
-    Conditional Random Fields", IJCNLP 2017, https://aclanthology.org/I17-1056, section 5.2),
-    computed from `token.text` as written, so they keep the case information that a lower-cased
-    word embedding drops.  No vocabulary is needed.
-
-    The output key is "features", the argument of `LexicalFeaturesEmbedder.forward`; as a tensor
-    it is a `LongTensor` of shape `(num_tokens, 6)`, with rows of zeros for padding.
-
-    Use it beside a word indexer (e.g. "single_id") in the same `TextField`: a real word such as
-    "1996" also has all-zero features, so this indexer alone cannot tell words from padding, and
-    `allennlp.nn.util.get_text_field_mask` should take the mask from the other indexer (it uses
-    the tensor with the fewest dimensions).
+    Each token's six binary word-shape features (`word_shape_features`; Liu, Baldwin and Cohn,
+    IJCNLP 2017, §5.2), from `token.text` as written, so they keep the case a lower-cased word
+    embedding drops.  Output key "features", `(num_tokens, 6)` longs, zeros at padding.  Use it
+    beside a word indexer, from which `get_text_field_mask` takes the mask ("1996" has all-zero
+    features too).
 
     Registered as a `TokenIndexer` with name "lexical_features".
 

@@ -14,17 +14,11 @@ from nerzoo.data.token_indexers.allennlp_export_settings import single_id_settin
 @TokenIndexer.register("word_and_characters")
 class WordAndCharactersIndexer(TokenIndexer):
     """
-    Represents each token both by its word id and by the ids of its characters, for the
-    "char_gated" token embedder (`CharGatedEmbedder`), which implements the character-attention
-    word representation of Rei, Crichton and Pyysalo, "Attending to characters in neural sequence
-    labeling models" (COLING 2016, https://aclanthology.org/C16-1030).  There the word embedding
-    `x_t` and the character-based vector `m_t` of the same token are combined,
-    `x~_t = z_t * x_t + (1 - z_t) * m_t`, and the cosine loss needs to know which tokens are
-    out-of-vocabulary words.  An AllenNLP `TokenEmbedder` only receives the tensors of one indexer,
-    so this indexer hands both to the same embedder.
-
-    It delegates to allennlp's `SingleIdTokenIndexer` (the word id, optionally lower-cased) and
-    `TokenCharactersIndexer` (the characters, always in their original case).
+    Each token's word id (allennlp's `SingleIdTokenIndexer`) and character ids
+    (`TokenCharactersIndexer`, original case), together for the "char_gated" embedder
+    (`CharGatedEmbedder`; Rei, Crichton and Pyysalo, COLING 2016), which combines both vectors of a
+    token and whose cosine loss needs to know the out-of-vocabulary words: an allennlp
+    `TokenEmbedder` receives the tensors of one indexer only.
 
     Output keys, the arguments of `CharGatedEmbedder.forward`:
 
@@ -34,9 +28,7 @@ class WordAndCharactersIndexer(TokenIndexer):
     - "token_characters": `LongTensor` of shape `(num_tokens, num_characters)`, batched
       `(batch_size, num_tokens, num_characters)`; 0 at padding characters and padding tokens.
 
-    The padding lengths of the two parts are reported under distinct prefixed keys
-    ("word__tokens", "characters__token_characters", "characters__num_token_characters"), so they
-    cannot overwrite each other; a batch is padded to its longest sentence and longest word.
+    The padding lengths of the two parts have their own prefixes (`word__`, `characters__`).
 
     Registered as a `TokenIndexer` with name "word_and_characters".
 
@@ -50,9 +42,8 @@ class WordAndCharactersIndexer(TokenIndexer):
     character_namespace : `str`, optional (default = `"token_characters"`)
         Vocabulary namespace of the character ids.
     min_padding_length : `int`, optional (default = `0`)
-        Minimum number of characters per word after padding, as in `TokenCharactersIndexer`.  The
-        default 0 suits an LSTM character encoder (the paper's); with a `CnnEncoder` set it to the
-        largest n-gram filter size.
+        Minimum characters per word after padding, as in `TokenCharactersIndexer` (with a
+        `CnnEncoder`, its largest n-gram filter size).
     token_min_padding_length : `int`, optional (default = `0`)
         See `TokenIndexer`; applied to both parts.
     """
