@@ -20,11 +20,8 @@ class BiLstmCrf(HeadTagger):
     The baseline tagger: word (and character) embeddings, a Seq2SeqEncoder (a BiLSTM in the shipped
     config), and `TagHead`.  This is the BiLSTM-CNN-CRF of Ma & Hovy (2016), "End-to-end Sequence
     Labeling via Bi-directional LSTM-CNNs-CRF", https://aclanthology.org/P16-1101, and the yardstick
-    every paper model in nerzoo is compared against.  The tail (`tag`, metrics, output) is
-    `HeadTagger`'s.
-
-    Span confidence: `TagHead`'s, the CRF posterior of the span's exact tags (temperature-scaled
-    once `allennlp calibrate` has fitted `head.temperature`).
+    every paper model in nerzoo is compared against.  The tail (`tag`, metrics, output, span
+    confidences) is `HeadTagger`'s.
 
     Registered as a `Model` with name "bilstm_crf".
 

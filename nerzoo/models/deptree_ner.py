@@ -33,18 +33,12 @@ class DeptreeNer(HeadTagger):
         tags = CRF(W z + b)                                           (eq. 5)
 
     `s_n` is the BiLSTM's final state (forward half at the last word, backward half at the first).
-    Residual connections with LayerNorm (eq. 4) are options of each component; layers that change
-    the size take theirs through a learned projection (`residual_stack`, `child_sum_tree_lstm`).
-    The global attention's default `mode` adds the attended sentence vector to every word; eq. 3 as
-    written (`mode: "scale"`) rescales each word by its weight, which the residual LayerNorm undoes
-    (see `GlobalAttention`).  The paper averages the loss over the sentences of a batch (footnote
-    4): `head.loss_reduction: "mean"` in the config.  Leaving out the
-    BiLSTM, the Tree-LSTM, either attention, the POS or the dependency-label embedding gives the
-    ablations of Table 2.  The l2 term of eq. 6 is the trainer's `regularizer` (see
-    `training_config/deptree_ner.jsonnet`).
-
-    Span confidence: `TagHead`'s, the CRF posterior of the span's exact tags (temperature-scaled
-    once `allennlp calibrate` has fitted `head.temperature`).
+    Residual connections with LayerNorm (eq. 4) are options of each component (through a learned
+    projection where the size changes).  The global attention's default `mode` adds the attended
+    sentence vector to every word; eq. 3 as written is `mode: "scale"` (see `GlobalAttention`).
+    The paper's loss is averaged over the sentences (footnote 4): `head.loss_reduction: "mean"`.
+    Leaving out a component or embedding gives the ablations of Table 2.  The l2 term of eq. 6 is
+    the trainer's `regularizer`.  Span confidence: `TagHead`'s.
 
     Registered as a `Model` with name "deptree_ner".
 

@@ -11,15 +11,11 @@ from nerzoo.modules.crf.tag_head import TagHead
 
 class HeadTagger(Model):
     """
-    The tail of every tagger whose last layer is a `TagHead` (`bilstm_crf`, `deptree_ner`,
-    `me_crf`, `me_crf_thread_discourse`): a subclass embeds and encodes its input to `(batch_size,
-    num_tokens, encoded_dim)`, builds `self.head` with that `input_dim`, and hands the encoding to
-    `tag`, which collects the auxiliary losses of the model's sources, runs the head and copies
-    the words.  Human-readable output, metrics and the label namespace are the head's.
-
-    It is a `TagProbabilityModel`, an `AttentionModel` and, through `export_encoding`, an
-    `Exportable` (`nerzoo.contracts`); its head is the model's `CalibrationSource` (config path
-    `model.head`).  Not registered itself.
+    The tail of every tagger whose last layer is a `TagHead`: a subclass encodes its input to
+    `(batch_size, num_tokens, encoded_dim)`, builds `self.head` with that `input_dim`, and hands the
+    encoding to `tag`, which adds the auxiliary losses, runs the head and copies the words.  Output,
+    metrics and labels are the head's.  A `TagProbabilityModel`, an `AttentionModel` and, through
+    `export_encoding`, an `Exportable`; its head is its `CalibrationSource` (`model.head`).
 
     # Parameters
 
@@ -124,13 +120,8 @@ def _with_words(output: Dict[str, Any], metadata: Optional[List[Dict[str, Any]]]
 
 class TagScores(torch.nn.Module):
     """
-    A `HeadTagger`'s tag logits `(batch_size, num_tokens, num_tags)` as `allennlp export` traces
-    them (`Exportable.export_scores`): its `export_encoding`, then its head's projection.
-
-    # Parameters
-
-    model : `HeadTagger`, required
-        Held, not copied; `parse_keys` are its `PARSE_KEYS`.
+    A `HeadTagger`'s (held, not copied) tag logits `(batch_size, num_tokens, num_tags)` as `allennlp
+    export` traces them: its `export_encoding`, then its head's projection.
     """
 
     def __init__(self, model: HeadTagger) -> None:

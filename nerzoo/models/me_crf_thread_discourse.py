@@ -42,12 +42,10 @@ class MeCrfThreadDiscourse(HeadTagger):
     (a bidirectional `gru` in the shipped config, whose output is exactly [last forward state;
     first backward state]), each followed by its own tanh projection to `post_dim`.
 
-    The memory is a `MemoryHopEncoder`, which must be built with `null_memory = True` (the dummy
-    head `m_0 = 0`, column 0 of the attention, is the link target 0 of the first post), `causal =
-    True` and `include_self = False`: post `t` then attends over `{m_0, m_1 .. m_{t-1}}`, "the t
-    posts in the memory" of eq. 11, which are exactly its possible link targets.  (Eq. 4 as
-    written for tagging includes `m_t` itself; a post never links to itself, so for threads it is
-    left out.)  The paper ties the memories (`m = c`, "as in Tang et al. (2016)") and uses one hop.
+    The memory is a `MemoryHopEncoder` built with `null_memory = True` (`m_0 = 0`, the link target 0),
+    `causal = True` and `include_self = False`: post `t` attends over `{m_0, m_1 .. m_{t-1}}`, "the t
+    posts in the memory" of eq. 11, exactly its possible link targets (eq. 4 for tagging includes
+    `m_t`; a post never links to itself).  The paper ties the memories (`m = c`) and uses one hop.
 
     Training minimises (eq. 11-12)
 
@@ -218,10 +216,8 @@ class MeCrfThreadDiscourse(HeadTagger):
         - `links` : per thread, the predicted link of each post (`0 .. t-1` for post `t`);
         - `link_probabilities` : `(batch_size, num_posts, num_posts + 1)`, the supervised hop's
           attention, column `i` = link target `i` (0 = head), zero for `i >= t`;
-        - `memory_attention` : `(batch_size, num_hops, num_posts, num_keys)`, every hop's weights
-          in the memory's band form (`MemoryHopOutput.weights`), and `memory_key_positions` :
-          `(batch_size, num_posts, num_keys)`, the memory position of each column: -1 for the
-          dummy head `m_0`, `i` for post `i + 1` (`MemoryHopOutput.key_positions()`);
+        - `memory_attention` `(batch_size, num_hops, num_posts, num_keys)` and
+          `memory_key_positions` `(batch_size, num_posts, num_keys)` (-1 for `m_0`), as `me_crf`'s;
         - `words`, `thread_id` with metadata;
         - with `tags` and `links`: `loss` (eq. 12), `da_loss` and `link_loss` (the two terms
           before weighting).
