@@ -113,18 +113,6 @@ def _left_to_right(inputs: torch.Tensor, alpha: Alpha, block_size: int) -> torch
     return codes.reshape(batch_size, num_blocks * block_size, dim)[:, :num_steps]
 
 
-def _unmasked_codes(
-    inputs: torch.Tensor, mask: Optional[torch.BoolTensor], alpha: Alpha, reverse: bool, block_size: int
-) -> torch.Tensor:
-    if block_size < 2:
-        raise ValueError(f"block_size must be at least 2, got {block_size}")
-    if mask is not None:
-        inputs = inputs * mask.unsqueeze(-1).to(inputs.dtype)
-    if reverse:
-        return _left_to_right(inputs.flip(1), alpha, block_size).flip(1)
-    return _left_to_right(inputs, alpha, block_size)
-
-
 def fofe_codes(
     inputs: torch.Tensor,
     mask: Optional[torch.BoolTensor],
@@ -156,10 +144,9 @@ def fofe_codes(
     block_size : `int`, optional (default = `64`)
         Positions per block (at least 2); `fofe_matrix(block_size)` is the largest matrix formed.
     """
-    codes = _unmasked_codes(inputs, mask, alpha, reverse, block_size)
-    if mask is not None:
-        codes = codes * mask.unsqueeze(-1).to(codes.dtype)
-    return codes
+    codes = prefix_codes(inputs, mask, alpha, reverse, block_size)
+    codes = codes[:, :-1] if reverse else codes[:, 1:]
+    return codes if mask is None else codes * mask.unsqueeze(-1).to(codes.dtype)
 
 
 def prefix_codes(
@@ -182,8 +169,13 @@ def prefix_codes(
     masked position are not zeroed, so `span_codes` stays right for any mask.  The parameters are
     `fofe_codes`'.
     """
-    codes = _unmasked_codes(inputs, mask, alpha, reverse, block_size)
-    return torch.nn.functional.pad(codes, (0, 0, 0, 1) if reverse else (0, 0, 1, 0))
+    if block_size < 2:
+        raise ValueError(f"block_size must be at least 2, got {block_size}")
+    if mask is not None:
+        inputs = inputs * mask.unsqueeze(-1).to(inputs.dtype)
+    if reverse:
+        return torch.nn.functional.pad(_left_to_right(inputs.flip(1), alpha, block_size).flip(1), (0, 0, 0, 1))
+    return torch.nn.functional.pad(_left_to_right(inputs, alpha, block_size), (0, 0, 1, 0))
 
 
 def span_codes(

@@ -30,23 +30,12 @@ from nerzoo.modules.fofe.spans import FlatSpans
 Term = Tuple[torch.Tensor, torch.LongTensor, Optional[torch.Tensor]]
 
 
-class BlockwiseProjection:
+def projected(blocks: List[Tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
     """
-    Code blocks `(num_rows, dim_k)` and the weight blocks `(out_dim, dim_k)` they meet, summed in
-    one product: `sum_k codes[k] @ weights[k].T`.
+    `sum_k codes_k @ weight_k.T` in one product, `(num_rows, out_dim)`: code blocks `(num_rows, dim_k)`
+    and the weight blocks `(out_dim, dim_k)` they meet.
     """
-
-    def __init__(self) -> None:
-        self.codes: List[torch.Tensor] = []
-        self.weights: List[torch.Tensor] = []
-
-    def add(self, codes: torch.Tensor, weight: torch.Tensor) -> None:
-        self.codes.append(codes)
-        self.weights.append(weight)
-
-    def projected(self) -> torch.Tensor:
-        """`(num_rows, out_dim)`."""
-        return torch.cat(self.codes, dim=-1) @ torch.cat(self.weights, dim=1).t()
+    return torch.cat([codes for codes, _ in blocks], dim=-1) @ torch.cat([weight for _, weight in blocks], dim=1).t()
 
 
 class FactoredFirstLayer(torch.nn.Linear):
@@ -102,9 +91,9 @@ class FactoredFirstLayer(torch.nn.Linear):
         end_rows = row_of_word[span_batch, ends - 1]
         widths = ends - starts
 
-        bag, start, end = BlockwiseProjection(), BlockwiseProjection(), BlockwiseProjection()
-        word_decayed_start, word_decayed_end = BlockwiseProjection(), BlockwiseProjection()
-        character_decayed_start, character_decayed_end = BlockwiseProjection(), BlockwiseProjection()
+        # Per table, (codes, weight block) pairs.
+        bag, start, end, word_decayed_start, word_decayed_end = [], [], [], [], []
+        character_decayed_start, character_decayed_end = [], []
         at_start, at_end = word_position, word_position + 1
         for codes in words:
             bag_of_words, left_including, left_excluding, right_including, right_excluding = (
@@ -112,17 +101,17 @@ class FactoredFirstLayer(torch.nn.Linear):
             )
             # bag: the words i..j-1; left including L[j] + decay (L'[i] - L[i]); left excluding L'[i];
             # right including R[i] + decay (R'[j] - R[j]); right excluding R'[j]  (L', R': contexts).
-            bag.add(codes.embedded[word_batch, word_position], bag_of_words)
-            start.add(gather_positions(codes.left_context, word_batch, at_start), left_excluding)
-            start.add(gather_positions(codes.right, word_batch, at_start), right_including)
-            end.add(gather_positions(codes.left, word_batch, at_end), left_including)
-            end.add(gather_positions(codes.right_context, word_batch, at_end), right_excluding)
+            bag.append((codes.embedded[word_batch, word_position], bag_of_words))
+            start.append((gather_positions(codes.left_context, word_batch, at_start), left_excluding))
+            start.append((gather_positions(codes.right, word_batch, at_start), right_including))
+            end.append((gather_positions(codes.left, word_batch, at_end), left_including))
+            end.append((gather_positions(codes.right_context, word_batch, at_end), right_excluding))
             if substituted:
-                word_decayed_start.add(
-                    gather_positions(codes.left_context - codes.left, word_batch, at_start), left_including
+                word_decayed_start.append(
+                    (gather_positions(codes.left_context - codes.left, word_batch, at_start), left_including)
                 )
-                word_decayed_end.add(
-                    gather_positions(codes.right_context - codes.right, word_batch, at_end), right_including
+                word_decayed_end.append(
+                    (gather_positions(codes.right_context - codes.right, word_batch, at_end), right_including)
                 )
 
         character_decay = None
@@ -131,29 +120,29 @@ class FactoredFirstLayer(torch.nn.Linear):
             left_weight, right_weight = next(blocks), next(blocks)
             word_starts = characters.token_offsets[word_batch, word_position]
             word_ends = word_starts + characters.token_lengths[word_batch, word_position]
-            start.add(characters.right.index_select(0, word_starts), right_weight)
-            end.add(characters.left.index_select(0, word_ends), left_weight)
-            character_decayed_start.add(characters.left.index_select(0, word_starts), left_weight)
-            character_decayed_end.add(characters.right.index_select(0, word_ends), right_weight)
+            start.append((characters.right.index_select(0, word_starts), right_weight))
+            end.append((characters.left.index_select(0, word_ends), left_weight))
+            character_decayed_start.append((characters.left.index_select(0, word_starts), left_weight))
+            character_decayed_end.append((characters.right.index_select(0, word_ends), right_weight))
             character_starts, character_ends = characters.span_offsets(spans)
             character_decay = alpha_powers(character_alpha, character_ends - character_starts, self.weight.dtype)
 
         # (table, rows, weight per span) triples, summed per span.
         terms = [
-            (start.projected() + self.bias, start_rows, None),
-            (end.projected(), end_rows, None),
-            (window_sums(bag.projected(), max_span_width), (widths - 1) * num_words + start_rows, None),
+            (projected(start) + self.bias, start_rows, None),
+            (projected(end), end_rows, None),
+            (window_sums(projected(bag), max_span_width), (widths - 1) * num_words + start_rows, None),
         ]
         if substituted:
             word_decay = alpha_powers(alpha, widths, self.weight.dtype)
             terms += [
-                (word_decayed_start.projected(), start_rows, word_decay),
-                (word_decayed_end.projected(), end_rows, word_decay),
+                (projected(word_decayed_start), start_rows, word_decay),
+                (projected(word_decayed_end), end_rows, word_decay),
             ]
         if character_decay is not None:
             terms += [
-                (character_decayed_start.projected(), start_rows, -character_decay),
-                (character_decayed_end.projected(), end_rows, -character_decay),
+                (projected(character_decayed_start), start_rows, -character_decay),
+                (projected(character_decayed_end), end_rows, -character_decay),
             ]
         hidden = (row_sums or weighted_row_sums)(terms)
         if cnn_features is not None:

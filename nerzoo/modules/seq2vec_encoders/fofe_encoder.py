@@ -12,28 +12,19 @@ from nerzoo.modules.fofe.codes import prefix_codes, span_codes
 class FofeEncoder(Seq2VecEncoder):
     """
     The FOFE code of a whole sequence: Mingbin Xu, "Fixed-size Ordinally-Forgetting Encoding and
-    Its Applications", MSc thesis, York University, 2017, eq. 3.1 (definition) and §5.2.2
-    (character-level features of FOFE-NER).
-
-    For inputs `x_0 .. x_{T-1}` (character embeddings, i.e. the projected one-hot codes of
-    eq. 4.3) the output is the left-to-right code of the whole sequence, the last row of `M V`
-    in eq. 4.1,
+    Its Applications", MSc thesis, York University, 2017, eq. 3.1 and §5.2.2 (FOFE-NER's character
+    features).  For inputs `x_0 .. x_{T-1}` (character embeddings, the projected codes of eq. 4.3)
+    the output is the left-to-right code, the last row of `M V` in eq. 4.1,
 
         z = sum_{s <= L} alpha^(L - s) x_s          (L = the last unmasked position)
 
-    followed, when `bidirectional`, by the right-to-left code (the character sequence read
-    backwards, §5.2.2)
+    then, when `bidirectional`, the right-to-left code (the characters read backwards)
 
         z' = sum_{s >= F} alpha^(s - F) x_s         (F = the first unmasked position).
 
-    Masked positions count as zero vectors; a fully masked sequence (a padding word, as
-    `TokenCharactersEncoder` passes them) gives zeros.  Each code is the span code
-    (`nerzoo.modules.fofe.codes.span_codes`) from the first to the last unmasked position, so it equals
-    the last (first) position of `fofe_codes`.  Used as
-    `{"type": "character_encoding", "embedding": {...}, "encoder": {"type": "fofe", ...}}`, it is
-    the FOFE character encoder.
-
-    Registered as a `Seq2VecEncoder` with name "fofe".
+    Masked positions count as zero vectors; a fully masked sequence (a padding word) gives zeros.
+    As `{"type": "character_encoding", "embedding": {...}, "encoder": {"type": "fofe", ...}}` it is
+    the FOFE character encoder.  Registered as a `Seq2VecEncoder` with name "fofe".
 
     # Parameters
 
