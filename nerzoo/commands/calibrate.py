@@ -3,7 +3,6 @@ import io
 import json
 import logging
 import os
-import sys
 import tarfile
 import tempfile
 from typing import Any, Dict, List, NamedTuple
@@ -17,6 +16,7 @@ from allennlp.models import Model
 from allennlp.models.archival import CONFIG_NAME, Archive, load_archive
 from allennlp.nn import util
 
+from nerzoo.commands import one_line_errors
 from nerzoo.modules.crf.calibration import (
     CalibrationBatch,
     CalibrationSource,
@@ -202,11 +202,8 @@ def calibrate(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def _calibrate(args: argparse.Namespace) -> None:
-    logging.getLogger("allennlp").setLevel(logging.WARNING)
-    try:
+    with one_line_errors():
         report = calibrate(args)
-    except (ConfigurationError, OSError) as error:
-        sys.exit(f"error: {error}")
     for key, value in report["temperatures"].items():
         print(f"{key}: {value:.4f}")
     for name, (nll_before, nll_after) in report["dev_nll"].items():

@@ -1,8 +1,6 @@
 import argparse
 import json
-import logging
 import os
-import sys
 import tempfile
 from typing import Any, Dict, List
 
@@ -11,6 +9,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.models.archival import load_archive
 from allennlp.predictors import Predictor
 
+from nerzoo.commands import one_line_errors
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 
 
@@ -60,11 +59,6 @@ def _input(args: argparse.Namespace) -> Dict[str, Any]:
 
 def draw(prediction: Dict[str, Any], output_path: str) -> None:
     """Writes the figure for one `sequence_tagger` prediction made with `return_attention`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     tokens: List[str] = prediction["tokens"]
     relative = prediction.get("relative_attention")
     global_weights = prediction.get("global_attention")
@@ -73,9 +67,7 @@ def draw(prediction: Dict[str, Any], output_path: str) -> None:
     size = max(4.0, 0.45 * len(tokens) + 2.5)
     rows = [part for part in (relative, global_weights) if part is not None]
     heights = [size] * (relative is not None) + [1.6] * (global_weights is not None)
-    figure, axes = plt.subplots(
-        len(rows), 1, figsize=(size + 1.5, sum(heights)), gridspec_kw={"height_ratios": heights}
-    )
+    figure, axes = subplots(len(rows), 1, figsize=(size + 1.5, sum(heights)), gridspec_kw={"height_ratios": heights})
     axes = list(axes) if len(rows) > 1 else [axes]
     if relative is not None:
         axis = axes.pop(0)
@@ -95,6 +87,16 @@ def draw(prediction: Dict[str, Any], output_path: str) -> None:
             axis.text(position, 0, f"{tag}\n{weight:.3f}", ha="center", va="center", fontsize=7, style="italic")
         axis.set_title("global attention (weight and predicted tag per word)")
     save_figure(figure, output_path)
+
+
+def subplots(*args, **kwargs):
+    """`matplotlib.pyplot.subplots`, drawn off screen."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
 
 
 def save_figure(figure, output_path: str) -> None:
@@ -117,8 +119,7 @@ def save_figure(figure, output_path: str) -> None:
 
 
 def _draw_attention(args: argparse.Namespace) -> None:
-    logging.getLogger("allennlp").setLevel(logging.WARNING)
-    try:
+    with one_line_errors():
         json_input = _input(args)
         archive = load_archive(args.archive_file, cuda_device=args.cuda_device)
         predictor = Predictor.from_archive(
@@ -126,8 +127,6 @@ def _draw_attention(args: argparse.Namespace) -> None:
         )
         prediction = predictor.predict_json(json_input)
         draw(prediction, args.output)
-    except (ConfigurationError, OSError) as error:
-        sys.exit(f"error: {error}")
     print(
         f"wrote {args.output}: {len(prediction['tokens'])} tokens, spans {[(s['text'], s['label']) for s in prediction['spans']]}"
     )

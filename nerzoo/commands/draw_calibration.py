@@ -1,14 +1,13 @@
 import argparse
-import logging
-import sys
 from typing import List, NamedTuple, Tuple
 
 import torch
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 
+from nerzoo.commands import one_line_errors
 from nerzoo.commands.calibrate import evaluate_archive
-from nerzoo.commands.draw_attention import save_figure
+from nerzoo.commands.draw_attention import save_figure, subplots
 from nerzoo.metrics.span_calibration import (
     calibration_error,
     expected_calibration_error,
@@ -74,12 +73,7 @@ def span_confidences(
 
 
 def draw(series: List[SpanConfidences], output_path: str, num_bins: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, (diagram, curve) = plt.subplots(1, 2, figsize=(11, 5))
+    figure, (diagram, curve) = subplots(1, 2, figsize=(11, 5))
     diagram.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect calibration")
     for index, (name, confidences, correct) in enumerate(series):
         bins = fixed_bins(confidences, EDGES)
@@ -116,18 +110,15 @@ def draw(series: List[SpanConfidences], output_path: str, num_bins: int) -> None
 
 
 def _draw_calibration(args: argparse.Namespace) -> None:
-    logging.getLogger("allennlp").setLevel(logging.WARNING)
-    if args.bins < 1:
-        sys.exit("error: --bins must be at least 1")
-    try:
+    with one_line_errors():
+        if args.bins < 1:
+            raise ConfigurationError("--bins must be at least 1")
         archives = [("archive", args.archive_file)] + ([("calibrated", args.calibrated)] if args.calibrated else [])
         series = [
             SpanConfidences(name, *span_confidences(path, args.input_file, args.batch_size, args.cuda_device))
             for name, path in archives
         ]
         draw(series, args.output, args.bins)
-    except (ConfigurationError, OSError) as error:
-        sys.exit(f"error: {error}")
     for name, confidences, correct in series:
         ece = expected_calibration_error(confidences, correct, args.bins)
         fixed = calibration_error(confidences, correct, fixed_bins(confidences, EDGES))

@@ -1,7 +1,5 @@
 import argparse
 import itertools
-import logging
-import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
@@ -10,7 +8,8 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 from allennlp.models.archival import load_archive
 
-from nerzoo.commands.draw_attention import save_figure
+from nerzoo.commands import one_line_errors
+from nerzoo.commands.draw_attention import save_figure, subplots
 from nerzoo.contracts import MemoryAttentionModel
 from nerzoo.modules.seq2seq_encoders.memory_hop import dense_attention
 
@@ -75,15 +74,6 @@ def draw(
     the dummy head `m_0` when `null_memory`); returns the tick labels of the memory columns drawn,
     `"<word or post> <index>"` (words from 0, posts from 1 and the head 0 with a dummy head).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if "memory_attention" not in output:
-        raise ConfigurationError(
-            "this model has no memory attention to draw (expected me_crf or me_crf_thread_discourse)"
-        )
     weights = numpy.asarray(output["memory_attention"])
     if not -weights.shape[0] <= hop < weights.shape[0]:
         raise ConfigurationError(f"--hop {hop}: the model has {weights.shape[0]} hops")
@@ -107,7 +97,7 @@ def draw(
     image = block[:, shown]
     width = min(30.0, max(7.0, 0.32 * len(shown) + 4.0))
     height = min(30.0, max(4.0, 0.3 * (end - start) + 3.0))
-    figure, axis = plt.subplots(figsize=(width, height))
+    figure, axis = subplots(figsize=(width, height))
     axis.imshow(image, cmap="Blues", vmin=0.0, vmax=max(float(image.max()), 1e-6), aspect="auto")
     column_ticks = [f"{labels[column]} {column}" for column in shown]
     axis.set_xticks(range(len(shown)), column_ticks, rotation=90, fontsize=7)
@@ -133,8 +123,7 @@ def draw(
 
 
 def _draw_memory(args: argparse.Namespace) -> None:
-    logging.getLogger("allennlp").setLevel(logging.WARNING)
-    try:
+    with one_line_errors():
         archive = load_archive(args.archive_file, cuda_device=args.cuda_device)
         reader = archive.validation_dataset_reader
         instance = next(itertools.islice(reader.read(args.data_file), args.index, None), None)
@@ -155,8 +144,6 @@ def _draw_memory(args: argparse.Namespace) -> None:
             output["sentence_spans"] or [(0, len(output["words"]))], len(output["words"]), args.sentence, args.max_rows
         )
         columns = draw(output, args.output, args.hop, rows, args.min_weight, model.memory.null_memory)
-    except (ConfigurationError, OSError, StopIteration) as error:
-        sys.exit(f"error: {error}")
     print(
         f"wrote {args.output}: instance {args.index} of {args.data_file}, {rows[1] - rows[0]} rows x {len(columns)} memory columns"
     )

@@ -1,5 +1,4 @@
 import argparse
-import logging
 import pathlib
 import socket
 import sys
@@ -7,6 +6,7 @@ from typing import List, Tuple
 
 from allennlp.commands.subcommand import Subcommand
 
+from nerzoo.commands import one_line_errors
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 
 
@@ -70,23 +70,15 @@ def named_archives(arguments: List[str]) -> List[Tuple[str, str]]:
     return named
 
 
-def _check_port(host: str, port: int) -> None:
-    """Fails before the models load when the address cannot be listened on."""
-    try:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
-    except OSError as error:
-        raise ValueError(f"cannot listen on {host} port {port}: {error.strerror or error}") from None
-
-
 def _serve(args: argparse.Namespace) -> None:
-    logging.getLogger("allennlp").setLevel(logging.WARNING)
-    try:
+    with one_line_errors((ValueError,)):
         named = named_archives(args.archives)
-        _check_port(args.host, args.port)
-    except ValueError as error:
-        sys.exit(f"error: {error}")
+    try:  # before the models load
+        with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((args.host, args.port))
+    except OSError as error:
+        sys.exit(f"error: cannot listen on {args.host} port {args.port}: {error.strerror or error}")
     import uvicorn
 
     from nerzoo.server.app import create_app

@@ -1,13 +1,12 @@
 import argparse
 import json
-import logging
 import sys
 
 from allennlp.commands.subcommand import Subcommand
-from allennlp.common.checks import ConfigurationError
 from allennlp.models.archival import load_archive
 from allennlp.predictors import Predictor
 
+from nerzoo.commands import one_line_errors
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 
 
@@ -34,13 +33,10 @@ class TagText(Subcommand):
 
 
 def _tag_text(args: argparse.Namespace) -> None:
-    logging.getLogger("allennlp").setLevel(logging.WARNING)
-    archive = load_archive(args.archive_file, cuda_device=args.cuda_device)
-    predictor = Predictor.from_archive(archive, args.predictor, extra_args={"spacy_model": args.spacy_model})
-    try:
+    with one_line_errors():
+        archive = load_archive(args.archive_file, cuda_device=args.cuda_device)
+        predictor = Predictor.from_archive(archive, args.predictor, extra_args={"spacy_model": args.spacy_model})
         results = predictor.predict_batch_json([{"sentence": text} for text in args.text])
-    except ConfigurationError as error:
-        sys.exit(f"error: {error}")
     for result in results:
         if args.json:
             print(json.dumps(result))
