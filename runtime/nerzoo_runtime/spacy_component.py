@@ -1,11 +1,9 @@
 """
-spaCy components that tag docs with a nerzoo tagger.  `TaggerComponent` is what they share: the
-doc's tokens, batches, errors, and the entities and confidences they set.  "nerzoo_onnx_ner" tags
-with a tagger exported by `allennlp export`, without allennlp or torch; nerzoo's own "nerzoo_ner"
-(`nerzoo.spacy_pipeline`) tags with a trained archive.
-
-The runtime's `spacy_factories` entry point registers "nerzoo_onnx_ner", so spaCy finds it without
-an import: `nlp.add_pipe("nerzoo_onnx_ner", config={"directory": "runs/bilstm_crf/exported"})`.
+spaCy components that tag docs with a nerzoo tagger (`TaggerComponent`, what they share):
+"nerzoo_onnx_ner" with a tagger exported by `allennlp export`, without allennlp or torch, and
+nerzoo's own "nerzoo_ner" (`nerzoo.spacy_pipeline`) with a trained archive.  The runtime's
+`spacy_factories` entry point registers "nerzoo_onnx_ner", so spaCy finds it without an import:
+`nlp.add_pipe("nerzoo_onnx_ner", config={"directory": "runs/bilstm_crf/exported"})`.
 """
 
 import functools
@@ -17,7 +15,6 @@ from spacy.language import Language
 from spacy.pipeline import Pipe
 from spacy.scorer import get_ner_prf
 from spacy.tokens import Doc, Span, Token
-from spacy.training import Example
 from spacy.util import minibatch
 
 from nerzoo_runtime.tagger import Tagger
@@ -28,17 +25,12 @@ EXTENSIONS = ((Span, "confidence"), (Token, "nerzoo_tag"), (Token, "nerzoo_confi
 
 class TaggerComponent(Pipe):
     """
-    Tags spaCy docs with a nerzoo tagger: sets `doc.ents` (the model's labels), `Span._.confidence`
-    (each entity's probability, the number `allennlp predict` gives), `Token._.nerzoo_tag` and
-    `Token._.nerzoo_confidence` (the model's tag and its posterior; `None` on whitespace tokens,
-    which the model never sees).
-
-    Each doc's tokens (whitespace tokens left out) are one input, `{"tokens": [...]}` unless a
-    subclass's `_input` says otherwise, so a doc gets what `allennlp predict` gives for it.
-    `nlp.pipe(texts, batch_size=N)` tags N docs at a time (`_predictor`).  An empty (or all-whitespace)
-    doc gets no entities without a prediction.  A doc the model cannot tag goes to the pipeline's
-    error handler (`nlp.set_error_handler`) with an error naming it; a handler that returns leaves
-    that doc untagged and the other docs of the batch tagged.  `nlp.evaluate` scores `doc.ents`.
+    Sets `doc.ents`, `Span._.confidence` (each entity's probability, as `allennlp predict` gives
+    it), `Token._.nerzoo_tag` and `Token._.nerzoo_confidence` (`None` on whitespace tokens, which
+    the model never sees).  A doc's other tokens are one input (`_input`), N docs one prediction
+    (`nlp.pipe(texts, batch_size=N)`); an all-whitespace doc gets no entities.  A doc the model
+    cannot tag goes to the pipeline's error handler with an error naming it (the other docs of the
+    batch are tagged).  `nlp.evaluate` scores `doc.ents`.
 
     # Parameters
 
@@ -75,6 +67,7 @@ class TaggerComponent(Pipe):
         self.name = name
         self.batch_size = batch_size
         self.existing_ents = existing_ents
+        self.scorer = get_ner_prf  # entity precision, recall and F1 of `doc.ents`, as spaCy's `ner` scores
 
     def _predictor(self) -> Callable[[List[Dict[str, Any]]], List[Dict[str, Any]]]:
         """
@@ -157,10 +150,6 @@ class TaggerComponent(Pipe):
             doc.set_ents([span for span, _ in found], default="unmodified")
         for span, value in found:
             span._.confidence = value
-
-    def score(self, examples: Iterable[Example], **kwargs) -> Dict[str, Any]:
-        """Entity precision, recall and F1 of `doc.ents` (`ents_p`, `ents_r`, `ents_f`, `ents_per_type`)."""
-        return get_ner_prf(examples)
 
     def _doc_error(self, doc: Doc, error: Exception) -> Exception:
         """`error`, with the doc it comes from named in its message."""
