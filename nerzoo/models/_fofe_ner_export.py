@@ -1,14 +1,11 @@
 """
-`FofeNer`'s span scores in the form `allennlp export` traces to ONNX: its forward at prediction (the
-first layer from the codes, the feed-forward net, over every fragment of up to `max_span_width` words
-inside its sentence), the logits laid out per start and width.  Two parts take sizes from the batch,
-which a trace would fix, and have their own forms here: the characters joined into one sequence (each
-sentence gets a stretch of `num_tokens * (num_characters + 1)` positions, zeros after its words, so
-the sequence's size comes from the input's shape), and the CNN's range maximum, whose sparse table has
-as many levels as the widest fragment needs (a scripted loop, an ONNX `Loop`).  The FOFE codes trace
-as they are: `prefix_codes` takes its branch from the traced length (the words' one matrix product,
-eq. 4.1, of the run's own length; the characters' blocks, longer than a block when traced), and both
-branches hold for any length.  Tested against the model's forward.
+`FofeNer`'s span scores in the form `allennlp export` traces to ONNX: its forward at prediction over
+every fragment of up to `max_span_width` words inside its sentence, the logits laid out per start
+and width.  Two parts take sizes from the batch, which a trace would fix, and have their own forms
+here: the characters joined into one sequence (a stretch of `num_tokens * (num_characters + 1)`
+positions per sentence, zeros after its words) and the CNN's range maximum (scripted: its sparse
+table has as many levels as the widest fragment needs).  The FOFE codes trace as they are: either
+branch of `prefix_codes` (the traced length's) holds for any length.  Tested against the model's forward.
 """
 
 from typing import Dict, List, Optional, Tuple

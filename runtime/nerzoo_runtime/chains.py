@@ -38,8 +38,8 @@ def sentence_rows(
     ]
     if len(chains) == len(logits):
         return chains, logits, mask
-    chain_logits = numpy.zeros((len(chains), max(end - start for _, start, end in chains), logits.shape[2]))
-    chain_logits = chain_logits.astype(logits.dtype)
+    num_steps = max(end - start for _, start, end in chains)
+    chain_logits = numpy.zeros((len(chains), num_steps, logits.shape[2]), dtype=logits.dtype)
     for index, (row, start, end) in enumerate(chains):
         chain_logits[index, : end - start] = logits[row, start:end]
     chain_lengths = numpy.array([end - start for _, start, end in chains])

@@ -1,11 +1,8 @@
 """
-Chunk tag schemes (IOB1, BIO, BIOUL) and span extraction with conlleval semantics.
-
-One span decoder serves every scheme, following the chunk start/end rules of the CoNLL shared
-tasks' `conlleval` script (also used by `seqeval` in its default mode): an `I-X` after `O` or after
-another type opens a chunk, `B-X` always opens one, `L-`/`E-` and `U-`/`S-` close one.  The reader
-converts between schemes by decoding spans and re-encoding them, so a conversion never invents or
-drops an entity.
+Chunk tag schemes (IOB1, BIO, BIOUL) and one span decoder for all of them, with the chunk rules of
+the CoNLL `conlleval` script (and `seqeval`'s default): `B-X` always opens a chunk, `I-X` after `O`
+or another type opens one, `L-`/`E-` and `U-`/`S-` close one.  Converting a scheme decodes spans and
+re-encodes them, so it never invents or drops an entity.
 """
 
 import re

@@ -80,12 +80,11 @@ class Tagger:
         """
         One result per input, in order, as `allennlp predict` gives it: `tokens`, `token_offsets`,
         `tags`, `tag_confidences` and `spans` (`label`, `start`, `end` exclusive, `text`,
-        `char_start`, `char_end`, `confidence`; a span classifier's, `fofe_ner`'s, have `score` and
-        nesting `level` instead, nested spans included).  An input is one of `nerzoo_runtime.inputs`;
-        the model reads a document (its sentences) as one sequence (for `me_crf`, whose memory spans
-        the document), spans never cross a sentence, and the result adds `sentences`, each one's
-        `[start, end)` tokens.  An input that cannot be tagged gets `{"error": ..., "input": its
-        position}`.  The inputs are tagged `batch_size` at a time, in order of length.
+        `char_start`, `char_end`, `confidence`; `fofe_ner`'s have `score` and nesting `level`
+        instead, nested spans included).  An input is one of `nerzoo_runtime.inputs`; a document is
+        one sequence to the model (`me_crf`'s memory spans it), its spans never cross a sentence and
+        its result adds `sentences`, each one's `[start, end)` tokens.  An input that cannot be
+        tagged gets `{"error": ..., "input": its position}`.  Inputs go `batch_size` at a time, by length.
         """
         if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
             raise TypeError(f"tag() takes a list of texts or token lists, got {type(inputs).__name__}")

@@ -1,30 +1,21 @@
 """
 Fixed-size Ordinally-Forgetting Encoding (FOFE): Mingbin Xu, "Fixed-size Ordinally-Forgetting
 Encoding and Its Applications", MSc thesis, York University, 2017 (after Zhang et al., ACL 2015).
+A sequence `x_1 .. x_T` (one-hot vectors or, by eq. 4.3, their embeddings) is encoded as (eq. 3.1)
 
-A sequence `x_1 .. x_T` (one-hot vectors or, by eq. 4.3, their embeddings) is encoded
-recursively as (eq. 3.1)
+    z_0 = 0,    z_t = alpha * z_{t-1} + x_t,    so  z_t = sum_{s <= t} alpha^(t - s) x_s:
 
-    z_0 = 0,    z_t = alpha * z_{t-1} + x_t
+a fixed-size code that forgets old positions exponentially, unique for one-hot sequences when
+`0 < alpha <= 0.5` (§3.4.2, theorem 2), a bag of words when `alpha = 1`.  All codes of a sentence
+are `S = M V` with `M[t, s] = alpha^(t - s)` (eq. 4.1), batched over sentences (eq. 4.2);
+`fofe_codes` applies `M` block by block, with no `T x T` matrix and no negative power of alpha.
 
-so `z_t = sum_{s <= t} alpha^(t - s) x_s`: a fixed-size code that forgets old positions
-exponentially.  For `0 < alpha <= 0.5` the code of a one-hot sequence is unique (§3.4.2, lemma 1
-and theorem 2); `alpha = 1` gives a bag of words.  Read right to left, the same recursion gives
-`sum_{s >= t} alpha^(s - t) x_s`.
+FOFE-NER (§5.2) reads the codes of every fragment `x_i .. x_{j-1}` and of its contexts from the
+prefix codes `P[t]` (of `x_0 .. x_{t-1}`): the fragment's is `P[j] - alpha^(j - i) P[i]`
+(`prefix_codes`, `span_codes`).
 
-All codes of a sentence are one matrix product `S = M V` with the lower-triangular matrix
-`M[t, s] = alpha^(t - s)` (eq. 4.1), batched over sentences (eq. 4.2).  `fofe_codes` applies it
-block by block, so that long sequences need no `T x T` matrix and only non-negative powers of
-alpha are ever formed (no `alpha^(-t)` rescaling, which would overflow).
-
-FOFE-NER (§5.2) needs, for every fragment `x_i .. x_{j-1}` of a sentence, the codes of the
-fragment and of its left and right contexts.  With the prefix codes `P[t]` (code of `x_0 ..
-x_{t-1}`) the code of a fragment is `P[j] - alpha^(j - i) P[i]` ("prefix form"), so one pass
-over the sentence and a few gathers give every fragment's features: see `prefix_codes` and
-`span_codes`.
-
-Shapes: `inputs` `(batch_size, num_steps, dim)`, `mask` `(batch_size, num_steps)`; positions
-are 0-based here (the thesis counts from 1).
+Shapes: `inputs` `(batch_size, num_steps, dim)`, `mask` `(batch_size, num_steps)`; positions are
+0-based (the thesis counts from 1).
 """
 
 from typing import Optional, Union
@@ -82,16 +73,12 @@ def fofe_matrix(
 
 def _left_to_right(inputs: torch.Tensor, alpha: Alpha, block_size: int) -> torch.Tensor:
     """
-    Codes of every prefix, `(batch_size, num_steps, dim)`, with no masking (inputs already zero
-    where masked).
-
-    The positions are cut into blocks of `block_size`.  Within every block one product with
-    `fofe_matrix(block_size)` gives the codes as if each block started the sequence.  The code
-    carried into block `b` is the full code at the end of block `b - 1`; the block ends obey the
-    same recursion with factor `alpha^block_size` (`c_b = alpha^K c_{b-1} + l_b`, `l_b` the last
-    in-block code of block `b`), so they are computed by the same function, one level up, and
-    added as `alpha^(k+1) * carry` to in-block position `k`.  Each level divides the length by
-    `block_size`; no power of alpha is negative.
+    Codes of every prefix, `(batch_size, num_steps, dim)`, of inputs zero where masked.  Within
+    each block of `K = block_size` positions one product with `fofe_matrix(K)` gives the codes as if
+    the block started the sequence; the full codes at the block ends obey the same recursion with
+    factor `alpha^K` (`c_b = alpha^K c_{b-1} + l_b`, `l_b` the last in-block code of block `b`), so
+    this function computes them one level up, and `alpha^(k+1) c_{b-1}` is added to in-block
+    position `k` of block `b`.  Each level divides the length by `K`; no power of alpha is negative.
     """
     batch_size, num_steps, dim = inputs.shape
     if num_steps <= block_size:
