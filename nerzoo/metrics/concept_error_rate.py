@@ -20,19 +20,15 @@ class ConceptErrorRate(Metric):
 
     Registered as a `Metric` with name "concept_error_rate".
 
-    In each sentence the concepts are the labels of the chunks decoded from its tags by
-    `nerzoo_runtime.tag_scheme.tags_to_spans` (conlleval rules), in order: the tags
-    `B-PER L-PER O U-LOC` give the concept sequence `PER LOC`.  The hypothesis sequence is aligned
-    to the reference one with unit-cost Levenshtein edits, giving the numbers of substitutions `S`,
-    deletions `D` and insertions `I` of a minimum-cost alignment (`levenshtein_counts`).  Over the corpus
+    A sentence's concepts are the labels of its chunks (`tags_to_spans`, conlleval rules), in
+    order: `B-PER L-PER O U-LOC` gives `PER LOC`.  The hypothesis is aligned to the reference with
+    unit-cost Levenshtein edits (`levenshtein_counts`: substitutions `S`, deletions `D`, insertions
+    `I`), and over the corpus (and the distributed workers)
 
         CER = (S + D + I) / N
 
-    with every count summed over all sentences and `N` the number of reference concepts (taken as
-    1 when there is none).  Like a word error rate it may exceed 1.
-
-    `get_metric` sums the counts across workers and returns the key `concept_error_rate`; this
-    worker's counts are the attributes `substitutions`, `deletions`, `insertions` and `reference_concepts`.
+    with `N` the number of reference concepts (taken as 1 when there is none); it may exceed 1.
+    The key is `concept_error_rate`.
 
     # Parameters
 
@@ -88,8 +84,7 @@ class ConceptErrorRate(Metric):
                 raise ValueError(f"{side} sequence {index}: {reason}")
         return concept_sequence(tags)
 
-    # This worker's counts so far: deletions are reference concepts missing from the hypothesis,
-    # insertions hypothesis concepts not in the reference, `reference_concepts` is `N`.
+    # This worker's counts so far; `reference_concepts` is `N`.
     substitutions = property(lambda self: int(self._counts[_SUBSTITUTIONS]))
     deletions = property(lambda self: int(self._counts[_DELETIONS]))
     insertions = property(lambda self: int(self._counts[_INSERTIONS]))
@@ -114,15 +109,10 @@ def concept_sequence(tags: Sequence[str]) -> List[str]:
 
 def levenshtein_counts(reference: Sequence[str], hypothesis: Sequence[str]) -> Tuple[int, int, int]:
     """
-    The numbers of substitutions, deletions and insertions `(S, D, I)` of a minimum-cost alignment
-    of `hypothesis` to `reference`, with unit costs for the three edits and free matches, so that
-    `S + D + I` is the Levenshtein distance, `len(reference) = S + D + matches` and
-    `len(hypothesis) = S + I + matches`.
-
-    Several alignments may have the minimum cost (`A B` vs `B C`: two substitutions, or a deletion
-    and an insertion).  The backtrace from the end of both sequences is deterministic: at each step
-    back it takes, among the moves on a minimum-cost path, the diagonal (a match or a
-    substitution) first, then a deletion, then an insertion.
+    The substitutions, deletions and insertions `(S, D, I)` of a minimum-cost alignment of
+    `hypothesis` to `reference` (unit costs, free matches; `S + D + I` is the Levenshtein distance).
+    Among equal-cost alignments (`A B` vs `B C`) the backtrace takes, at each step back, the
+    diagonal first, then a deletion, then an insertion.
     """
     rows, columns = len(reference) + 1, len(hypothesis) + 1
     # cost[i][j]: edit distance between reference[:i] and hypothesis[:j].

@@ -16,12 +16,9 @@ class ConllSpanF1(Metric):
 
     Registered as a `Metric` with name "conll_span_f1".
 
-    A predicted span counts as correct only when its type, start and end all equal a gold span's.
-    Spans are decoded with `nerzoo_runtime.tag_scheme.tags_to_spans`, which follows conlleval's chunk
-    rules for IOB1, BIO and BIOUL/BIOES alike.
-
-    The decoded spans are counted by a `SpanSetF1`, whose counts sum exactly across distributed
-    workers.  The metric keys are those of allennlp's `SpanBasedF1Measure` (`f1-measure-overall`, ...).
+    Spans are decoded by `nerzoo_runtime.tag_scheme.tags_to_spans` (conlleval's chunk rules for
+    IOB1, BIO and BIOUL/BIOES) and counted by a `SpanSetF1`: a predicted span is correct when its
+    type, start and end equal a gold span's.  The keys are those of allennlp's `SpanBasedF1Measure`.
 
     # Parameters
 

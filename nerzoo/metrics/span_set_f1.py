@@ -19,13 +19,10 @@ class SpanSetF1(Metric):
 
     Registered as a `Metric` with name "span_set_f1".
 
-    A predicted span is correct if and only if its `(start, end, label)` is among the gold spans of
-    its sentence.  Both sides are read as sets, so a span listed twice counts once.  On flat
-    entities this is exactly `ConllSpanF1` given the same spans.
-
-    Counts live in one `(num_types, 3)` integer tensor (true positives, false positives, false
-    negatives), summed across workers by `get_metric`.  The metric keys are `precision-overall`,
-    `recall-overall`, `f1-measure-overall` and `precision-TYPE`, `recall-TYPE`, `f1-measure-TYPE`.
+    A predicted span is correct iff its `(start, end, label)` is among its sentence's gold spans;
+    both sides are sets.  Counts (true positives, false positives, false negatives per type) are
+    summed across workers by `get_metric`.  The keys are `precision-overall`, `recall-overall`,
+    `f1-measure-overall` and `precision-TYPE`, `recall-TYPE`, `f1-measure-TYPE`.
 
     # Parameters
 

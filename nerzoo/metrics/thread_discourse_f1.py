@@ -23,27 +23,17 @@ class ThreadDiscourseF1(Metric):
 
     Registered as a `Metric` with name "thread_discourse_f1".
 
-    The paper gives no more detail than the quote above; this is the definition used here.  Each
-    post of each thread makes exactly one prediction, a link `l` (0 = the thread's virtual head)
-    and a DA `d`, as ME-CRF does ("we only include the most recent linked post during training,
-    but evaluate over the full set of labelled links", §4.2).  The gold annotation of a post is
-    its set of `(link, DA)` pairs.  Then, for every post:
+    The paper gives no more detail; this is the definition used here.  Each post makes one
+    prediction, a link `l` (0 = the thread's virtual head) and a DA `d`, as ME-CRF does (§4.2);
+    its gold annotation is its set of `(link, DA)` pairs.  For every post:
 
-    - Link: true positive iff `l` is one of the post's gold links.  Precision is over predicted
-      links (one per post), recall over gold links (all links of all posts).
-    - DA: over `(post, DA)` pairs: true positive iff `d` is among the post's gold DAs, taken as a
-      set (a post with two links of the same DA has one gold DA pair, so one correct DA makes it
-      fully recalled).  Precision over predicted DAs (one per post), recall over the gold pairs.
-    - Joint: over `(post, link, DA)` triples: true positive iff `(l, d)` is one of the post's gold
-      pairs.  Precision over predictions (one per post), recall over gold links.
+    - Link: true positive iff `l` is one of the post's gold links; recall over all gold links.
+    - DA: true positive iff `d` is among the post's gold DAs, taken as a set; recall over those sets.
+    - Joint: true positive iff `(l, d)` is one of the post's gold pairs; recall over gold links.
 
-    Counts are summed over all posts of all threads (micro-averaging) before precision and recall
-    are taken, so every post weighs the same whatever its thread's length.  A post with a single
-    link scores 1 or 0 on each side, so on data without multi-headed posts P = R = F1 = accuracy;
-    multi-headed posts cost recall only.  Precision, recall and F1 are 0 when their denominator is
-    0.
-
-    `get_metric` sums the counts over distributed workers.
+    Precision is over the predictions (one per post).  Counts are summed over all posts of all
+    threads (and over distributed workers) before precision and recall are taken; a ratio with a
+    zero denominator is 0.  On data without multi-headed posts P = R = F1 = accuracy.
 
     Keys: `link_precision`, `link_recall`, `link_f1`, and the same for `da_` and `joint_`.
     """
