@@ -20,25 +20,17 @@ _Key = Tuple[Tuple[Tuple[torch.Size, torch.dtype], ...], Optional[torch.dtype]]
 
 class StepGraphs:
     """
-    Runs a model's `graph_loss` (`nerzoo.contracts.GraphedModel`: its training forward as
-    tensors in, tensors out) as CUDA graphs (`torch.cuda.make_graphed_callables`): the forward pass
-    is one graph replay and so is its backward, where eager code launches a kernel per operator and
-    cuDNN's LSTM a few per time step.  On a GPU a small batch's step is bound by those launches
-    (docs/gpu.md).
+    Runs a model's `graph_loss` (`nerzoo.contracts.GraphedModel`: its training forward as tensors
+    in, tensors out) as CUDA graphs (`torch.cuda.make_graphed_callables`): forward and backward are
+    one replay each, where eager code launches a kernel per operator (docs/gpu.md).
 
-    A graph replays fixed shapes, so the inputs are padded with zeros: dimension 1 (tokens) to a
-    multiple of `length_multiple`, an integer input's further dimensions (characters per token) to
-    a multiple of `character_multiple`.  Zero is the padding id, the models read their masks from
-    the ids, and real tokens are scored as in the unpadded batch: the same loss and gradients.  One
-    graph per padded shape and autocast state, captured the first time they come (with
-    `torch.cuda.make_graphed_callables`' warm-up passes); length-bucketed batches keep them few.
-    Past `max_graphs` a new shape takes the model's plain step.
-
-    Elsewhere than on CUDA, or with `capture = False`, `graph_loss` runs eagerly on the padded
-    inputs: the CPU's check of the padding and of what the model does around the graph.
-
-    Not for gradient accumulation: a replay's parameter gradients are the graph's own buffers,
-    which the next replay overwrites (`CudaGraphs` refuses it).
+    A graph replays fixed shapes, so the inputs are zero-padded: dimension 1 (tokens) to a multiple
+    of `length_multiple`, an integer input's further dimensions (characters) to a multiple of
+    `character_multiple`; zero is the padding id, so loss and gradients are those of the unpadded
+    batch.  One graph per padded shape and autocast state, captured when first met; past
+    `max_graphs` a new shape takes the model's plain step.  Off CUDA, or with `capture = False`,
+    `graph_loss` runs eagerly on the padded inputs.  Not for gradient accumulation: a replay's
+    parameter gradients are the graph's own buffers, which the next replay overwrites.
 
     # Parameters
 
@@ -80,10 +72,8 @@ class StepGraphs:
         step is then the faster).  Its outputs keep the padded shapes; on CUDA they are the
         graph's buffers, which the next replay overwrites.
         """
-        # A step starts from no gradients (there is no accumulation): a replay's parameter gradients
-        # are the graph's buffers, which each `grad` then shares, and one zeroed in place
-        # (`zero_grad(set_to_none=False)`, as allennlp's `MultiOptimizer` does) would be the next
-        # replay's own, added to itself.
+        # A step starts from no gradients: a `grad` zeroed in place (as allennlp's `MultiOptimizer`
+        # does) would be the graph's own buffer, added to itself by the next replay.
         for parameter in model.parameters():
             parameter.grad = None
         leaves, spec = tree_flatten(inputs)
@@ -131,10 +121,8 @@ class StepGraphs:
             [tuple(leaf.shape) for leaf in padded],
             len(self._graphs) + 1,
         )
-        # Autocast off around the capture, whose backward passes run where it is called (as
-        # allennlp's `backward`, outside autocast); the body's forward sets it.  The sample inputs
-        # become the graph's own buffers, which each replay overwrites: copies, not the batch's
-        # tensors (whose tags the training metrics keep).
+        # Autocast off around the capture (the body's forward sets it), as allennlp's `backward` runs
+        # outside autocast; the sample inputs become the graph's buffers, so copies, not the batch's.
         try:
             with torch.autocast("cuda", enabled=False, cache_enabled=False):
                 return torch.cuda.make_graphed_callables(
@@ -167,17 +155,12 @@ class _GraphBody(torch.nn.Module):
 
 def use_step_graphs(model: torch.nn.Module, graphs: Optional[StepGraphs]) -> None:
     """
-    Runs `model`'s training batches through `graphs` from now on (`None`: its own `forward` again).
-    The model's `forward` is replaced on this instance by `GraphedForward`, which falls back on it
-    for evaluation and for batches the model's `graph_inputs` declines.
+    Runs a `GraphedModel`'s training batches through `graphs` from now on (`None`: its own `forward`
+    again), by `GraphedForward` in place of `forward` on this instance.
     """
     model.__dict__.pop("forward", None)
     if graphs is None:
         return
-    if not isinstance(model, GraphedModel):
-        raise ConfigurationError(
-            f"cuda_graphs: {type(model).__name__} has no graph_loss to capture; train it without `cuda_graphs`"
-        )
     if auxiliary_loss_sources(model):
         raise ConfigurationError(
             f"{type(model).__name__}: its modules add auxiliary losses, which a CUDA graph of the loss would not see"

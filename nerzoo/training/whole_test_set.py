@@ -14,17 +14,12 @@ logger = logging.getLogger(__name__)
 @TrainModel.register("whole_test_set", constructor="from_partial_objects")
 class WholeTestSetTrainModel(TrainModel):
     """
-    allennlp's `TrainModel` (the loop of `allennlp train`, the same top-level keys), whose test
-    evaluation (`evaluate_on_test`) after distributed training gives what `allennlp evaluate`
-    gives on the archive.  allennlp's own runs it on the primary worker alone, after the other
-    workers have returned: its loader read the primary's shard of the test set only, and the first
-    collective of a metric would wait for workers that are gone.  Here the primary reads the whole
-    test set again first, and the trainer must end the process group on every worker when training
-    ends (the `leave_process_group` callback, last in `trainer.callbacks`; a clear error before
-    training otherwise).  Outside distributed training it is allennlp's own.
+    allennlp's `TrainModel` whose `evaluate_on_test` after distributed training gives what
+    `allennlp evaluate` gives on the archive: allennlp's own evaluates the primary's shard of the
+    test set only.  Here the primary reads the whole test set again, and the trainer must end the
+    process group on every worker (the `leave_process_group` callback, last in `trainer.callbacks`).
 
-    Registered as a `TrainModel` with name "whole_test_set": the config's top-level
-    `"type": "whole_test_set"`.  A config without a top-level `type` trains with allennlp's own.
+    Registered as a `TrainModel` with name "whole_test_set" (the config's top-level `type`).
     """
 
     def __init__(self, *args, **kwargs) -> None:

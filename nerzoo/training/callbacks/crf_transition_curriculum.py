@@ -34,16 +34,10 @@ class CrfTransitionCurriculum(TrainerCallback):
     scores: the frozen epochs train independent maxent classifiers.  The tag scheme's constraints
     (allennlp's `_constraint_mask`) still apply in decoding and posteriors.
 
-    - `on_start` (after the optimizer is built and DDP wraps the model) zeroes the parameters.  They
-      stay trainable and in the optimizer, so DDP reduces them as any other; a gradient hook gives
-      them zero gradients (so `grad_norm` and clipping see nothing of them), and an optimizer
-      pre-step hook sets their `.grad` to `None`, so no update, momentum or weight decay moves them.
-    - They are released once `frozen_epochs` epochs have completed (`0` freezes nothing), or when
-      training ends first (they then stay 0).
-    - A `moving_average` copies the parameters before `on_start`: its averages are not 0 during
-      the frozen epochs (a warning says so).
-    - The completed epochs are this callback's `state_dict`, restored from checkpoints before
-      `on_start`: a run resumed after the frozen epochs leaves the trained transitions alone.
+    `on_start` zeroes them; they stay in the optimizer (DDP reduces them as any other), a gradient
+    hook zeroes their gradients and an optimizer pre-step hook drops them, so nothing moves them.
+    They are released once `frozen_epochs` epochs have completed, or when training ends (then
+    staying 0).  The completed epochs are the `state_dict`, so a resumed run continues.
 
     # Parameters
 
@@ -130,13 +124,10 @@ class CrfTransitionCurriculum(TrainerCallback):
             self._release(f"epoch {epoch} completed")
 
     def on_end(self, trainer, metrics=None, epoch=None, is_primary: bool = True, **kwargs) -> None:
-        # Training stopped within the frozen epochs: the transitions stay 0, but the model is not
-        # left with hooks that silently drop their gradients.
-        if self._frozen:
+        if self._frozen:  # no hooks are left behind
             self._release("training ended within the frozen epochs; the transitions stay 0")
 
     def _drop_gradients(self, optimizer, args, kwargs) -> None:
-        # The optimizer's pre-step hook: no gradient, no update and no optimizer state.
         for parameter in self._frozen:
             parameter.grad = None
 

@@ -9,14 +9,10 @@ logger = logging.getLogger(__name__)
 @TrainerCallback.register("freeze_loaded_data")
 class FreezeLoadedData(TrainerCallback):
     """
-    Moves what is alive when training starts (the data sets' instances, which the vocabulary was
-    built from, the vocabulary and the model) into the garbage collector's permanent generation
-    (`gc.freeze()`) until training ends (`gc.unfreeze()`).  Python's full collections, which the
-    tensors a training step allocates set off now and then, otherwise walk every token, field and
-    list of every instance: on CoNLL-2003's eng.train with `bilstm_crf_gpu`, 1.4 s on a two-core
-    EPYC, once in three epochs, where an epoch on a GPU takes about 3 s.  Nothing else changes:
-    the collector still collects what training allocates, and objects are freed as before when
-    their last reference goes.
+    Moves what is alive when training starts (the instances, the vocabulary, the model) into the
+    garbage collector's permanent generation (`gc.freeze()`) until training ends: Python's full
+    collections otherwise walk every field of every instance (on CoNLL-2003's eng.train, 1.4 s once
+    in three epochs, where an epoch on a GPU takes about 3 s).  What training allocates is still collected.
 
     Registered as a `TrainerCallback` with name "freeze_loaded_data": `"trainer": {"callbacks":
     [{"type": "freeze_loaded_data"}]}`.

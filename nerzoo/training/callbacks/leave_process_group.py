@@ -10,15 +10,10 @@ logger = logging.getLogger(__name__)
 @TrainerCallback.register("leave_process_group")
 class LeaveProcessGroupAfterTraining(TrainerCallback):
     """
-    Ends the distributed process group on every worker when training ends (successfully or not),
-    so that what runs after the trainer runs as one process: `evaluate_on_test` on the primary
-    (with the `whole_test_set` train loop, `nerzoo.training.whole_test_set`) reads the whole test
-    set, and its metrics, which all-reduce under distributed training, reduce nothing.  Outside
-    distributed training it does nothing.
-
-    The trainer's last collective is the barrier at the end of its last epoch, before `on_end`, and
-    its `on_end` calls come after everything else it does, so no worker is left waiting.  List it
-    last among the trainer's callbacks.
+    Ends the distributed process group on every worker when training ends, so that what runs after
+    the trainer (`evaluate_on_test` with the `whole_test_set` train loop) runs as one process whose
+    metrics reduce nothing.  The trainer's last collective comes before `on_end`, so no worker is
+    left waiting.  List it last among the trainer's callbacks.
 
     Registered as a `TrainerCallback` with name "leave_process_group": `"trainer": {"callbacks":
     [..., {"type": "leave_process_group"}]}`.
