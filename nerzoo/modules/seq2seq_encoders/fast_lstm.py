@@ -14,18 +14,11 @@ class FastLstm(LstmSeq2SeqEncoder):
     allennlp's `lstm` Seq2SeqEncoder (a (Bi)LSTM, Hochreiter & Schmidhuber 1997; bidirectional as in
     Graves & Schmidhuber 2005) run on the padded batch instead of a `PackedSequence`.
 
-    `lstm` sorts the batch and packs it; on the CPU torch runs a packed sequence one time step at a
-    time (matrix products per step and direction), while a padded batch goes through oneDNN's fused
-    LSTM (cuDNN on a GPU).  Each direction runs once over the padded batch:
-
-        forward:  h_t = LSTM_fw(x_t, h_{t-1})       padding only follows the real tokens
-        backward: each row reversed within its own length (x_{n-1} ... x_0, then its padding),
-                  run forwards with the reverse weights, and reversed back
-
-    so every real position gets exactly what `lstm` gives it, and padded positions are zeros.
-    Layers are chained as in `torch.nn.LSTM` (dropout between layers while training).  The
-    parameters are `lstm`'s, under the same names, so the two are interchangeable in a config and
-    an archive.
+    On the CPU torch runs a packed sequence a time step at a time, a padded batch through oneDNN's
+    fused LSTM.  The forward direction runs over the padded rows (padding only follows the real
+    tokens); the backward one over each row reversed within its own length, and reversed back.  So
+    every real position gets what `lstm` gives it, padded positions are zeros, and the parameters
+    are `lstm`'s, under the same names (the two are interchangeable in a config and an archive).
 
     Registered as a `Seq2SeqEncoder` with name "fast_lstm".
 

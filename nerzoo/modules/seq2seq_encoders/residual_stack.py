@@ -16,19 +16,11 @@ class ResidualStack(Seq2SeqEncoder):
 
         z = LayerNorm(x + Sublayer(x))
 
-    applied after every layer, each with its own `LayerNorm` (the paper has "residual connections
-    at every component").  A layer that changes the size gets its input through a learned linear
-    map `P` (no bias), the projection shortcut of He et al. (2016): `z = LayerNorm(P x + Sublayer(x))`;
-    with `projected_residual=False` such a layer is applied plainly, `z = Sublayer(x)`.  This is how a
-    config writes the paper's residual BiLSTM stack (Table 2, "BLSTM†"), e.g.
-    `{"type": "residual_stack", "layers": [{"type": "lstm", "input_size": 124, "hidden_size": 50,
-    "bidirectional": true}, {"type": "lstm", "input_size": 100, "hidden_size": 50,
-    "bidirectional": true}]}`: the first layer changes the size (projected residual), the second
-    keeps it.
-
-    Variational dropout (one mask per sequence, allennlp's `InputVariationalDropout`) is applied to the input
-    of every layer but the first.  Output vectors at padded positions are zero after every residual
-    connection.
+    applied after every layer, each with its own `LayerNorm`; a layer that changes the size gets its
+    input through a learned `P` (no bias, He et al.'s 2016 projection shortcut):
+    `z = LayerNorm(P x + Sublayer(x))`, or `z = Sublayer(x)` with `projected_residual=False`.  The
+    paper's residual BiLSTM stack (Table 2, "BLSTM†") is a stack of `lstm` layers.  Variational
+    dropout applies to the input of every layer but the first; residual outputs are zero at padding.
 
     Registered as a `Seq2SeqEncoder` with name "residual_stack".
 
