@@ -45,9 +45,8 @@ class NerzooTagger(TaggerComponent):
     - `deptree_ner` (a reader that takes trees) reads the pipeline's own parse when the doc is parsed
       (put the component after the parser), else parses the tokens with the archive's spaCy pipeline.
 
-    The archive is loaded when the component first tags a doc (or on `from_disk`).  `nlp.to_disk`
-    copies the archive into the component's folder (`<path>/<name>/model.tar.gz`), and
-    `spacy.load(path)` tags with that copy, whether or not the `archive` path still exists.
+    The archive is loaded when the component first tags a doc.  `nlp.to_disk` copies it into the
+    component's folder (`<path>/<name>/model.tar.gz`), which `spacy.load(path)` tags with.
 
     # Parameters
 
@@ -83,24 +82,15 @@ class NerzooTagger(TaggerComponent):
 
     @functools.cached_property
     def _loaded(self) -> Tuple[SequenceTaggerPredictor, DatasetReader]:
+        """The archive's `sequence_tagger` Predictor and the dataset reader it builds instances with."""
         return load_tagger(self.archive, self.cuda_device)
 
-    @property
-    def predictor(self) -> SequenceTaggerPredictor:
-        """The archive's `sequence_tagger` Predictor (loads the archive on first use)."""
-        return self._loaded[0]
-
-    @property
-    def dataset_reader(self) -> DatasetReader:
-        """The archive's (validation) dataset reader, which the Predictor builds instances with."""
-        return self._loaded[1]
-
     def _predictor(self) -> Callable[[List[Dict[str, Any]]], List[Dict[str, Any]]]:
-        return self.predictor.predict_batch_json
+        return self._loaded[0].predict_batch_json
 
     def _input(self, doc: Doc, kept: List[int]) -> Dict[str, Any]:
         """The `allennlp predict` input of the doc's tokens `kept` (its tree or sentences where the reader reads them)."""
-        reader = self.dataset_reader
+        reader = self._loaded[1]
         # A reader of whole documents (`me_crf`) gets the doc's sentences.
         if isinstance(reader, ConllColumnsReader) and reader.document_level and doc.has_annotation("SENT_START"):
             position = {index: place for place, index in enumerate(kept)}
@@ -126,10 +116,7 @@ class NerzooTagger(TaggerComponent):
 
     def from_disk(self, path: Union[str, Path], *, exclude: Iterable[str] = ()) -> "NerzooTagger":
         """Tags with the archive saved in `path` (`path/model.tar.gz`)."""
-        archive = Path(path) / ARCHIVE_FILE
-        if not archive.is_file():
-            raise ConfigurationError(f"{path} has no {ARCHIVE_FILE}: it was not saved by a {self.name!r} component")
-        self.archive = str(archive)
+        self.archive = str(Path(path) / ARCHIVE_FILE)
         self._loaded = load_tagger(self.archive, self.cuda_device)
         return self
 
@@ -154,9 +141,7 @@ def load_tagger(archive: str, cuda_device: int = -1) -> Tuple[SequenceTaggerPred
             f"nerzoo_ner: {archive!r} holds a {type(loaded.model).__name__} (predictor {default!r}), not a "
             f"tagger: the component needs a model whose predictor is 'sequence_tagger'"
         )
-    predictor = Predictor.from_archive(loaded, "sequence_tagger", frozen=True)
-    assert isinstance(predictor, SequenceTaggerPredictor)
-    return predictor, loaded.validation_dataset_reader
+    return Predictor.from_archive(loaded, "sequence_tagger", frozen=True), loaded.validation_dataset_reader
 
 
 def _tree_pos_attribute(reader: DatasetReader) -> Optional[str]:

@@ -24,9 +24,8 @@ INPUT_ERRORS = (ConfigurationError, ValueError, TypeError, KeyError, IndexError)
 
 class InputLine(dict):
     """
-    One line read by a predictor's `load_line`: the JSON object, its 1-based line number among the
-    lines `allennlp predict` reads (it skips blank lines, so they are not counted) and, for a line
-    that is not a JSON object, the reason (`error`; the dict is then empty).
+    One line read by `load_line`: the JSON object (empty with an `error` when the line is not one) and
+    its 1-based number among the non-blank lines `allennlp predict` reads.
     """
 
     def __init__(self, data: Dict[str, Any], line_number: int, error: Optional[str] = None) -> None:
@@ -46,15 +45,6 @@ def parse_line(line: str, line_number: int) -> InputLine:
     return InputLine(data, line_number)
 
 
-def _error_result(item: Any, message: str) -> JsonDict:
-    """`{"error": message}`, with `line` where it is known; the same line as a logged warning."""
-    result: Dict[str, Any] = {"error": message}
-    if isinstance(item, InputLine):
-        result["line"] = item.line_number
-    logger.warning("%s: %s", f"input line {item.line_number}" if isinstance(item, InputLine) else "input", message)
-    return result
-
-
 def predict_lines(
     inputs: Sequence[JsonDict],
     to_instance: Callable[[JsonDict], Union[Instance, JsonDict]],
@@ -63,8 +53,8 @@ def predict_lines(
     """
     One result per input, in order.  `to_instance` turns an input into an `Instance`, or into a
     finished result (a dict) when there is nothing to predict (e.g. an empty text); the instances
-    are predicted together by `predict_instances`.  An input error (`INPUT_ERRORS`) gets
-    `_error_result`; a missing spaCy pipeline concerns every input and is raised.
+    are predicted together by `predict_instances`.  An input error (`INPUT_ERRORS`) gets `{"error": ...}`
+    (and its `line`), logged as a warning; a missing spaCy pipeline concerns every input and is raised.
     """
     results: List[Optional[JsonDict]] = [None] * len(inputs)
     instances: List[Instance] = []
@@ -77,8 +67,10 @@ def predict_lines(
         except MissingSpacyPipeline:
             raise
         except INPUT_ERRORS as error:
-            message = str(error.message if isinstance(error, ConfigurationError) else error) or type(error).__name__
-            results[position] = _error_result(item, message)
+            result = results[position] = {"error": str(error) or type(error).__name__}
+            if isinstance(item, InputLine):
+                result["line"] = item.line_number
+            logger.warning("input%s: %s", f" line {item.line_number}" if "line" in result else "", result["error"])
             continue
         if isinstance(built, Instance):
             instances.append(built)
@@ -93,10 +85,8 @@ def predict_lines(
 
 class LinePredictor(Predictor):
     """
-    A predictor whose every input line gives one output line: `load_line` numbers the lines and
-    `predict_batch_json` gives an unusable input an error result (`predict_lines`).  Subclasses
-    build an input's instance (or its finished result) in `_instance_or_result` and the result of a
-    model output in `_format(instance, output)`.
+    A predictor whose every input line gives one output line (`predict_lines`).  Subclasses build an
+    input's instance (or its finished result) in `_instance_or_result`, a model output's in `_format`.
     """
 
     def __init__(self, model: Model, dataset_reader: DatasetReader, frozen: bool = True) -> None:

@@ -40,10 +40,9 @@ class SequenceTaggerPredictor(LinePredictor):
     have `score` (the span's probability) and `level` (1 = outermost, 2 = nested inside a level-1
     span, ...) instead of `confidence`.
 
-    An input with no tokens (an empty or blank text, an empty token list) gives empty lists.
-    `predict_json` raises `ConfigurationError` on an input it cannot use (not an object, no known
-    key, wrong types); `predict_batch_json` and `allennlp predict` give it `{"error": ..., "line":
-    N}` (`N` counts the non-blank input lines; in `"conll"`, a `# input line N: ...` line) instead.
+    An input with no tokens gives empty lists.  `predict_json` raises `ConfigurationError` on an input
+    it cannot use; `predict_batch_json` and `allennlp predict` give it `{"error": ..., "line": N}` (in
+    `"conll"`, a `# input line N: ...` line) instead.
 
     Whole documents (for `me_crf`, whose memory spans the document) are `{"document": "Raw text.
     More text."}`, split into sentences by the spaCy pipeline (its parser, else a rule-based
@@ -179,10 +178,18 @@ class SequenceTaggerPredictor(LinePredictor):
                 ]
             if "global_attention" in self._attention_keys:
                 result["global_attention"] = [round(float(value), 6) for value in output["global_attention"][:length]]
-            if "memory_attention" in self._attention_keys:
-                result["memory_attention"] = _sparse_memory_attention(
-                    output["memory_attention"], output["memory_key_positions"], length
-                )
+            if "memory_attention" in self._attention_keys:  # `[position, weight]` pairs, position -1 a dummy head
+                result["memory_attention"] = [
+                    [
+                        [
+                            [int(position), round(float(weight), 6)]
+                            for position, weight in zip(positions, row)
+                            if weight >= 1e-6
+                        ]
+                        for row, positions in zip(hop[:length], output["memory_key_positions"][:length])
+                    ]
+                    for hop in output["memory_attention"]
+                ]
         if self.return_tag_probabilities:
             labels = output["tag_probability_labels"]
             result["tag_probabilities"] = [
@@ -198,17 +205,3 @@ class SequenceTaggerPredictor(LinePredictor):
                 return f"# {line}: {outputs['error']}\n\n"
             return "".join(f"{token}\t{tag}\n" for token, tag in zip(outputs["tokens"], outputs["tags"])) + "\n"
         return json.dumps(outputs) + "\n"
-
-
-def _sparse_memory_attention(weights, key_positions, length: int) -> List[List[List[List[float]]]]:
-    """
-    `(num_hops, num_tokens, num_keys)` band weights and `(num_tokens, num_keys)` positions ->
-    per hop, per token, `[position, weight]` pairs (position -1 = a dummy head) with weight >= 1e-6.
-    """
-    return [
-        [
-            [[int(position), round(float(weight), 6)] for position, weight in zip(positions, row) if weight >= 1e-6]
-            for row, positions in zip(hop[:length], key_positions[:length])
-        ]
-        for hop in weights
-    ]

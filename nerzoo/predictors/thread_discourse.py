@@ -25,11 +25,10 @@ class ThreadDiscoursePredictor(LinePredictor):
 
     Registered as a `Predictor` with name "thread_discourse".
 
-    Input: one thread per JSON object, in the `thread_discourse` reader's format
-    (`{"thread_id": ..., "posts": [{"title": ..., "text": ..., "author": ..., "initiator": ...},
-    ...]}`); `links` and `dialogue_acts`, if present, are ignored.  The reader checks the thread:
-    `predict_json` raises `ConfigurationError` on an unusable one, `allennlp predict` gives its line
-    `{"error": ..., "line": N}`.
+    Input: one thread per JSON object, in the `thread_discourse` reader's format (`{"thread_id": ...,
+    "posts": [{"title": ..., "text": ..., "author": ..., "initiator": ...}, ...]}`, `links` and
+    `dialogue_acts` ignored), checked by the reader: `predict_json` raises `ConfigurationError` on an
+    unusable one, `allennlp predict` gives its line `{"error": ..., "line": N}`.
 
     Output: `thread_id` (`null` when the input has none) and `posts`, one entry per post:
 
@@ -66,12 +65,10 @@ class ThreadDiscoursePredictor(LinePredictor):
     def _json_to_instance(self, json_dict: JsonDict) -> Instance:
         if not isinstance(json_dict, dict):
             raise ConfigurationError(f"a thread must be a JSON object with 'posts', got {json.dumps(json_dict)[:200]}")
-        if "posts" not in json_dict:
-            raise ConfigurationError(f"a thread needs 'posts', got keys {sorted(json_dict)}")
         thread_id = json_dict.get("thread_id")
         if thread_id is not None and not isinstance(thread_id, str):
             raise ConfigurationError(f"'thread_id' must be a string, got {thread_id!r}")
-        posts = json_dict["posts"]
+        posts = json_dict.get("posts")
         if isinstance(posts, list):
             # Labels are not input: drop them (non-objects are left for the reader to reject).
             posts = [

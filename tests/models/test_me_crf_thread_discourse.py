@@ -174,7 +174,7 @@ class TestMeCrfThreads(ModelTestCase):
             entry["link"] for entry in result["posts"]
         ]
         for bad, message in (
-            ({"thread_id": "x"}, "needs 'posts'"),
+            ({"thread_id": "x"}, "has no 'posts'"),
             ({"posts": []}, "'posts' is empty"),
             ({"posts": [{"title": "no text"}]}, "missing 'text'"),
             ([1, 2], "must be a JSON object"),
