@@ -1,7 +1,6 @@
 """
-The JSON API and the page of `allennlp serve`, as a FastAPI application; the routes are listed in
-docs/serving.md.  Every error is a 4xx with `{"error": "..."}` naming what is wrong, and requests
-that arrive together share a forward pass (`DynamicBatcher`).
+The JSON API and the page of `allennlp serve` (routes in docs/serving.md): every error a 4xx with
+`{"error": "..."}` naming what is wrong; requests that arrive together share a forward pass.
 """
 
 import concurrent.futures
@@ -14,13 +13,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nerzoo.predictors.sequence_tagger import PARSE_KEYS
+from nerzoo.predictors.sequence_tagger import INPUT_KEYS, PARSE_KEYS
 from nerzoo.server.batching import DynamicBatcher
 from nerzoo.server.served_model import ServedModel
 
 STATIC = pathlib.Path(__file__).parent / "static"
 ASSETS = {"page.js": "text/javascript", "page.css": "text/css"}
-INPUT_KEYS = ("sentence", "tokens", "document", "sentences")
 OPTION_KEYS = ("attention", "tag_probabilities")
 KNOWN_KEYS = set(INPUT_KEYS) | set(OPTION_KEYS) | set(PARSE_KEYS)
 # The browser runs only the page's own script and loads nothing from elsewhere.
@@ -52,9 +50,7 @@ def create_app(
         The longest text (or tokens joined by spaces) a request may send; a request body may be
         four times that in bytes (JSON escapes), plus 4 KiB.
     """
-    by_name = {model.name: model for model in models}
-    if len(by_name) != len(models):
-        raise ValueError(f"two models share a name: {[model.name for model in models]}")
+    by_name = {model.name: model for model in models}  # `named_archives` made the names unique
     # One worker thread runs every model's forward passes, one batch at a time (torch's threads share out each).
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="nerzoo-predict")
     batchers: Dict[str, DynamicBatcher] = {
@@ -83,16 +79,9 @@ def create_app(
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         if error.status_code == 404:
             message = f"no route {request.url.path}"
-        elif error.status_code == 405:
-            allowed = [
-                method
-                for route in request.app.routes
-                if getattr(route, "path_regex", None) is not None and route.path_regex.match(request.url.path)
-                for method in sorted(getattr(route, "methods", None) or ())
-            ]
-            message = (
-                f"{request.method} is not allowed on {request.url.path}; it takes {', '.join(allowed) or 'nothing'}"
-            )
+        elif error.status_code == 405:  # starlette's routing says which methods the path takes
+            allowed = (error.headers or {}).get("Allow") or "nothing"
+            message = f"{request.method} is not allowed on {request.url.path}; it takes {allowed}"
         else:
             message = str(error.detail)
         return JSONResponse({"error": message}, status_code=error.status_code, headers=error.headers)

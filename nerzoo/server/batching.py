@@ -97,7 +97,12 @@ class DynamicBatcher:
                 results = await loop.run_in_executor(self.executor, self.predict_batch, items)
             except Exception:  # noqa: BLE001 - one failing input must not cost the others
                 logger.exception("a batch of %d failed; predicting its requests one by one", len(items))
-                results = [await self._alone(loop, item) for item in items]
+                results = []
+                for item in items:
+                    try:
+                        results.append((await loop.run_in_executor(self.executor, self.predict_batch, [item]))[0])
+                    except Exception as error:  # noqa: BLE001
+                        results.append(error)
             for (_, future), result in zip(batch, results):
                 if future.done():
                     continue
@@ -105,10 +110,3 @@ class DynamicBatcher:
                     future.set_exception(result)
                 else:
                     future.set_result(result)
-
-    async def _alone(self, loop: asyncio.AbstractEventLoop, item: Any) -> Any:
-        """The result of one item, or the exception it raised."""
-        try:
-            return (await loop.run_in_executor(self.executor, self.predict_batch, [item]))[0]
-        except Exception as error:  # noqa: BLE001
-            return error

@@ -1,7 +1,4 @@
-"""
-One trained archive as the server holds it: its `sequence_tagger` predictors, what it can show,
-and the blocking batch function the `DynamicBatcher` runs.
-"""
+"""One archive as the server holds it: its `sequence_tagger` predictors, what it shows, its batch function."""
 
 import pathlib
 from typing import Any, Dict, List, Optional, Tuple
@@ -48,8 +45,6 @@ class ServedModel:
         spacy_model: str = DEFAULT_SPACY_PIPELINE,
         pass_cost: float = 120.0,
     ) -> None:
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
         self.name = name
         self.archive: Archive = load_archive(archive_file, cuda_device=cuda_device)
         self.archive.model.to(DTYPES[dtype]).eval()

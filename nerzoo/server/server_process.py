@@ -36,7 +36,11 @@ class ServerProcess:
         timeout: float = 180.0,
         cwd: Optional[str] = None,
     ) -> None:
-        self.port = port or free_port()
+        if port is None:  # a free one
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+        self.port = port
         self.url = f"http://127.0.0.1:{self.port}"
         command: List[str] = [sys.executable, "-m", "allennlp", "serve", *map(str, archives), *options]
         command += ["--port", str(self.port), "--include-package", "nerzoo"]
@@ -58,11 +62,8 @@ class ServerProcess:
         except httpx.HTTPError:
             return False
 
-    def running(self) -> bool:
-        return self.process.poll() is None
-
     def stop(self) -> None:
-        if self.running():
+        if self.process.poll() is None:
             self.process.terminate()
             try:
                 self.process.wait(timeout=30)
@@ -75,10 +76,3 @@ class ServerProcess:
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
