@@ -54,7 +54,7 @@ class Tagger:
         self.labels: List[str] = vocabularies[settings["label_namespace"]]
         self.tag_scheme: Optional[str] = settings["tag_scheme"]
         self.indexers = [
-            part for entry in settings["indexers"] for part in _indexers(entry, vocabularies, self.directory)
+            part for entry in settings["indexers"] for part in runtime_indexers(entry, vocabularies, self.directory)
         ]
         self.temperature = settings["temperature"]
         self.transition_temperature = settings["transition_temperature"]
@@ -193,7 +193,9 @@ class Indexer:
         return text.lower() if self.lowercase else text
 
 
-def _indexers(settings: Dict[str, Any], vocabularies: Dict[str, List[str]], directory: pathlib.Path) -> List[Any]:
+def runtime_indexers(
+    settings: Dict[str, Any], vocabularies: Dict[str, List[str]], directory: pathlib.Path
+) -> List[Any]:
     """
     The runtime indexers of one entry of `tagger.json`'s `indexers`; nerzoo's `word_and_characters`
     is two: `NAME.token_ids` (lower-cased if the indexer was) and `NAME.token_characters` (in their own case).

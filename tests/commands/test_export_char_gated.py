@@ -20,7 +20,7 @@ from allennlp.modules.seq2vec_encoders import (
     LstmSeq2VecEncoder,
     RnnSeq2VecEncoder,
 )
-from nerzoo_runtime.tagger import WordAndCharactersIndexer as RuntimeIndexer
+from nerzoo_runtime.tagger import runtime_indexers
 
 from nerzoo.commands import export
 from nerzoo.data.token_indexers.word_and_characters_indexer import WordAndCharactersIndexer
@@ -78,7 +78,8 @@ def test_the_runtime_indexes_words_as_the_word_and_characters_indexer_does(lower
         space: [vocab.get_token_from_index(i, space) for i in range(vocab.get_vocab_size(space))]
         for space in ("tokens", "token_characters")
     }
-    feeds = RuntimeIndexer(settings, vocabularies).feeds(sentences)
+    parts = runtime_indexers(settings, vocabularies, PROJECT_ROOT)  # the words' ids and the characters'
+    feeds = {name: ids for part in parts for name, ids in part.feeds(sentences).items()}
     assert sorted(feeds) == ["tokens.token_characters", "tokens.token_ids"]
     for key in ("token_ids", "token_characters"):
         assert feeds[f"tokens.{key}"].dtype == numpy.int64

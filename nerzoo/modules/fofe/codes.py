@@ -171,6 +171,7 @@ def span_codes(
     ends: torch.LongTensor,
     alpha: Alpha,
     reverse: bool = False,
+    span_batch: Optional[torch.LongTensor] = None,
 ) -> torch.Tensor:
     """
     The codes of the spans `x_start .. x_{end-1}` (`ends` exclusive) in prefix form, from the
@@ -192,10 +193,16 @@ def span_codes(
         `(batch_size, num_spans)`, one past the last position; `starts <= ends <= num_steps`.
     alpha : `float` or 0-d `torch.Tensor`, required
     reverse : `bool`, optional (default = `False`)
+    span_batch : `torch.LongTensor`, optional
+        `(num_spans,)`: the spans are one flat list, span `k` of sentence `span_batch[k]`, and
+        `starts`, `ends` and the result have no batch dimension.
     """
     batch_size, num_positions, dim = prefix.shape
     rows = prefix.reshape(batch_size * num_positions, dim)
-    row_offsets = torch.arange(batch_size, device=prefix.device).unsqueeze(1) * num_positions
+    if span_batch is None:
+        row_offsets = torch.arange(batch_size, device=prefix.device).unsqueeze(1) * num_positions
+    else:
+        row_offsets = span_batch * num_positions
 
     def gather(positions: torch.LongTensor) -> torch.Tensor:
         flat = (positions + row_offsets).reshape(-1)

@@ -36,21 +36,6 @@ def gather_positions(values: torch.Tensor, span_batch: torch.LongTensor, positio
     return values.reshape(batch_size * length, dim).index_select(0, span_batch * length + positions)
 
 
-def flat_span_codes(
-    prefix: torch.Tensor,
-    span_batch: torch.LongTensor,
-    starts: torch.LongTensor,
-    ends: torch.LongTensor,
-    alpha: float,
-    reverse: bool = False,
-) -> torch.Tensor:
-    """`span_codes` of flat spans from prefix codes `(batch, num_positions, dim)`: `(num_spans, dim)`."""
-    batch_size, num_positions, dim = prefix.shape
-    offsets = span_batch * num_positions
-    flat_prefix = prefix.reshape(1, batch_size * num_positions, dim)
-    return span_codes(flat_prefix, (offsets + starts).unsqueeze(0), (offsets + ends).unsqueeze(0), alpha, reverse)[0]
-
-
 class WordCodes(NamedTuple):
     """
     One word vocabulary's embedded words `(batch, num_tokens, dim)` and the prefix codes its five
@@ -257,12 +242,12 @@ def span_features(
     features: List[torch.Tensor] = []
     decay = alpha ** (ends - starts).unsqueeze(-1).float()
     for codes in words:
-        fragment_left = flat_span_codes(codes.left, span_batch, starts, ends, alpha)
-        fragment_right = flat_span_codes(codes.right, span_batch, starts, ends, alpha, reverse=True)
+        fragment_left = span_codes(codes.left, starts, ends, alpha, span_batch=span_batch)
+        fragment_right = span_codes(codes.right, starts, ends, alpha, reverse=True, span_batch=span_batch)
         left_excluding = gather_positions(codes.left_context, span_batch, starts)
         right_excluding = gather_positions(codes.right_context, span_batch, ends)
         features += [
-            flat_span_codes(codes.sums, span_batch, starts, ends, 1.0),
+            span_codes(codes.sums, starts, ends, 1.0, span_batch=span_batch),
             decay * left_excluding + fragment_left,
             left_excluding,
             decay * right_excluding + fragment_right,
