@@ -24,15 +24,9 @@ SUMMARY_FILE = "cross_validation.json"
 
 def stratified_thread_folds(thread_lengths: Sequence[int], num_folds: int, seed: int = 13) -> List[List[int]]:
     """
-    Splits threads into `num_folds` test folds, whole threads only, balanced by thread length.
-
-    `thread_lengths[i]` is the number of posts of thread `i`.  The threads are shuffled with
-    `random.Random(seed)` (which only breaks ties), stably sorted by length, longest first, and dealt
-    to the folds in serpentine order (folds `0, 1, .., k-1`, then `k-1, .., 1, 0`, ...), so every
-    fold gets one thread from each band of `k` similar lengths.
-
-    Returns, per fold, the sorted indices of its (test) threads.  Raises `ConfigurationError` when
-    `num_folds < 2` or there are fewer threads than folds.
+    Per fold, the sorted indices of its test threads (`thread_lengths[i]` posts in thread `i`): the
+    threads, shuffled by `random.Random(seed)` to break ties and sorted longest first, dealt to the
+    folds in serpentine order (`0, 1, .., k-1`, then `k-1, .., 0`, ...), one from each band of `k`.
     """
     if num_folds < 2:
         raise ConfigurationError(f"cross-validation needs at least 2 folds, got {num_folds}")
@@ -51,8 +45,7 @@ def stratified_thread_folds(thread_lengths: Sequence[int], num_folds: int, seed:
 
 
 class ThreadLine(NamedTuple):
-    """One thread of the data file: its line as read, its number of posts, and its gold items per
-    task of `ThreadDiscourseF1` (`{"link": .., "da": .., "joint": ..}`)."""
+    """One thread of the data file: its line, its number of posts, its gold items per task in `TASKS`."""
 
     line: str
     num_posts: int
@@ -61,10 +54,8 @@ class ThreadLine(NamedTuple):
 
 def read_thread_lines(path: str) -> Tuple[List[ThreadLine], List[str]]:
     """
-    The threads of a labelled `thread_discourse` JSON-lines file (non-blank lines) and the sorted set
-    of dialogue acts used.  Only what splitting and counting need is checked here (each line a
-    JSON object with a non-empty `posts` list, each post with `links` and `dialogue_acts` lists);
-    the reader checks the rest when training.
+    The threads of a labelled `thread_discourse` JSON-lines file and the sorted dialogue acts used;
+    only what splitting and counting need is checked here, the reader checks the rest when training.
     """
     if not os.path.isfile(path):
         raise ConfigurationError(f"data file not found: {path}")
@@ -106,11 +97,7 @@ def read_thread_lines(path: str) -> Tuple[List[ThreadLine], List[str]]:
 def fold_params(
     config_file: str, overrides: str, train_path: str, dialogue_acts: List[str], cuda_device: Optional[int] = None
 ) -> Params:
-    """
-    The experiment of one fold: the config with the user's overrides, trained on `train_path` only
-    (no validation or test data), with all `dialogue_acts` in the label vocabulary, on `cuda_device`
-    when one is given.
-    """
+    """The config of one fold: trained on `train_path` only, all `dialogue_acts` in its label vocabulary."""
     try:
         params = Params.from_file(config_file, overrides)
     except (ValueError, RuntimeError) as error:  # jsonnet and override errors
@@ -142,9 +129,8 @@ def summarise(fold_metrics: List[Dict[str, float]]) -> Dict[str, Dict[str, float
 
 def pooled_scores(per_fold: List[Dict[str, Any]], gold_items: List[Dict[str, int]]) -> Dict[str, float]:
     """
-    Micro-averaged scores over all posts of all test folds (each post is tested once), from the
-    summed counts: a fold predicts one link and one DA per post, so its true positives are
-    `precision * test_posts` (exact after rounding), and its gold items are counted from the data.
+    Micro-averaged scores over all posts of the test folds: one link and one DA predicted per post, so
+    a fold's true positives are `precision * test_posts` (exact after rounding); gold items from the data.
     """
     scores: Dict[str, float] = {}
     for task in TASKS:
@@ -165,15 +151,12 @@ class CrossValidateThreadDiscourse(Subcommand):
     file, the protocol of Liu, Baldwin & Cohn (2017, §4.3): 10 folds, "stratifying at the thread
     level": whole threads go to folds, balanced by thread length (`stratified_thread_folds`).
 
-    For fold `k` (1-based) it writes `OUT/fold-k/train.jsonl` (the other folds' threads) and
-    `OUT/fold-k/test.jsonl` (its own, in file order), trains the config on the training threads
-    into `OUT/fold-k/model/` for the config's fixed number of epochs with no validation data
-    (nothing is selected on the test fold), evaluates the final model on the test fold into
-    `OUT/fold-k/metrics.json`, and at the end writes `OUT/cross_validation.json` (per-fold
-    link/DA/joint precision, recall and F1, their mean and sample standard deviation, and `pooled`:
-    the micro-averaged scores over all posts) and prints a table.  Every fold's label vocabulary
-    holds all dialogue acts of DATA, so a DA missing from a fold's training threads is scored as
-    any missed gold DA; words come from the training folds only.
+    Fold `k` (1-based) trains on the other folds' threads (`OUT/fold-k/train.jsonl`) into
+    `OUT/fold-k/model/` for the config's epochs, with no validation data, and evaluates the final
+    model on its own threads (`test.jsonl`) into `metrics.json`.  `OUT/cross_validation.json` holds
+    the per-fold link/DA/joint precision, recall and F1, their mean and sample standard deviation and
+    `pooled` (micro-averaged over all posts); a table is printed.  Every fold's label vocabulary holds
+    all dialogue acts of DATA; words come from the training folds only.
 
     Registered as a `Subcommand` with name "cross-validate-thread-discourse".
     """

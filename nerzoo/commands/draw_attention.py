@@ -65,10 +65,9 @@ def draw(prediction: Dict[str, Any], output_path: str) -> None:
     if relative is None and global_weights is None:
         raise ConfigurationError("this model has neither relative nor global attention to draw")
     size = max(4.0, 0.45 * len(tokens) + 2.5)
-    rows = [part for part in (relative, global_weights) if part is not None]
     heights = [size] * (relative is not None) + [1.6] * (global_weights is not None)
-    figure, axes = subplots(len(rows), 1, figsize=(size + 1.5, sum(heights)), gridspec_kw={"height_ratios": heights})
-    axes = list(axes) if len(rows) > 1 else [axes]
+    figure, axes = subplots(len(heights), 1, figsize=(size + 1.5, sum(heights)), gridspec_kw={"height_ratios": heights})
+    axes = list(axes) if len(heights) > 1 else [axes]
     if relative is not None:
         axis = axes.pop(0)
         image = axis.imshow(relative, cmap="Blues", vmin=0.0)

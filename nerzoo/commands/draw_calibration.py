@@ -1,5 +1,5 @@
 import argparse
-from typing import List, NamedTuple, Tuple
+from typing import List, NamedTuple
 
 import torch
 from allennlp.commands.subcommand import Subcommand
@@ -62,16 +62,6 @@ class DrawCalibration(Subcommand):
         return subparser
 
 
-def span_confidences(
-    archive_file: str, data_file: str, batch_size: int, cuda_device: int
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The confidence and 0/1 correctness of every span the archive predicts on `data_file`."""
-    evaluation = evaluate_archive(archive_file, data_file, batch_size, cuda_device).evaluation
-    if not len(evaluation.confidences):
-        raise ConfigurationError(f"{archive_file}: no predicted spans with confidences on {data_file}")
-    return evaluation.confidences, evaluation.correct
-
-
 def draw(series: List[SpanConfidences], output_path: str, num_bins: int) -> None:
     figure, (diagram, curve) = subplots(1, 2, figsize=(11, 5))
     diagram.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect calibration")
@@ -83,9 +73,8 @@ def draw(series: List[SpanConfidences], output_path: str, num_bins: int) -> None
             f"{expected_calibration_error(confidences, correct, num_bins):.3f} ({num_bins} equal-count); "
             f"{len(confidences)} spans"
         )
-        x = [confidence for _, confidence, _ in rows]
-        y = [precision for _, _, precision in rows]
-        (line,) = diagram.plot(x, y, marker="os"[index % 2], label=label)
+        _, mean_confidences, bin_precisions = zip(*rows)
+        (line,) = diagram.plot(mean_confidences, bin_precisions, marker="os"[index % 2], label=label)
         for count, confidence, precision in rows:
             diagram.annotate(
                 str(count),
@@ -114,10 +103,12 @@ def _draw_calibration(args: argparse.Namespace) -> None:
         if args.bins < 1:
             raise ConfigurationError("--bins must be at least 1")
         archives = [("archive", args.archive_file)] + ([("calibrated", args.calibrated)] if args.calibrated else [])
-        series = [
-            SpanConfidences(name, *span_confidences(path, args.input_file, args.batch_size, args.cuda_device))
-            for name, path in archives
-        ]
+        series = []
+        for name, path in archives:
+            evaluation = evaluate_archive(path, args.input_file, args.batch_size, args.cuda_device).evaluation
+            if not len(evaluation.confidences):
+                raise ConfigurationError(f"{path}: no predicted spans with confidences on {args.input_file}")
+            series.append(SpanConfidences(name, evaluation.confidences, evaluation.correct))
         draw(series, args.output, args.bins)
     for name, confidences, correct in series:
         ece = expected_calibration_error(confidences, correct, args.bins)

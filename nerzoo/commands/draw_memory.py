@@ -1,6 +1,6 @@
 import argparse
 import itertools
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy
 import torch
@@ -19,13 +19,11 @@ NULL_LABEL = "(head)"
 @Subcommand.register("draw-memory")
 class DrawMemory(Subcommand):
     """
-    `allennlp draw-memory ARCHIVE DATA_FILE --output memory.png` runs a trained ME-CRF model
-    (`me_crf` on documents, `me_crf_thread_discourse` on forum threads) on one instance of `DATA_FILE`, read
-    with the archive's own dataset reader (`--index`, default the first), and draws its memory
-    attention `p_{t,i}` (eq. 4 of Liu, Baldwin & Cohn 2017) as a heatmap: one row per current step
-    (word or post, with its predicted label), one column per memory position it attends to, the
-    weights of at least 0.1 printed in the cells, dashed lines at sentence boundaries, like the
-    paper's Table 3.
+    `allennlp draw-memory ARCHIVE DATA_FILE --output memory.png` draws the memory attention `p_{t,i}`
+    (eq. 4 of Liu, Baldwin & Cohn 2017) of an `me_crf` or `me_crf_thread_discourse` model on instance
+    `--index` of `DATA_FILE` as a heatmap like the paper's Table 3: one row per step (word or post, with
+    its predicted label), one column per memory position, weights of at least 0.1 printed, dashed
+    lines at sentence boundaries.
 
     Rows are the whole instance when it has at most `--max-rows` steps, otherwise the sentence
     `--sentence` (default: the last); columns are the memory positions whose weight reaches
@@ -53,17 +51,6 @@ class DrawMemory(Subcommand):
         subparser.add_argument("--cuda-device", type=int, default=-1)
         subparser.set_defaults(func=_draw_memory)
         return subparser
-
-
-def select_rows(
-    sentence_spans: List[Tuple[int, int]], num_steps: int, sentence: Optional[int], max_rows: int
-) -> Tuple[int, int]:
-    if sentence is None and num_steps <= max_rows:
-        return 0, num_steps
-    index = len(sentence_spans) - 1 if sentence is None else sentence
-    if not 0 <= index < len(sentence_spans):
-        raise ConfigurationError(f"--sentence {sentence}: the instance has {len(sentence_spans)} sentences")
-    return tuple(sentence_spans[index])  # type: ignore
 
 
 def draw(
@@ -139,10 +126,14 @@ def _draw_memory(args: argparse.Namespace) -> None:
         output = model.forward_on_instance(instance)
         metadata = instance["metadata"].metadata  # type: ignore
         output["words"] = metadata["words"]
-        output["sentence_spans"] = metadata.get("sentence_spans")
-        rows = select_rows(
-            output["sentence_spans"] or [(0, len(output["words"]))], len(output["words"]), args.sentence, args.max_rows
-        )
+        output["sentence_spans"] = spans = metadata.get("sentence_spans") or [(0, len(output["words"]))]
+        # The whole instance when it is short, else one sentence (by default the last).
+        rows = (0, len(output["words"]))
+        if args.sentence is not None or len(output["words"]) > args.max_rows:
+            index = len(spans) - 1 if args.sentence is None else args.sentence
+            if not 0 <= index < len(spans):
+                raise ConfigurationError(f"--sentence {args.sentence}: the instance has {len(spans)} sentences")
+            rows = tuple(spans[index])
         columns = draw(output, args.output, args.hop, rows, args.min_weight, model.memory.null_memory)
     print(
         f"wrote {args.output}: instance {args.index} of {args.data_file}, {rows[1] - rows[0]} rows x {len(columns)} memory columns"

@@ -58,15 +58,6 @@ def _export(args: argparse.Namespace) -> None:
     print(json.dumps({"output_dir": args.output_dir, "check": card["check"], "quantized": card["quantized"]}))
 
 
-def loaded(archive_file: str) -> Archive:
-    """The archive at `archive_file`; a `ConfigurationError` naming it when it is not one of a model allennlp loads."""
-    try:
-        return load_archive(archive_file)
-    except Exception as error:  # tarfile's, gzip's, json's, torch's or allennlp's: all mean the same here
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ConfigurationError(f"{archive_file} is not an archive of a nerzoo tagger: {reason}") from None
-
-
 def traced_scores(archive: Archive) -> torch.nn.Module:
     """The model's `export_scores()` with every part in its traced form (parameters shared); raises what the model lacks."""
     model, name = archive.model, archive.config["model"]["type"]
@@ -99,7 +90,11 @@ def export_archive(
     for path in filter(None, (archive_file, check_file)):
         if not pathlib.Path(path).is_file():
             raise ConfigurationError(f"no file at {path}")
-    archive = loaded(archive_file)
+    try:
+        archive = load_archive(archive_file)
+    except Exception as error:  # tarfile's, gzip's, json's, torch's or allennlp's: all mean the same here
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ConfigurationError(f"{archive_file} is not an archive of a nerzoo tagger: {reason}") from None
     scores = traced_scores(archive)
     indexers, token_indexers = exported_indexers(archive, scores)
     inputs = check_inputs(archive, indexers, check_file)

@@ -1,7 +1,6 @@
 """
-The check `allennlp export` runs before it writes anything: `nerzoo_runtime` tags sample sentences,
-sentences of the vocabulary's words and `--check-file`'s lines as the archive's predictor does, every
-confidence within `TOLERANCE`; and the int8 quantisation, with how it moves those results.
+The check `allennlp export` runs before it writes anything (`nerzoo_runtime` tags the check inputs as
+the archive's predictor does, every confidence within `TOLERANCE`), and the int8 quantisation.
 """
 
 import logging
