@@ -68,11 +68,11 @@ class HeadTagger(Model):
 
     def graphable(self, batch: Dict[str, Any]) -> bool:
         """Whether `graph_loss` gives `batch`'s training loss: it has tags, and the head scores
-        one CRF chain per row (`TagHead.graphable`)."""
+        one CRF chain per row, every token annotated (`TagHead.graphable`)."""
         if batch.get("tags") is None:
             return False
-        mask = get_text_field_mask(batch["tokens"])
-        return self.head.graphable(self.head.sentence_spans(batch.get("metadata"), mask))
+        mask, metadata = get_text_field_mask(batch["tokens"]), batch.get("metadata")
+        return self.head.graphable(self.head.sentence_spans(metadata, mask), metadata)
 
     @property
     def label_namespace(self) -> str:

@@ -10,6 +10,7 @@ from allennlp.nn.util import get_text_field_mask, sequence_cross_entropy_with_lo
 from allennlp.training.metrics import CategoricalAccuracy
 from nerzoo_runtime.tag_scheme import check_tag_scheme
 
+from nerzoo.data.partial_tags import OPEN, is_partial
 from nerzoo.modules.auxiliary_loss import AuxiliaryLossCollector, AuxiliaryLosses
 from nerzoo.modules.crf.calibration import CalibrationBatch
 from nerzoo.modules.crf.tag_decoder import DecodedTagger, TagDecoder
@@ -248,10 +249,14 @@ class Seq2Biseq(DecodedTagger, Model):
         output: Dict[str, Any] = {"mask": mask}
         auxiliary_losses = self._auxiliary_loss_sources.pop(self)
 
+        partial = is_partial(metadata)
         if tags is not None:
-            forward_logits, backward_logits = self.teacher_forced(lexical, mask, tags)
-            forward_nll = sequence_cross_entropy_with_logits(forward_logits, tags, mask, average="token")
-            backward_nll = sequence_cross_entropy_with_logits(backward_logits, tags, mask, average="token")
+            # A token left open (docs/partial.md) is out of the loss; the decoders read their own choice there.
+            marked, gold = (mask & (tags != OPEN), tags.clamp_min(0)) if partial else (mask, tags)
+            forced = self.decode(lexical, mask, tags) if partial else self.teacher_forced(lexical, mask, tags)
+            forward_logits, backward_logits = forced
+            forward_nll = sequence_cross_entropy_with_logits(forward_logits, gold, marked, average="token")
+            backward_nll = sequence_cross_entropy_with_logits(backward_logits, gold, marked, average="token")
             loss = 0.5 * (forward_nll + backward_nll) + self._extra_backward_loss(backward_nll)
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
         if tags is None or not self.training:
@@ -263,8 +268,8 @@ class Seq2Biseq(DecodedTagger, Model):
             posteriors = None
             if not self.training and self.decoder.span_calibration is not None:
                 posteriors = self.scorer.posteriors(forward_logits, mask.bool(), paths)
-            self.decoder.update_metrics(paths, tags, mask, posteriors=posteriors)
-            self.backward_accuracy(backward_logits, tags, mask)
+            self.decoder.update_metrics(paths, tags, mask, posteriors=posteriors, partial=partial)
+            self.backward_accuracy(backward_logits, gold, marked)
         if metadata is not None:
             output["words"] = [instance_metadata["words"] for instance_metadata in metadata]
         return output

@@ -22,6 +22,13 @@ where `(u (x) M)[j] = (+)_i (u[i] + M[i, j])` is the matrix product of a semirin
 - the max semiring, `(+) = max`: the best score `max_y s(y)`, and the Viterbi path read back from
   `y_T = argmax_j (alpha_T[j] + end[j])`, `y_{t-1} = argmax_i (alpha_{t-1}[i] + M_t[i, y_t])`.
 
+A partial annotation allows a set `C` of paths; with log-weights `w_t[j]` on the tags (`FORBIDDEN`
+where it rules `j` out at `t`, 0 where it allows it, a log-probability where an estimate weighs an
+open token's tags) its likelihood is `log sum_{y in C} exp(s(y) + sum_t w_t[y_t]) - log Z`: the
+same forward recursion over the emissions `x_t + w_t`, less `log Z` (a row of minus infinity would
+give NaN gradients through `logsumexp`, so the weights are finite).  A fully annotated row keeps
+`s(y) - log Z` to the bit; a row with nothing annotated and no weights adds 0.
+
 The backward pass is the same forward recursion over the reversed chain, with the transposed
 transitions: its alpha is `beta_t + x_t`, from `end + x_T`.  The recursion runs on one of two
 schedules (`SCHEDULES`):
@@ -161,6 +168,39 @@ def chain_log_likelihood(
     return gold - torch.logsumexp(at_last_step(alpha, mask) + end, dim=-1)
 
 
+def lattice_log_likelihood(
+    scores: ChainScores, logits: torch.Tensor, log_weights: torch.Tensor, mask: torch.BoolTensor, schedule: str
+) -> torch.Tensor:
+    """`(batch_size,)` `log sum_y exp(s(y) + sum_t w_t[y_t]) - log Z`; every row needs a valid step."""
+    transitions, start, end = (values.to(logits.dtype) for values in scores)
+    logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
+    weighted = logits + log_weights.masked_fill(~mask.unsqueeze(-1), 0.0)
+
+    def log_sum(emissions: torch.Tensor) -> torch.Tensor:
+        alpha = forward_scores(start + emissions[:, 0], transitions, emissions[:, 1:], LOG, schedule)
+        return torch.logsumexp(at_last_step(alpha, mask) + end, dim=-1)
+
+    return log_sum(weighted) - log_sum(logits)
+
+
+def partial_log_likelihood(
+    scores: ChainScores,
+    logits: torch.Tensor,
+    tags: torch.LongTensor,
+    mask: torch.BoolTensor,
+    log_weights: torch.Tensor,
+    schedule: str,
+) -> torch.Tensor:
+    """
+    `(batch_size,)`: `chain_log_likelihood` of the rows `tags` fix entirely, `lattice_log_likelihood`
+    of those with an open token (a negative tag id; `log_weights` from
+    `nerzoo.modules.crf.tag_lattice.annotation_weights`).
+    """
+    fixed = ((tags >= 0) | ~mask).all(dim=1)
+    whole = chain_log_likelihood(scores, logits, tags.clamp_min(0), mask, schedule)
+    return torch.where(fixed, whole, lattice_log_likelihood(scores, logits, log_weights, mask, schedule))
+
+
 def viterbi(scores: ChainScores, logits: torch.Tensor, mask: torch.BoolTensor, schedule: str) -> ViterbiPaths:
     """The best path of every row and its score."""
     batch_size, num_steps, _ = logits.shape
@@ -287,6 +327,16 @@ class LinearChainCrf(ConditionalRandomField):
         with without_autocast(logits):
             scores = self.chain_scores(constrained=False)
             return chain_log_likelihood(scores, logits, tags, mask.bool(), self.schedule_on(logits.device))
+
+    def partial_log_likelihood(
+        self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor, log_weights: torch.Tensor
+    ) -> torch.Tensor:
+        """`(batch_size,)` `partial_log_likelihood`: `tags` negative where open, `log_weights` `(batch_size, T, K)`."""
+        logits = self._checked(logits, mask)
+        with without_autocast(logits):
+            scores = self.chain_scores(constrained=False)
+            schedule = self.schedule_on(logits.device)
+            return partial_log_likelihood(scores, logits, tags, mask.bool(), log_weights.to(logits), schedule)
 
     @torch.no_grad()
     def viterbi(self, logits: torch.Tensor, mask: torch.BoolTensor) -> ViterbiPaths:

@@ -9,10 +9,12 @@ once per label vocabulary, so a batch is decoded with a few gathers and no loop 
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
+from allennlp.common.checks import ConfigurationError
 from allennlp.data import Vocabulary
 from allennlp.nn.util import dist_reduce_sum
 from nerzoo_runtime.tag_scheme import check_tag_scheme, chunk_ends, chunk_starts, split_tag
 
+from nerzoo.data.partial_tags import OPEN
 from nerzoo.metrics.concept_error_rate import ConceptErrorRate
 from nerzoo.metrics.conll_span_f1 import ConllSpanF1
 from nerzoo.metrics.span_calibration import SpanCalibration
@@ -204,10 +206,20 @@ class TagDecoder(torch.nn.Module):
         tags: torch.LongTensor,
         mask: torch.BoolTensor,
         sentence_starts: Optional[torch.BoolTensor] = None,
+        marked: Optional[torch.BoolTensor] = None,
     ) -> Tuple[TensorSpans, TensorSpans, torch.BoolTensor]:
-        """The spans of the `predicted` and the gold tag ids, and which predicted spans a gold span has exactly."""
+        """
+        The spans of the `predicted` and the gold tag ids, and which predicted spans a gold span has
+        exactly.  With `marked` (the annotated tokens) the gold spans are the marked ones and a
+        predicted span over an open token is left out: it is neither right nor wrong.
+        """
         predicted_spans = self.spans(predicted, mask, sentence_starts)
-        gold_spans = self.spans(tags, mask, sentence_starts)
+        gold_spans = self.spans(tags, mask if marked is None else marked, sentence_starts)
+        if marked is not None:
+            opened = torch.nn.functional.pad((mask & ~marked).long().cumsum(dim=1), (1, 0))
+            rows = predicted_spans.rows
+            keep = opened[rows, predicted_spans.ends] == opened[rows, predicted_spans.starts]
+            predicted_spans = TensorSpans(*(values[keep] for values in predicted_spans))
         num_steps = mask.size(1)
         correct = torch.isin(self.span_keys(predicted_spans, num_steps), self.span_keys(gold_spans, num_steps))
         return predicted_spans, gold_spans, correct
@@ -246,20 +258,26 @@ class TagDecoder(torch.nn.Module):
         mask: torch.BoolTensor,
         sentence_starts: Optional[torch.BoolTensor] = None,
         posteriors: Optional[TagPosteriors] = None,
+        partial: bool = False,
     ) -> None:
         """
         Counts predicted tag ids `(batch_size, num_steps)` against gold ones; with their `posteriors`,
         also each predicted span's confidence against whether it is right (`span_ece`, `span_brier`).
+        With `partial` (gold `OPEN` where a token is open) only the marked tokens and spans count
+        (`match`), and `marked_token_share` says how many tokens were.
         """
         mask = mask.bool()
-        counts = torch.stack([((predicted == tags) & mask).sum(), mask.sum()])
+        marked = mask & (tags != OPEN) if partial else mask
+        counts = torch.stack([((predicted == tags) & marked).sum(), marked.sum(), mask.sum()])
         self._token_counts = counts if self._token_counts is None else self._token_counts.to(counts.device) + counts
         if self.span_f1 is None:
             return
-        if posteriors is None and self.concept_error_rate is None:
+        if posteriors is None and self.concept_error_rate is None and not partial:
             self.span_f1.add_counts(self.dense_span_counts(predicted, tags, mask, sentence_starts))
             return
-        predicted_spans, gold_spans, correct = self.match(predicted, tags, mask, sentence_starts)
+        predicted_spans, gold_spans, correct = self.match(
+            predicted, tags, mask, sentence_starts, marked if partial else None
+        )
         self.span_f1.add_counts(self.span_counts(predicted_spans, gold_spans, correct))
         if posteriors is not None and self.span_calibration is not None:
             log_probabilities = posteriors.segment_log_probabilities(
@@ -280,6 +298,11 @@ class TagDecoder(torch.nn.Module):
         sentence_starts: Optional[torch.BoolTensor] = None,
     ) -> CalibrationBatch:
         """What a batch gives `nerzoo.modules.crf.calibration`: scores, gold tags, predicted paths and their spans."""
+        if bool((tags == OPEN).any()):
+            raise ConfigurationError(
+                "calibration fits temperatures on fully annotated data, and this data leaves tokens open "
+                "(docs/partial.md): give a file with every token's tag"
+            )
         spans = None
         if self.span_f1 is not None:
             predicted_spans, _, correct = self.match(paths, tags, mask, sentence_starts)
@@ -288,11 +311,13 @@ class TagDecoder(torch.nn.Module):
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         # Token accuracy over every worker (allennlp's `CategoricalAccuracy` of the predicted tags).
-        counts = torch.zeros(2, dtype=torch.long) if self._token_counts is None else self._token_counts
-        correct, total = dist_reduce_sum(counts.clone()).tolist()
+        counts = torch.zeros(3, dtype=torch.long) if self._token_counts is None else self._token_counts
+        correct, marked, total = dist_reduce_sum(counts.clone()).tolist()
         if reset:
             self._token_counts = None
-        metrics = {"accuracy": correct / total if total > 0 else 0.0}
+        metrics = {"accuracy": correct / marked if marked > 0 else 0.0}
+        if marked < total:
+            metrics["marked_token_share"] = marked / total
         if self.span_f1 is not None:
             span_metrics = self.span_f1.get_metric(reset)
             if not self.verbose_metrics:

@@ -9,11 +9,13 @@ from allennlp.modules import FeedForward, TimeDistributed
 from allennlp.nn import Activation
 from nerzoo_runtime.tag_scheme import check_tag_scheme
 
+from nerzoo.data.partial_tags import OPEN, is_partial
 from nerzoo.modules.auxiliary_loss import AuxiliaryLosses
 from nerzoo.modules.crf.calibration import CalibrationBatch
 from nerzoo.modules.crf.linear_chain_crf import SCHEDULES, LinearChainCrf
 from nerzoo.modules.crf.sentence_rows import SentenceRows
 from nerzoo.modules.crf.tag_decoder import DecodedTagger, TagDecoder
+from nerzoo.modules.crf.tag_lattice import OpenTokens, annotation_weights, continuations
 from nerzoo.modules.crf.tag_scorers import CrfScorer, SoftmaxScorer, TagPosteriors
 
 
@@ -76,6 +78,10 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         training forward pass returns no `paths`).  On a GPU, e.g. 50 saves most Viterbi launches.
     crf_schedule : `str`, optional (default = `"auto"`)
         `"steps"`, `"scan"` or `"auto"` (`nerzoo.modules.crf.linear_chain_crf`).
+    open_tokens : `OpenTokens`, optional (default = `OpenTokens()`)
+        What the loss assumes of the tokens a partial annotation leaves open (instances with
+        `partial` in their metadata, docs/partial.md): the CRF sums over every path the marked
+        tokens allow, weighted by `open_tokens`; the softmax leaves open tokens out.
     """
 
     def __init__(
@@ -97,6 +103,7 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         transition_temperature: Optional[float] = None,
         training_decode_interval: int = 1,
         crf_schedule: str = "auto",
+        open_tokens: Optional[OpenTokens] = None,
     ) -> None:
         super().__init__()
         if crf_schedule not in SCHEDULES:
@@ -104,8 +111,8 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         if training_decode_interval < 1:
             raise ConfigurationError(f"training_decode_interval must be >= 1, got {training_decode_interval}")
         self.training_decode_interval = training_decode_interval
-        # Training batches waiting to be decoded for the metrics: (logits, tags, mask, sentence_starts).
-        self._pending: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]] = []
+        # Training batches waiting to be decoded for the metrics: (logits, tags, mask, sentence_starts, partial).
+        self._pending: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor], bool]] = []
         # Whether the decoder counted anything since the metrics were last read, and that read.
         self._counted = False
         self._last_read: Optional[Dict[str, float]] = None
@@ -129,10 +136,13 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
             self.hidden = TimeDistributed(FeedForward(input_dim, 1, hidden_dim, Activation.by_name(activation)()))
         self.tag_projection = TimeDistributed(torch.nn.Linear(hidden_dim or input_dim, self.num_tags))
 
+        labels = vocab.get_index_to_token_vocabulary(label_namespace)
+        self.open_tokens = open_tokens or OpenTokens()
+        self.o_index = vocab.get_token_to_index_vocabulary(label_namespace).get("O")
+        self.register_buffer("continuation", continuations(labels, self.tag_scheme), persistent=False)
         self.crf: Optional[LinearChainCrf] = None
         self.scorer: Union[CrfScorer, SoftmaxScorer] = SoftmaxScorer(temperature)
         if use_crf:
-            labels = vocab.get_index_to_token_vocabulary(label_namespace)
             constraint_scheme = self.tag_scheme if constrain_crf_decoding else None
             self.crf = LinearChainCrf.for_labels(labels, constraint_scheme, include_start_end_transitions, crf_schedule)
             self.scorer = CrfScorer(self.crf, temperature, transition_temperature)
@@ -191,12 +201,12 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         training step (`graphable` batches); `finish` with them gives `forward`'s output and metrics.
         """
         logits = self.logits(encoded)
-        return self._loss(logits, tags, mask, None), logits.detach()
+        return self._loss(logits, tags, mask, None, False), logits.detach()
 
-    def graphable(self, sentence_spans: List[List[Tuple[int, int]]]) -> bool:
+    def graphable(self, sentence_spans: List[List[Tuple[int, int]]], metadata: Optional[List[Dict]] = None) -> bool:
         """Whether `graph_loss` is this batch's loss: a CRF (the softmax loss gathers the real
-        tokens, a shape of the data's) and one chain per row."""
-        return self.crf is not None and not self._chains_per_sentence(sentence_spans)
+        tokens, a shape of the data's), one chain per row and every token annotated."""
+        return self.crf is not None and not self._chains_per_sentence(sentence_spans) and not is_partial(metadata)
 
     def finish(
         self,
@@ -210,6 +220,7 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         """`forward` from the logits on; `loss`, when given, is `graph_loss`'s for these tags."""
         sentence_spans = self.sentence_spans(metadata, mask)
         rows = self._sentence_rows(sentence_spans, mask)
+        partial = is_partial(metadata)
         output: Dict[str, Any] = {"logits": logits, "mask": mask, "sentence_spans": sentence_spans}
         deferred = self.training and tags is not None and self.training_decode_interval > 1
         if not self.training and self._pending:
@@ -225,36 +236,50 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
             output["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
         if tags is not None:
             if loss is None:
-                loss = self._loss(logits, tags, mask, rows)
+                loss = self._loss(logits, tags, mask, rows, partial)
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
             if deferred:
-                self._defer(logits, tags, mask, sentence_spans, rows)
+                self._defer(logits, tags, mask, sentence_spans, rows, partial)
                 return output
             posteriors = None
             if not self.training and self.span_calibration is not None:
                 posteriors = self.posteriors(logits, mask, paths, sentence_spans)
             sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
-            self.decoder.update_metrics(paths, tags, mask, sentence_starts, posteriors)
+            self.decoder.update_metrics(paths, tags, mask, sentence_starts, posteriors, partial)
             self._counted = True
         return output
 
     def _loss(
-        self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor, rows: Optional[SentenceRows]
+        self,
+        logits: torch.Tensor,
+        tags: torch.LongTensor,
+        mask: torch.BoolTensor,
+        rows: Optional[SentenceRows],
+        partial: bool,
     ) -> torch.Tensor:
         """The scorer's loss of the batch (of its sentences' `rows` when given), reduced as configured."""
-        if rows is None:
-            loss = self.scorer.loss(logits, tags, mask)
-        else:
-            loss = self.scorer.loss(rows.gather(logits), rows.gather(tags), rows.mask)
-        return loss / max(mask.size(0), 1) if self.loss_reduction == "mean" else loss
+        batch_size = max(mask.size(0), 1)
+        if rows is not None:
+            logits, tags, mask = rows.gather(logits), rows.gather(tags), rows.mask
+        loss = self._partial_loss(logits, tags, mask) if partial else self.scorer.loss(logits, tags, mask)
+        return loss / batch_size if self.loss_reduction == "mean" else loss
 
-    def _defer(self, logits, tags, mask, sentence_spans, rows: Optional[SentenceRows]) -> None:
+    def _partial_loss(self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor) -> torch.Tensor:
+        """The loss of a batch with open tokens (`OPEN` tags): over the paths they allow, or without them."""
+        if self.crf is None:
+            return self.scorer.loss(logits, tags.clamp_min(0), mask & (tags != OPEN))
+        open_weights = self.open_tokens.log_weights(self.num_tags, self.o_index)
+        weights = annotation_weights(tags, self.num_tags, self.continuation, open_weights)
+        loss = -self.crf.partial_log_likelihood(logits, tags, mask, weights).sum()
+        return loss + self.open_tokens.ratio_loss(self.crf, logits, mask, self.o_index) * mask.size(0)
+
+    def _defer(self, logits, tags, mask, sentence_spans, rows: Optional[SentenceRows], partial: bool) -> None:
         """Keeps a training batch for `_decode_pending`, one row per CRF chain."""
         if rows is None:
             sentence_starts = TagDecoder.sentence_starts(sentence_spans, mask)
-            self._pending.append((logits.detach(), tags, mask, sentence_starts))
+            self._pending.append((logits.detach(), tags, mask, sentence_starts, partial))
         else:
-            self._pending.append((rows.gather(logits.detach()), rows.gather(tags), rows.mask, None))
+            self._pending.append((rows.gather(logits.detach()), rows.gather(tags), rows.mask, None, partial))
 
     def _decode_pending(self) -> None:
         """Decodes the kept training batches as one batch padded to the longest, and counts them."""
@@ -272,7 +297,8 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         )
         if len(pending) > 1 and all(batch[3] is None for batch in pending):
             starts = None
-        self.decoder.update_metrics(self.scorer.decode(logits, mask), tags, mask, starts)
+        partial = any(batch[4] for batch in pending)
+        self.decoder.update_metrics(self.scorer.decode(logits, mask), tags, mask, starts, None, partial)
         self._counted = True
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
