@@ -1,0 +1,195 @@
+#!/usr/bin/env python
+"""
+Learning from partial annotation on CoNLL-2003 (docs/partial.md): partially annotated copies of
+eng.train and eng.testa, built with a fixed seed, and `bilstm_crf` trained on them in each way.
+
+    .venv/bin/python benchmarks/partial_annotation.py build --output-root runs/partial
+    .venv/bin/python benchmarks/partial_annotation.py train --threads 1 --output-root runs/partial --runs partial:mayhew:1
+    .venv/bin/python benchmarks/partial_annotation.py table --output-root runs/partial
+
+Protocols (the dev set is perturbed as the training set; test is eng.testb, whole):
+- `mayhew` (Mayhew et al. 2019, CoNLL): whole surface forms lose their marks, in a seeded order,
+  until entity recall is 50%; then random 1-3-token spans with random types are marked where no
+  mark is, until precision is 90%;
+- `jie` (Jie et al. 2019, NAACL): each entity keeps its mark with probability 0.5.
+Every token outside a kept mark is open: `-` in the `.partial` files, `O` in the `.as_o` files
+(training as if the unmarked were O).  The files are BIO, in `OUTPUT_ROOT/data/PROTOCOL/`, never in
+the project.  A run is METHOD:PROTOCOL:SEED, METHOD a name of `METHODS`; it writes
+`OUTPUT_ROOT/METHOD-PROTOCOL-SEED/` as `reproduce.py` does (patience 5, test scored with the epoch
+best on the perturbed dev).
+"""
+
+import argparse
+import os
+import random
+import sys
+from collections import defaultdict
+from typing import Any, Dict, List, Tuple
+
+import harness
+import reproduce
+
+sys.path.insert(0, harness.REPO_ROOT)
+from nerzoo_runtime.tag_scheme import spans_to_tags, tags_to_spans  # noqa: E402
+
+PROTOCOLS = ("mayhew", "jie")
+SOURCES = {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"}
+TYPES = ("PER", "LOC", "ORG", "MISC")
+CONFIG = "training_config/conll2003/bilstm_crf.jsonnet"
+# name -> the files it trains on ("partial" or "as_o") and the overrides of its head.
+METHODS: Dict[str, Dict[str, Any]] = {
+    "as_o": {"files": "as_o"},
+    "partial": {"files": "partial"},
+    # CoNLL-2003's training text is 16.7% entity tokens; the margin takes 10-20%.
+    "entity_ratio": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.15}}},
+    "o_weight": {"files": "partial", "overrides": {"model.head.open_tokens": {"o_weight": 0.9}}},
+}
+
+Sentence = Tuple[List[List[str]], List[Tuple[str, int, int]]]  # token rows, gold spans
+
+
+def read_conll(path: str) -> List[Any]:
+    """The file as a list of `-DOCSTART-` rows (strings) and sentences (`Sentence`)."""
+    items: List[Any] = []
+    rows: List[List[str]] = []
+    with open(path, encoding="utf-8") as handle:
+        for line in list(handle) + [""]:
+            if line.strip() and not line.startswith("-DOCSTART-"):
+                rows.append(line.split())
+                continue
+            if rows:
+                items.append((rows, tags_to_spans([row[-1] for row in rows])))
+                rows = []
+            if line.startswith("-DOCSTART-"):
+                items.append(line.rstrip("\n"))
+    return items
+
+
+def write_conll(path: str, items: List[Any], marks: Dict[int, List[Tuple[str, int, int]]], open_tag: str) -> None:
+    """Writes `items` with the NER column in BIO: the marked spans of each sentence (its index in
+    `items`), `open_tag` on every other token; `marks` None writes the gold spans with `O`."""
+    with open(path, "w", encoding="utf-8") as out:
+        for index, item in enumerate(items):
+            if isinstance(item, str):
+                out.write(item + "\n\n")
+                continue
+            rows, gold = item
+            spans = gold if marks is None else marks[index]
+            tags = spans_to_tags(spans, len(rows), "BIO")
+            covered = {position for _, start, end in spans for position in range(start, end)}
+            for position, (row, tag) in enumerate(zip(rows, tags)):
+                out.write(" ".join(row[:-1] + [tag if position in covered or marks is None else open_tag]) + "\n")
+            out.write("\n")
+
+
+def mayhew_marks(items: List[Any], rng: random.Random) -> Dict[int, List[Tuple[str, int, int]]]:
+    """Surface forms unmarked until recall is 50%, then random spans until precision is 90%."""
+    sentences = {index: item for index, item in enumerate(items) if not isinstance(item, str)}
+    mentions = defaultdict(list)
+    for index, (rows, gold) in sentences.items():
+        for span in gold:
+            mentions[" ".join(row[0] for row in rows[span[1] : span[2]])].append((index, span))
+    total = sum(len(found) for found in mentions.values())
+    kept = total
+    removed = set()
+    for form in sorted(mentions, key=lambda form: rng.random()):
+        if kept <= total // 2:
+            break
+        removed.update(mentions[form])
+        kept -= len(mentions[form])
+    marks = {index: [span for span in gold if (index, span) not in removed] for index, (_, gold) in sentences.items()}
+    wanted = round(kept / 0.9) - kept
+    indices = sorted(sentences)
+    while wanted > 0:
+        index = rng.choice(indices)
+        length = len(sentences[index][0])
+        width = rng.randint(1, 3)
+        if width > length:
+            continue
+        start = rng.randrange(length - width + 1)
+        if any(start < end and begin < start + width for _, begin, end in marks[index]):
+            continue
+        marks[index].append((rng.choice(TYPES), start, start + width))
+        wanted -= 1
+    return marks
+
+
+def jie_marks(items: List[Any], rng: random.Random) -> Dict[int, List[Tuple[str, int, int]]]:
+    """Each entity kept with probability 0.5."""
+    return {
+        index: [span for span in item[1] if rng.random() < 0.5]
+        for index, item in enumerate(items)
+        if not isinstance(item, str)
+    }
+
+
+def data_dir(args, protocol: str) -> str:
+    return os.path.join(args.output_root, "data", protocol)
+
+
+def build(args) -> None:
+    for protocol in PROTOCOLS:
+        folder = data_dir(args, protocol)
+        os.makedirs(folder, exist_ok=True)
+        for split, name in SOURCES.items():
+            items = read_conll(os.path.join(harness.SHARED_DATA, "conll2003", name))
+            if split == "test":
+                write_conll(os.path.join(folder, "test.bio"), items, None, "O")
+                continue
+            rng = random.Random(f"{args.seed}:{protocol}:{split}")
+            marks = (mayhew_marks if protocol == "mayhew" else jie_marks)(items, rng)
+            for files, open_tag in (("partial", "-"), ("as_o", "O")):
+                write_conll(os.path.join(folder, f"{split}.{files}"), items, marks, open_tag)
+            gold = {(index, span) for index, item in enumerate(items) if not isinstance(item, str) for span in item[1]}
+            marked = {(index, span) for index, spans in marks.items() for span in spans}
+            print(
+                f"{protocol} {split}: {len(gold)} entities, {len(marked)} marked, "
+                f"recall {len(gold & marked) / len(gold):.3f}, precision {len(gold & marked) / len(marked):.3f}"
+            )
+
+
+def train(args) -> None:
+    for spec in filter(None, ",".join(args.runs).split(",")):
+        method, protocol, seed = spec.split(":")
+        files = METHODS[method]["files"]
+        folder = data_dir(args, protocol)
+        if not os.path.exists(os.path.join(folder, "test.bio")):
+            raise SystemExit(f"no {folder}/test.bio: run `build` first")
+        overrides = {
+            "dataset_reader.file_tag_scheme": "BIO",
+            "train_data_path": os.path.abspath(os.path.join(folder, f"train.{files}")),
+            "validation_data_path": os.path.abspath(os.path.join(folder, f"dev.{files}")),
+            "test_data_path": os.path.abspath(os.path.join(folder, "test.bio")),
+            **METHODS[method].get("overrides", {}),
+        }
+        name = f"partial_{method}_{protocol}"
+        reproduce.MODELS[name] = {"config": "bilstm_crf", "overrides": overrides}
+        args.overrides = {}
+        result = reproduce.run(name, "conll2003", int(seed), args)
+        print(reproduce.table([dict(result, label=f"{method} ({protocol})")]), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
+    parser.add_argument("command", choices=("build", "train", "table"))
+    parser.add_argument("--output-root", default=os.path.join(harness.REPO_ROOT, "runs", "partial"))
+    parser.add_argument("--seed", type=int, default=0, help="the seed of the perturbation")
+    parser.add_argument("--runs", nargs="+", default=[], help="METHOD:PROTOCOL:SEED")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--patience", type=int, default=5)
+    parser.add_argument("--max-epochs", type=int, default=50)
+    args = parser.parse_args()
+    if args.command == "build":
+        build(args)
+    elif args.command == "train":
+        train(args)
+    else:
+        runs = []
+        for folder in sorted(os.listdir(args.output_root)):
+            if os.path.exists(path := os.path.join(args.output_root, folder, "result.json")):
+                runs.append(harness.read_json(path))
+        print(reproduce.table(runs))
+
+
+if __name__ == "__main__":
+    main()
