@@ -1,14 +1,15 @@
-from collections import Counter
+from collections import Counter, defaultdict
 
 import pytest
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import Batch, DatasetReader, Vocabulary
-from nerzoo_runtime.tag_scheme import tags_to_spans
+from nerzoo_runtime.tag_scheme import convert_tags, tags_to_spans
 
 from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError
 from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
 from nerzoo.data.dependency_trees import InvalidTreeError, validate_heads
+from nerzoo.data.partial_tags import OPEN, PartialTagsField
 from tests import FIXTURES_ROOT, SHARED_DATA
 
 UD = FIXTURES_ROOT / "ud"
@@ -319,15 +320,6 @@ GOOD = ROW.format(id=1, form="Ada", head=0, rel="root", misc="NER=B-PER")
         (_sentence(GOOD, ROW.format(id=3, form="x", head=1, rel="dep", misc="NER=O")), 3, "out of sequence"),
         (_sentence(GOOD, ROW.format(id="x", form="x", head=1, rel="dep", misc="NER=O")), 3, "is not a token ID"),
         (_sentence(GOOD, ROW.format(id=2, form="x", head=1, rel="dep", misc="NER=X-PER")), 3, "not a BIO tag"),
-        (_sentence(GOOD, ROW.format(id=2, form="x", head=1, rel="dep", misc="SpaceAfter=No")), 3, "no NER=<tag>"),
-        (
-            _sentence(
-                ROW.format(id=1, form="Ada", head=0, rel="root", misc="_"),
-                ROW.format(id=2, form="x", head=1, rel="dep", misc="NER=O"),
-            ),
-            3,
-            "the file's first token has none",
-        ),
         ("# sent_id = empty\n\n", 2, "has no token lines"),
         ("# just a comment\n", None, "no token lines"),
     ],
@@ -347,6 +339,158 @@ def test_ner_column_missing_on_a_line(tmp_path):
     path.write_text(_sentence(GOOD + "\tB-PER", GOOD.replace("1\tAda", "2\tx")), encoding="utf-8")
     with pytest.raises(ColumnFormatError, match=f"^{path}:3: expected 11 tab-separated columns"):
         list(ConlluNerReader(ner_column=10).read(path))
+
+
+# --------------------------------------------------------------------------------------------------
+# Partial annotation: tokens left open
+
+
+def _rows(*misc):
+    """A sentence of one word per MISC value, each headed by the first."""
+    return [ROW.format(id=i, form=f"w{i}", head=0 if i == 1 else 1, rel="dep", misc=m) for i, m in enumerate(misc, 1)]
+
+
+def _read(tmp_path, *sentences, **options):
+    path = tmp_path / "partial.conllu"
+    path.write_text("".join(_sentence(*rows, sentence_id=f"p-{i}") for i, rows in enumerate(sentences)), "utf-8")
+    return path, list(ConlluNerReader(**options).read(path))
+
+
+def _vocab_counts(instances):
+    counter = defaultdict(Counter)
+    for instance in instances:
+        instance.count_vocab_items(counter)
+    return {namespace: dict(counts) for namespace, counts in counter.items()}
+
+
+@pytest.mark.parametrize(
+    "fixture, options",
+    [
+        ("ner_misc.conllu", {}),
+        ("ner_misc.conllu", {"tag_scheme": "BIO", "drop_entity_types": ["ORG"]}),
+        ("ner_column.conllu", {"ner_column": 10}),
+        ("uner_sample.iob2", {"treebank": str(UD / "uner_treebank.conllu"), "drop_entity_types": ["OTH", "O"]}),
+        ("uner_sample.iob2", {"treebank": str(UD / "uner_treebank.conllu"), "tag_scheme": "IOB1"}),
+    ],
+)
+def test_fully_annotated_files_read_as_with_no_open_tag(fixture, options):
+    partial = list(ConlluNerReader(**options).read(UD / fixture))
+    plain = list(ConlluNerReader(missing_tag=None, **options).read(UD / fixture))
+    assert all(isinstance(instance["tags"], PartialTagsField) for instance in partial)
+    assert not any(isinstance(instance["tags"], PartialTagsField) for instance in plain)
+    assert [instance["tags"].labels for instance in partial] == [instance["tags"].labels for instance in plain]
+    assert not any("partial" in instance["metadata"] for instance in partial)
+    assert _vocab_counts(partial) == _vocab_counts(plain)
+    # Against an independent conversion of the file's own tags.
+    if fixture == "ner_misc.conllu" and not options:
+        file_tags = [[m.split("|")[0][4:] for m in sentence] for sentence in _column_by_sentence(NER_MISC, 9)]
+        assert [instance["tags"].labels for instance in partial] == [convert_tags(t, "BIOUL") for t in file_tags]
+
+
+def test_a_dash_and_a_missing_ner_are_open(tmp_path):
+    sentences = [_rows("NER=B-PER", "NER=I-PER", "NER=-", "NER=O"), _rows("_", "NER=B-LOC", "SpaceAfter=No")]
+    _, instances = _read(tmp_path, *sentences)
+    assert instances[0]["tags"].labels == ["B-PER", "L-PER", None, "O"]
+    assert instances[1]["tags"].labels == [None, "U-LOC", None]
+    assert all(instance["metadata"]["partial"] for instance in instances)
+    vocab = Vocabulary.from_instances(instances)
+    assert {"B-LOC", "I-LOC", "L-LOC", "U-PER", "I-PER"} <= set(vocab.get_token_to_index_vocabulary("labels"))
+    batch = Batch(instances)
+    batch.index_instances(vocab)
+    tags = batch.as_tensor_dict()["tags"]
+    assert tags[0, 2].item() == OPEN and tags[1, 0].item() == OPEN and tags[1, 2].item() == OPEN
+    assert tags[0, 0].item() == vocab.get_token_index("B-PER", "labels")
+    # A marker of one's own, and no marker at all.
+    _, star = _read(tmp_path, _rows("NER=B-PER", "NER=*", "SpaceAfter=No"), missing_tag="*")
+    assert star[0]["tags"].labels == ["U-PER", None, None] and star[0]["metadata"]["partial"]
+    path, _ = _read(tmp_path, _rows("NER=B-PER", "NER=-"))
+    with pytest.raises(ColumnFormatError, match=f"^{path}:3: tag '-' is not a BIO tag"):
+        list(ConlluNerReader(missing_tag=None).read(path))
+
+
+@pytest.mark.parametrize(
+    "sentences, line, message",
+    [
+        ([_rows("NER=B-PER", "SpaceAfter=No")], 3, "no NER=<tag> in MISC, although earlier tokens have one"),
+        ([_rows("_", "NER=O")], 3, "NER=O) but the file's first token has none"),
+    ],
+)
+def test_without_missing_tag_every_token_carries_ner(tmp_path, sentences, line, message):
+    path, instances = _read(tmp_path, *sentences)
+    assert instances[0]["metadata"]["partial"]  # with the default, the token is open
+    with pytest.raises(ColumnFormatError, match=f"^{path}:{line}: .*every token must carry a tag") as error:
+        list(ConlluNerReader(missing_tag=None).read(path))
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "sentences, line, message",
+    [
+        ([_rows("NER=O", "NER=-"), _rows("_", "SpaceAfter=No")], 6, "no NER=<tag> in MISC, although earlier sentences"),
+        ([_rows("_", "_"), _rows("_", "NER=B-PER")], 7, "(NER=B-PER) but the file's first sentence has none"),
+    ],
+)
+def test_a_sentence_without_any_ner_in_an_annotated_file(tmp_path, sentences, line, message):
+    path = tmp_path / "mixed.conllu"
+    path.write_text("".join(_sentence(*rows, sentence_id=f"m-{i}") for i, rows in enumerate(sentences)), "utf-8")
+    with pytest.raises(ColumnFormatError, match=f"^{path}:{line}: .*every sentence must carry a tag") as error:
+        list(ConlluNerReader().read(path))
+    assert message in str(error.value)
+
+
+def test_a_file_without_ner_stays_prediction_input(tmp_path):
+    _, instances = _read(tmp_path, _rows("_", "SpaceAfter=No"), _rows("_"), o_unconfirmed=True)
+    assert all("tags" not in instance.fields and "partial" not in instance["metadata"] for instance in instances)
+
+
+def test_o_unconfirmed(tmp_path):
+    sentence = _rows("NER=B-PER", "NER=I-PER", "NER=O", "NER=B-LOC", "NER=-")
+    _, instances = _read(tmp_path, sentence, o_unconfirmed=True)
+    assert instances[0]["tags"].labels == ["B-PER", "L-PER", None, "U-LOC", None]
+    _, confirmed = _read(tmp_path, sentence)
+    assert confirmed[0]["tags"].labels == ["B-PER", "L-PER", "O", "U-LOC", None]
+    _, full = _read(tmp_path, _rows("NER=B-PER", "NER=O"), missing_tag=None, o_unconfirmed=True)
+    assert full[0]["tags"].labels == ["U-PER", None] and full[0]["metadata"]["partial"]
+    uner = ConlluNerReader(treebank=str(UD / "uner_treebank.conllu"), o_unconfirmed=True, drop_entity_types=["OTH"])
+    by_id = _by_id(uner.read(UD / "uner_sample.iob2"))
+    assert by_id["uner-demo-a-0002"]["tags"].labels == [None] * 5 + ["O", None, "U-O"]  # a dropped type is O
+    with pytest.raises(ConfigurationError, match="o_unconfirmed reads NER tags"):
+        ConlluNerReader(tag_source="upos", o_unconfirmed=True)
+    assert not ConlluNerReader(tag_source="upos").reads_partial
+
+
+@pytest.mark.parametrize(
+    "misc, scheme, line",
+    [
+        (("NER=B-PER", "NER=-", "NER=I-PER"), "BIO", 7),
+        (("NER=O", "NER=B-ORG", "SpaceAfter=No", "NER=I-ORG"), "BIO", 8),
+        (("NER=B-PER", "NER=-"), "BIOUL", 6),
+        (("NER=-", "NER=L-PER"), "BIOUL", 6),
+    ],
+)
+def test_a_span_cut_by_an_open_token_names_file_and_line(tmp_path, misc, scheme, line):
+    path = tmp_path / "cut.conllu"
+    path.write_text(_sentence(*_rows("NER=O")) + _sentence(*_rows(*misc)), encoding="utf-8")
+    with pytest.raises(ColumnFormatError, match=f"^{path}:{line}: a marked span is cut by a token left open"):
+        list(ConlluNerReader(file_tag_scheme=scheme).read(path))
+
+
+def test_partial_uner_file_names_its_line(tmp_path):
+    treebank = str(UD / "uner_treebank.conllu")
+    path = tmp_path / "partial.iob2"
+    _write_iob2(path, "uner-demo-b-0002", [("Thanks", "-"), ("!", "O")])
+    (instance,) = ConlluNerReader(treebank=treebank).read(path)
+    assert instance["tags"].labels == [None, "O"] and instance["metadata"]["partial"]
+    _write_iob2(path, "uner-demo-b-0002", [("Thanks", "B-PER"), ("!", "X-PER")])
+    with pytest.raises(ColumnFormatError, match=f"^{path}:3: tag 'X-PER' is not a BIO tag"):
+        list(ConlluNerReader(treebank=treebank).read(path))
+
+
+def test_text_to_instance_with_open_tags():
+    reader = ConlluNerReader()
+    parse = {"pos_tags": ["PROPN", "VERB"], "dependency_labels": ["nsubj", "root"], "head_indices": [2, 0]}
+    instance = reader.text_to_instance(["Ada", "sings"], tags=["U-PER", None], **parse)
+    assert isinstance(instance["tags"], PartialTagsField) and instance["metadata"]["partial"]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -2,16 +2,17 @@ import glob
 import logging
 import os
 import re
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
-from nerzoo_runtime.tag_scheme import check_tag_scheme, invalid_tag_reason, spans_to_tags, tags_to_spans
+from nerzoo_runtime.tag_scheme import check_tag_scheme, split_tag
 
-from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError, decoded_lines
+from nerzoo.data.dataset_readers._conllu_blocks import conllu_blocks
+from nerzoo.data.dataset_readers.conll_columns import ColumnFormatError
 from nerzoo.data.dependency_trees import (
     DependencyParse,
     DependencyReader,
@@ -19,6 +20,7 @@ from nerzoo.data.dependency_trees import (
     check_tree_option,
     validate_heads,
 )
+from nerzoo.data.partial_tags import PartialTagError, partial_tags
 from nerzoo.data.spacy_pipelines import DEFAULT_SPACY_PIPELINE
 
 logger = logging.getLogger(__name__)
@@ -31,17 +33,8 @@ _EMPTY_NODE_ID = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
 _WORD_ID = re.compile(r"^[1-9][0-9]*$")
 
 
-class _Block(NamedTuple):
-    """The lines of one sentence: its comments, token rows `(line, columns)` and document."""
-
-    first_line: int
-    sentence_id: Optional[str]
-    document_id: Optional[str]
-    rows: List[Tuple[int, List[str]]]
-
-
 class _Sentence(NamedTuple):
-    """A read sentence: the tree, and the file-scheme tags when the file has them."""
+    """A read sentence: the tree, and its tags when the file has them (NER tags in `tag_scheme`)."""
 
     name: str
     first_line: int
@@ -51,7 +44,7 @@ class _Sentence(NamedTuple):
     pos_tags: List[str]
     dependency_labels: List[str]
     heads: List[int]
-    tags: Optional[List[str]]
+    tags: Optional[List[Optional[str]]]
     # The treebank sentence (joined by sent_id) the tree comes from, when not from this file.
     tree: Optional["_Sentence"] = None
 
@@ -68,10 +61,14 @@ class ConlluNerReader(DependencyReader):
 
     Registered as a `DatasetReader` with name "conllu_ner".
 
-    The NER tags come from `NER=<tag>` in the MISC column (every token carries one, or none does),
-    from an extra column (`ner_column`), or, with `treebank`, from a Universal NER `.iob2` file
-    (`ID FORM TAG [- ANNOTATOR]` rows, `# sent_id` comments) whose sentences are joined by `sent_id`
-    to the trees of UD CoNLL-U files.  Files without NER annotation give instances without `tags`.
+    The NER tags come from `NER=<tag>` in the MISC column, from an extra column (`ner_column`), or,
+    with `treebank`, from a Universal NER `.iob2` file (`ID FORM TAG [- ANNOTATOR]` rows, `# sent_id`
+    comments) whose sentences are joined by `sent_id` to the trees of UD CoNLL-U files.  Files
+    without NER annotation give instances without `tags`; in a file with some, every sentence has
+    some.  A tag `missing_tag` (`NER=-`), with `missing_tag` set a token without `NER=` in a sentence
+    whose other tokens have one, and with `o_unconfirmed` an `O`, leave the token open: the tags
+    are then partial (docs/partial.md).  With `missing_tag` `None` every token of a file carries
+    `NER=`, or none does.
     Comments, multiword token lines (`1-2`) and empty nodes (`1.1`) are skipped; the basic tree
     (HEAD, DEPREL) of every sentence is checked (`InvalidTreeError` names file, line and sent_id).
     Sentences with several roots are kept; their number is logged per file.
@@ -82,9 +79,10 @@ class ConlluNerReader(DependencyReader):
     the answer).
 
     Instances (see `nerzoo.data.dependency_trees.dependency_instance`): `tokens`, `pos_tags`,
-    `dependency_labels`, `head_indices` (1-based, 0 = root), `tags` (in `tag_scheme`, when annotated)
-    and `metadata` (`words`, `sentence_id`, `document_id`, `source`, `num_roots`, `sentence_spans`,
-    and `tree_source` when joined with a treebank).
+    `dependency_labels`, `head_indices` (1-based, 0 = root), `tags` (in `tag_scheme`, when annotated;
+    a `PartialTagsField` when NER tags may be open) and `metadata` (`words`, `sentence_id`,
+    `document_id`, `source`, `num_roots`, `sentence_spans`, `tree_source` when joined with a
+    treebank, and `partial` where a token is open).
 
     # Parameters
 
@@ -103,6 +101,10 @@ class ConlluNerReader(DependencyReader):
     drop_entity_types : `List[str]`, optional (default = `[]`)
         Entity types read as `O`, e.g. `["OTH", "O"]` for the UNER pre-release (its `OTH` class and
         its spurious `B-O` tags).
+    missing_tag : `str`, optional (default = `"-"`)
+        The NER tag of a token the annotator left open (spaCy's `-`); `None`: no tag is.
+    o_unconfirmed : `bool`, optional (default = `False`)
+        The file's `O` tags are unconfirmed: read them as open too.
     treebank : `str`, optional (default = `None`)
         A CoNLL-U path or glob (e.g. `"../shared/data/ud_english_ewt/r2.9/*.conllu"`).  When given,
         the data files are `.iob2` NER files and each sentence takes its tree from the treebank
@@ -114,7 +116,8 @@ class ConlluNerReader(DependencyReader):
         Handed to `SpacyDependencyParser` (which does not cache `text_to_instance` input).
     tag_source : `str`, optional (default = `"ner"`)
         What the `tags` field holds: `"ner"` the NER tags, `"upos"` or `"xpos"` that column (see
-        above); with the latter two `ner_column`, `drop_entity_types` and `treebank` are errors.
+        above); with the latter two `ner_column`, `drop_entity_types`, `treebank` and
+        `o_unconfirmed` are errors, and no tag is open.
     tree : `str`, optional (default = `"parse"`)
         `"chain"` replaces every tree by a chain (each word's head the next word, one relation
         `"chain"`; the POS tags kept): a control for what the tree itself adds.
@@ -135,6 +138,8 @@ class ConlluNerReader(DependencyReader):
         cache_directory: Optional[str] = None,
         tag_source: str = "ner",
         tree: str = "parse",
+        missing_tag: Optional[str] = "-",
+        o_unconfirmed: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs)
@@ -151,6 +156,7 @@ class ConlluNerReader(DependencyReader):
                 f"tag_source must be one of {', '.join(repr(source) for source in TAG_SOURCES)}, not {tag_source!r}"
             )
         ner_options = {"ner_column": ner_column, "drop_entity_types": drop_entity_types, "treebank": treebank}
+        ner_options["o_unconfirmed"] = o_unconfirmed
         for option, value in ner_options.items():
             if tag_source != "ner" and value:
                 raise ConfigurationError(f"{option} reads NER tags and cannot be used with tag_source {tag_source!r}")
@@ -164,6 +170,10 @@ class ConlluNerReader(DependencyReader):
         self.tag_scheme = check_tag_scheme(tag_scheme)
         self.label_namespace = label_namespace
         self.drop_entity_types = set(drop_entity_types or [])
+        self.missing_tag = missing_tag
+        self.o_unconfirmed = o_unconfirmed
+        self.reads_partial = tag_source == "ner" and (missing_tag is not None or o_unconfirmed)
+        self.tags_scheme = self.tag_scheme if tag_source == "ner" else None
         self.treebank = treebank
         check_tree_option(tree)
         self.tree = tree
@@ -196,10 +206,6 @@ class ConlluNerReader(DependencyReader):
         )
 
     def _to_instance(self, sentence: _Sentence) -> Instance:
-        tags = sentence.tags
-        if tags is not None and self._tag_index is None:  # NER tags (POS tags are plain labels)
-            spans = [span for span in tags_to_spans(tags) if span[0] not in self.drop_entity_types]
-            tags = spans_to_tags(spans, len(sentence.words), self.tag_scheme)
         metadata = {
             "sentence_id": sentence.sentence_id,
             "document_id": sentence.document_id,
@@ -208,7 +214,7 @@ class ConlluNerReader(DependencyReader):
         if sentence.tree is not None:
             metadata["tree_source"] = f"{os.path.basename(sentence.tree.name)}:{sentence.tree.first_line}"
         parse = DependencyParse(sentence.pos_tags, sentence.dependency_labels, sentence.heads)
-        return self._instance(sentence.words, parse, tags, metadata)
+        return self._instance(sentence.words, parse, sentence.tags, metadata)
 
     def _instance(self, words, parse, tags, metadata) -> Instance:
         instance = super()._instance(words, parse, tags, metadata)
@@ -216,53 +222,21 @@ class ConlluNerReader(DependencyReader):
             del instance.fields["pos_tags"]
         return instance
 
-    def _blocks(self, path: str, name: str) -> Iterator[_Block]:
-        """Splits a UD-style file into sentences: comment lines, tab-separated rows, blank lines."""
-        rows: List[Tuple[int, List[str]]] = []
-        sentence_id: Optional[str] = None
-        document_id: Optional[str] = None
-        first_line = 0
-        for line_number, line in decoded_lines(path, name):
-            if not line.strip():
-                if rows:
-                    yield _Block(first_line, sentence_id, document_id, rows)
-                elif sentence_id is not None:
-                    raise ColumnFormatError(name, line_number, f"sentence {sentence_id} has no token lines")
-                rows, sentence_id = [], None
-                continue
-            if line.startswith("#"):
-                key, _, value = line[1:].partition("=")
-                key, value = key.strip(), value.strip()
-                if key in ("sent_id", "newdoc id", "newdoc"):
-                    if rows:
-                        raise ColumnFormatError(
-                            name, line_number, "a new sentence starts without a blank line after the previous one"
-                        )
-                    if key == "sent_id":
-                        sentence_id = value
-                    else:
-                        document_id = value or None
-                continue
-            if not rows:
-                first_line = line_number
-            rows.append((line_number, line.split("\t")))
-        if rows:
-            yield _Block(first_line, sentence_id, document_id, rows)
-
     def _conllu_sentences(self, path: str, name: str, read_tags: bool) -> Iterator[_Sentence]:
         """
         Reads a CoNLL-U file; `read_tags` takes the tags of `tag_source`: NER tags from MISC or
         `ner_column`, or a POS column.
         """
         num_columns: Optional[int] = None
-        # Whether the file has tags: decided by its first token, then required of every token.
+        # Whether the file has tags: decided by its first token (or sentence), then required of each.
         annotated: Optional[bool] = None
-        for number, block in enumerate(self._blocks(path, name)):
+        for number, block in enumerate(conllu_blocks(path, name)):
             words: List[str] = []
             pos_tags: List[str] = []
             labels: List[str] = []
             heads: List[int] = []
-            tags: List[str] = []
+            tags: List[Optional[str]] = []
+            lines: List[int] = []
             for line_number, columns in block.rows:
                 if num_columns is None:
                     num_columns = len(columns)
@@ -312,28 +286,15 @@ class ConlluNerReader(DependencyReader):
                     annotated = True
                     tags.append(tag)
                     continue
-                tag = self._tag_of(columns)
-                if annotated is None:
-                    annotated = tag is not None
-                if annotated != (tag is not None):
-                    problem = (
-                        f"this token has a tag ({self.misc_ner_key}={tag}) but the file's first token has none"
-                        if tag is not None
-                        else f"no {self.misc_ner_key}=<tag> in MISC, although earlier tokens have one"
-                    )
-                    raise ColumnFormatError(
-                        name, line_number, f"{problem}: every token must carry a tag (or none in the file does)"
-                    )
-                if tag is None:
-                    continue
-                reason = invalid_tag_reason(tag, self.file_tag_scheme)
-                if reason is not None:
-                    raise ColumnFormatError(name, line_number, reason)
-                tags.append(tag)
+                tags.append(self._tag_of(columns))
+                lines.append(line_number)
             if not words:
                 raise ColumnFormatError(
                     name, block.first_line, "the sentence has no words (only multiword tokens or empty nodes)"
                 )
+            if read_tags and self._tag_index is None:
+                annotated = self._check_annotated(tags, lines, name, annotated)
+                tags = self._ner_tags(tags, lines, name) if annotated else []
             yield _Sentence(
                 name,
                 block.first_line,
@@ -348,6 +309,47 @@ class ConlluNerReader(DependencyReader):
         if num_columns is None:
             raise ColumnFormatError(name, None, "the file holds no token lines")
 
+    def _check_annotated(
+        self, tags: List[Optional[str]], lines: List[int], name: str, annotated: Optional[bool]
+    ) -> bool:
+        """
+        Whether the file has NER tags, checked on a sentence's tags (`None` where MISC has no
+        `NER=`), given what the file's earlier sentences said.  With `missing_tag` a sentence with a
+        tag has tags (those it lacks are open); without, each token must agree.
+        """
+        has_tag = [tag is not None for tag in tags]
+        unit = "token" if self.missing_tag is None else "sentence"
+        if annotated is None:
+            annotated = has_tag[0] if self.missing_tag is None else any(has_tag)
+        if self.missing_tag is not None and any(has_tag) == annotated:
+            return annotated
+        index = next((i for i, has in enumerate(has_tag) if has != annotated), None)
+        if index is None:
+            return annotated
+        problem = (
+            f"this token has a tag ({self.misc_ner_key}={tags[index]}) but the file's first {unit} has none"
+            if has_tag[index]
+            else f"no {self.misc_ner_key}=<tag> in MISC, although earlier {unit}s have one"
+        )
+        raise ColumnFormatError(
+            name, lines[index], f"{problem}: every {unit} must carry a tag (or none in the file does)"
+        )
+
+    def _ner_tags(self, tags: List[Optional[str]], lines: List[int], name: str) -> List[Optional[str]]:
+        """
+        The NER tags of a sentence (`None`: no `NER=`, read as `missing_tag`) in `tag_scheme`,
+        `None` where open, with `drop_entity_types` read as `O`.
+        """
+        file_tags = [self.missing_tag if tag is None else tag for tag in tags]
+        try:
+            converted = partial_tags(
+                file_tags, self.file_tag_scheme, self.tag_scheme, self.missing_tag, self.o_unconfirmed
+            )
+        except PartialTagError as error:
+            raise ColumnFormatError(name, lines[error.index], str(error)) from None
+        dropped = self.drop_entity_types
+        return ["O" if tag is not None and split_tag(tag)[1] in dropped else tag for tag in converted]
+
     def _tag_of(self, columns: List[str]) -> Optional[str]:
         if self.ner_column is not None:
             return columns[self.ner_column]
@@ -360,9 +362,10 @@ class ConlluNerReader(DependencyReader):
     def _joined_sentences(self, path: str, name: str) -> Iterator[_Sentence]:
         index = self.treebank_index()
         any_token = False
-        for block in self._blocks(path, name):
+        for block in conllu_blocks(path, name):
             words: List[str] = []
-            tags: List[str] = []
+            tags: List[Optional[str]] = []
+            lines: List[int] = []
             for line_number, columns in block.rows:
                 if len(columns) not in (3, 5):
                     raise ColumnFormatError(
@@ -378,14 +381,13 @@ class ConlluNerReader(DependencyReader):
                     raise ColumnFormatError(
                         name, line_number, f"token ID {token_id!r} is out of sequence (expected {len(words) + 1})"
                     )
-                reason = invalid_tag_reason(columns[2], self.file_tag_scheme)
-                if reason is not None:
-                    raise ColumnFormatError(name, line_number, reason)
                 words.append(columns[1])
                 tags.append(columns[2])
+                lines.append(line_number)
             if not words:
                 continue
             any_token = True
+            tags = self._ner_tags(tags, lines, name)
             if block.sentence_id is None:
                 raise ColumnFormatError(
                     name, block.first_line, "the sentence has no '# sent_id = ...' comment to join it with the treebank"
