@@ -194,7 +194,8 @@ class FofeNer(Model):
 
         tokens : `TextFieldTensors`, one sentence per instance
         entities : `torch.LongTensor`, optional, `(batch_size, num_tokens, num_tokens)`
-            Gold entity type ids at `[start, end - 1]`, -1 elsewhere (`entity_spans`' AdjacencyField).
+            Gold entity type ids at `[start, end - 1]`, -1 elsewhere, -2 at the spans a partial
+            annotation leaves open, which are never trained on (`entity_spans`' AdjacencyField).
         metadata : `List[Dict]`, optional; `words` and gold `entities` are used
 
         # Returns
@@ -205,14 +206,16 @@ class FofeNer(Model):
         """
         mask = get_text_field_mask(tokens)
         starts, ends, span_mask = fofe_spans.enumerate_spans(mask, self.max_span_width)
+        gold = known = None
         if entities is not None:
             entities = entities.long()  # allennlp's AdjacencyField pads a float tensor
-        gold = None if entities is None else fofe_spans.gold_span_classes(entities, starts, ends, span_mask)
+            gold = fofe_spans.gold_span_classes(entities, starts, ends, span_mask)
+            known = fofe_spans.known_spans(entities, starts, ends)
 
         keep = span_mask
         if self.training and gold is not None:
             rates = self.overlap_sample_rate, self.disjoint_sample_rate
-            keep = span_mask & fofe_spans.sample_spans(gold, entities, starts, ends, mask, *rates)
+            keep = span_mask & known & fofe_spans.sample_spans(gold, entities, starts, ends, mask, *rates)
         # The scored spans as one flat list (row-major order of `keep`): no work on padding.
         spans = FlatSpans.where(keep, starts, ends)
 
@@ -255,10 +258,12 @@ class FofeNer(Model):
             if first_pass_probabilities is not None:
                 output["first_pass_probabilities"] = fofe_spans.scatter_rows(first_pass_probabilities, scored_mask)
         if gold is not None:
-            flat_gold = gold[keep]
+            # The loss is over the spans whose class the annotation fixes.
+            scored_known = known[keep]
+            flat_gold, known_logits = gold[keep][scored_known], logits[scored_known]
             if flat_gold.numel():
-                output["loss"] = torch.nn.functional.cross_entropy(logits, flat_gold)
-                self.accuracy(logits, flat_gold)
+                output["loss"] = torch.nn.functional.cross_entropy(known_logits, flat_gold)
+                self.accuracy(known_logits, flat_gold)
             else:
                 output["loss"] = logits.sum() * 0.0
         if metadata is not None:
@@ -401,7 +406,8 @@ class FofeNer(Model):
         entities = batch.get("entities")
         if entities is None or "class_logits" not in output_dict:
             return None
-        mask = output_dict["span_mask"]
-        gold = fofe_spans.gold_span_classes(entities.long(), output_dict["span_starts"], output_dict["span_ends"], mask)
+        spans = entities.long(), output_dict["span_starts"], output_dict["span_ends"]
+        mask = output_dict["span_mask"] & fofe_spans.known_spans(*spans)
+        gold = fofe_spans.gold_span_classes(*spans, mask)
         mixture = output_dict.get("first_pass_probabilities")
         return CalibrationBatch(output_dict["class_logits"], gold, mask, mixture).detached()

@@ -301,6 +301,15 @@ BAD_LINES = [
         _sentence(entities=[[1, 4, "ORG"], {"start": 1, "end": 4, "type": "ORG"}]),
         ": entities[1] [1, 4, 'ORG']: the span (1, 4) is already entities[0]",
     ),
+    (_sentence(complete="no"), ": 'complete' must be true or false, got 'no'"),
+    (_sentence(complete=None), ": 'complete' must be true or false, got None"),
+    (_sentence(empty=[[0, 1]]), ": 'empty' needs \"complete\": false"),
+    (_sentence(complete=False, empty={"start": 0}), ": 'empty' must be a list of [start, end] stretches, got dict"),
+    (_sentence(complete=False, empty=[[0]]), ": empty[0] [0] must be [start, end] with integer offsets"),
+    (_sentence(complete=False, empty=[[0, "1"]]), ": empty[0] [0, '1'] must be [start, end] with integer offsets"),
+    (_sentence(complete=False, empty=[[0, 1], [4, 6]]), ": empty[1] [4, 6]: out of range (0 <= start < end <= 5)"),
+    (_sentence(complete=False, empty=[[1, 1]]), ": empty[0] [1, 1]: out of range (0 <= start < end <= 5)"),
+    (_sentence(complete=False, empty=[[0, 2]]), ": empty[0] [0, 2] overlaps the entity [1, 4, 'ORG']"),
 ]
 
 
@@ -315,6 +324,92 @@ def test_validation_errors_name_file_and_line(reader, tmp_path, line, message):
     assert str(error.value).startswith(f"{path}:3: ")
     assert message in str(error.value)
     assert len(read) == 1  # the good sentence on line 1; blank lines are skipped
+
+
+# --------------------------------------------------------------------------------------------------
+# Partial annotation
+
+
+def _matrix(instance, vocab, length=None):
+    field = instance["entities"]
+    field.index(vocab)
+    return field.as_tensor({"num_tokens": length or field.sequence_field.sequence_length()})
+
+
+def test_a_sentence_annotated_in_part(reader, tmp_path):
+    partial = _sentence(complete=False, empty=[[0, 1], [4, 5], [4, 5]])
+    path = _write_lines(tmp_path, [_sentence(complete=True), partial, _sentence(complete=False)])
+    complete, instance, bare = reader.read(path)
+    assert "partial" not in complete["metadata"] and complete["entities"]._padding_value == -1
+    assert instance["metadata"]["partial"] and instance["metadata"]["empty"] == [(0, 1), (4, 5), (4, 5)]
+    assert instance["metadata"]["entities"] == [(1, 4, "ORG"), (3, 4, "LOC")]
+    assert bare["metadata"]["empty"] == []
+    vocab = Vocabulary.from_instances([complete, instance])
+    org, loc = (vocab.get_token_index(label, "labels") for label in ("ORG", "LOC"))
+    expected = torch.full((7, 7), -2.0)
+    expected[1, 3], expected[3, 3], expected[0, 0], expected[4, 4] = org, loc, -1, -1
+    assert torch.equal(_matrix(instance, vocab, 7), expected)
+    assert torch.equal(_matrix(bare, vocab) >= -1, _matrix(complete, vocab) >= 0)
+
+
+def test_known_empty_stretches_are_every_fragment_inside_them(reader):
+    words = "a b c d e f g".split()
+    instance = reader.text_to_instance(words, [(3, 4, "LOC")], None, False, [(0, 3), (4, 7)])
+    reader.apply_token_indexers(instance)
+    vocab = Vocabulary.from_instances([instance])
+    matrix = _matrix(instance, vocab)
+    loc = vocab.get_token_index("LOC", "labels")
+    for start in range(7):
+        for end in range(start + 1, 8):
+            inside = end <= 3 or 4 <= start
+            assert matrix[start, end - 1] == (-1 if inside else loc if (start, end) == (3, 4) else -2)
+
+
+def test_batch_pads_each_sentence_with_its_own_value(reader, train):
+    partial = reader.text_to_instance(["Oslo", "is", "cold"], [(0, 1, "LOC")], {}, False, [(1, 3)])
+    reader.apply_token_indexers(partial)
+    vocab = Vocabulary.from_instances(train)
+    batch = Batch([train[0], partial])
+    batch.index_instances(vocab)
+    entities = batch.as_tensor_dict()["entities"]
+    length = len(train[0]["tokens"])
+    assert entities.shape == (2, length, length)
+    assert (entities[0] >= -1).all() and (entities[1, 3:] == -2).all() and (entities[1, :, 3:] == -2).all()
+    assert entities[1, 0, 0] == vocab.get_token_index("LOC", "labels") and entities[1, 1, 2] == -1
+
+
+def test_conll_with_missing_tags(tmp_path):
+    path = tmp_path / "partial.txt"
+    lines = [
+        "Peter NNP I-NP I-PER", "Blackburn NNP I-NP I-PER", "visited VBD I-VP -", "the DT I-NP O",
+        "old JJ I-NP O", "city NN I-NP -", "of IN I-PP O", "Bonn NNP I-NP I-LOC", "",
+        "Bonn NNP I-NP I-LOC", "won VBD I-VP O", "",
+    ]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    partial, full = EntitySpansReader(conll={"tag_column": 3}).read(path)
+    assert partial["metadata"]["entities"] == [(0, 2, "PER"), (7, 8, "LOC")]
+    assert partial["metadata"]["empty"] == [(3, 5), (6, 7)] and partial["metadata"]["partial"]
+    assert partial["entities"]._padding_value == -2
+    # A fully annotated sentence reads as in a file without missing tags.
+    metadata = {
+        "words": ["Bonn", "won"],
+        "source": f"{path}:10",
+        "entities": [(0, 1, "LOC")],
+        "id": "partial.txt:d0:s1",
+    }
+    assert full["metadata"].metadata == metadata and full["entities"]._padding_value == -1
+
+
+def test_conll_missing_tag_and_unconfirmed_o_options(tmp_path):
+    path = tmp_path / "partial.txt"
+    path.write_text("Peter NNP I-NP I-PER\nvisited VBD I-VP ?\nBonn NNP I-NP O\n", encoding="utf-8")
+    (instance,) = EntitySpansReader(conll={"tag_column": 3, "missing_tag": "?"}).read(path)
+    assert instance["metadata"]["entities"] == [(0, 1, "PER")] and instance["metadata"]["empty"] == [(2, 3)]
+    (instance,) = EntitySpansReader(conll={"tag_column": 3, "missing_tag": "?", "o_unconfirmed": True}).read(path)
+    assert instance["metadata"]["entities"] == [(0, 1, "PER")] and instance["metadata"]["empty"] == []
+    path.write_text("Peter NNP I-NP B-PER\nvisited VBD I-VP -\nBonn NNP I-NP I-PER\n", encoding="utf-8")
+    with pytest.raises(ColumnFormatError, match=f"^{path}:3: a marked span is cut by a token left open"):
+        list(EntitySpansReader(conll={"tag_column": 3, "file_tag_scheme": "BIO"}).read(path))
 
 
 def test_invalid_overlap_range_fixture(reader):

@@ -113,6 +113,81 @@ class TestFofeNer(ModelTestCase):
         expected = 0.5 * first_output["class_probabilities"][first_output["span_mask"]] + 0.5 * alone.softmax(-1)
         torch.testing.assert_close(output["class_probabilities"][output["span_mask"]], expected)
 
+    def _partial_batch(self):
+        """Three sentences annotated in part (every other stretch outside their entities known empty), one whole."""
+        reader = DatasetReader.from_params(Params.from_file(str(CONFIG))["dataset_reader"])
+        sentences = []
+        for number, instance in enumerate(self.instances[:4]):
+            words, entities = instance["metadata"]["words"], instance["metadata"]["entities"]
+            covered = {k for start, end, _ in entities for k in range(start, end)}
+            runs = [(k, k + 1) for k in range(len(words)) if k not in covered]
+            empty = [run for k, run in enumerate(runs) if k % 2 == 0]
+            partial = reader.text_to_instance(words, entities, None, number == 3, [] if number == 3 else empty)
+            reader.apply_token_indexers(partial)
+            sentences.append((words, entities, None if number == 3 else empty, partial))
+        batch = Batch([partial for *_, partial in sentences])
+        batch.index_instances(self.vocab)
+        return sentences, batch.as_tensor_dict()
+
+    def _known_classes(self, sentences):
+        """Brute force: `{(sentence, start, end): class}` of every fragment the annotation fixes."""
+        known = {}
+        for number, (words, entities, empty, _) in enumerate(sentences):
+            types = {(start, end): label for start, end, label in entities}
+            for start in range(len(words)):
+                for end in range(start + 1, min(start + self.model.max_span_width, len(words)) + 1):
+                    if (start, end) in types:
+                        known[number, start, end] = 1 + self.vocab.get_token_index(types[start, end], "labels")
+                    elif empty is None or any(a <= start and end <= b for a, b in empty):
+                        known[number, start, end] = 0
+        return known
+
+    @staticmethod
+    def _scored(output):
+        mask = output["span_mask"]
+        return [
+            (b, int(s), int(e))
+            for b in range(mask.size(0))
+            for s, e in zip(output["span_starts"][b][mask[b]], output["span_ends"][b][mask[b]])
+        ]
+
+    def test_the_loss_of_partial_annotation_is_over_the_fragments_it_fixes(self):
+        sentences, tensors = self._partial_batch()
+        known = self._known_classes(sentences)
+        self.model.eval()
+        with torch.no_grad():
+            output = self.model(**tensors)
+        scored = self._scored(output)
+        assert len(known) < len(scored)
+        logits = output["class_logits"][output["span_mask"]]
+        rows = [k for k, span in enumerate(scored) if span in known]
+        expected = torch.nn.functional.cross_entropy(logits[rows], torch.tensor([known[scored[k]] for k in rows]))
+        torch.testing.assert_close(output["loss"], expected)
+
+        def loss_with_logits_raised_at(span):
+            """The loss with the logit of class 1 raised at `span`."""
+            bump = torch.zeros_like(logits)
+            bump[scored.index(span), 1] = 5.0
+            hook = self.model.output_layer.register_forward_hook(lambda module, inputs, out: out + bump)
+            with torch.no_grad():
+                loss = self.model(**tensors)["loss"]
+            hook.remove()
+            return loss
+
+        unknown = next(span for span in scored if span not in known)
+        empty = next(span for span in scored if span[0] < 3 and known.get(span) == 0)
+        assert torch.equal(loss_with_logits_raised_at(unknown), output["loss"])
+        assert not torch.equal(loss_with_logits_raised_at(empty), output["loss"])
+
+    def test_training_samples_only_the_fragments_partial_annotation_fixes(self):
+        sentences, tensors = self._partial_batch()
+        known = self._known_classes(sentences)
+        self.model.train()
+        self.model.overlap_sample_rate = self.model.disjoint_sample_rate = 1.0
+        assert set(self._scored(self.model(**tensors))) == set(known)
+        self.model.overlap_sample_rate = self.model.disjoint_sample_rate = 0.0
+        assert set(self._scored(self.model(**tensors))) == {span for span, label in known.items() if label > 0}
+
     def test_bad_configurations_raise(self):
         params = Params.from_file(str(CONFIG))
         for key, value in [

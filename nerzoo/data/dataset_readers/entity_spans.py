@@ -1,6 +1,8 @@
 import json
+from itertools import groupby
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
@@ -16,8 +18,10 @@ from nerzoo.data.json_lines import is_int, json_object, numbered_lines, type_nam
 FILE_FORMATS = ("conll", "jsonl")
 # Value of the `entities` matrix wherever no entity starts and ends (and in the padding of a batch).
 NO_ENTITY = -1
+# Its value at the fragments a partially annotated sentence leaves open (and in that sentence's padding).
+UNKNOWN_ENTITY = -2
 # The `ConllColumnsReader` options that `conll` may set (an instance is one sentence without feature fields).
-CONLL_OPTIONS = ("tag_column", "file_tag_scheme", "tag_scheme", "delimiter")
+CONLL_OPTIONS = ("tag_column", "file_tag_scheme", "tag_scheme", "delimiter", "missing_tag", "o_unconfirmed")
 NO_SOURCE = "<input>"
 
 _ENTITY_KEYS = {"start", "end", "type"}
@@ -105,6 +109,52 @@ def _check_entities(entities: Any, num_tokens: int, where: str) -> List[EntitySp
     return checked
 
 
+def _check_empty(empty: Any, entities: List[EntitySpan], num_tokens: int, where: str) -> List[Tuple[int, int]]:
+    if not isinstance(empty, (list, tuple)):
+        raise EntitySpansFormatError(where, f"'empty' must be a list of [start, end] stretches, got {type_name(empty)}")
+    for position, stretch in enumerate(empty):
+        shown = f"empty[{position}] {stretch!r}"
+        if not isinstance(stretch, (list, tuple)) or len(stretch) != 2 or not all(map(is_int, stretch)):
+            raise EntitySpansFormatError(where, f"{shown} must be [start, end] with integer offsets")
+        start, end = stretch
+        if not 0 <= start < end <= num_tokens:
+            raise EntitySpansFormatError(where, f"{shown}: out of range (0 <= start < end <= {num_tokens})")
+        clash = next((entity for entity in entities if entity[0] < end and start < entity[1]), None)
+        if clash is not None:
+            raise EntitySpansFormatError(where, f"{shown} overlaps the entity {list(clash)}")
+    return [(start, end) for start, end in empty]
+
+
+class EntitiesField(AdjacencyField):
+    """
+    An `AdjacencyField` of a sentence's `(start, end, type)` entities, `NO_ENTITY` elsewhere; in a
+    sentence annotated in part (`empty` not `None`) `UNKNOWN_ENTITY` elsewhere but at the fragments
+    inside its `empty` stretches (`(start, end)`, end exclusive).  One class for both: a batch
+    holds one class per field.
+    """
+
+    __slots__ = ["empty"]
+
+    def __init__(
+        self,
+        entities: List[EntitySpan],
+        tokens: TextField,
+        label_namespace: str,
+        empty: Optional[List[Tuple[int, int]]],
+    ) -> None:
+        indices, labels = [(start, end - 1) for start, end, _ in entities], [label for _, _, label in entities]
+        padding_value = NO_ENTITY if empty is None else UNKNOWN_ENTITY
+        super().__init__(indices, tokens, labels, label_namespace, padding_value)
+        self.empty = empty or []
+
+    def as_tensor(self, padding_lengths: Dict[str, int]) -> torch.Tensor:
+        tensor = super().as_tensor(padding_lengths)
+        for start, end in self.empty:
+            firsts, lasts = torch.triu_indices(end - start, end - start)
+            tensor[firsts + start, lasts + start] = NO_ENTITY
+        return tensor
+
+
 @DatasetReader.register("entity_spans")
 class EntitySpansReader(DatasetReader):
     """
@@ -131,10 +181,18 @@ class EntitySpansReader(DatasetReader):
       no two may share both start and end (a span has one type).  `entities` may be `[]` (a
       sentence without entities); absent or `null` it marks an unlabelled sentence (prediction
       input).  `id` (a string) is optional; other keys are ignored.
+
+      A sentence annotated in part says `"complete": false` (default `true`: every fragment
+      that is not an entity is known not to be one): its tokens outside the listed entities are
+      unknown but for the stretches of `"empty": [[start, end], ...]` (end exclusive, default
+      `[]`), whose tokens are known to lie outside every entity.  A stretch may not overlap an
+      entity; `empty` needs `"complete": false`.
     - `"conll"`: the column files of `ConllColumnsReader` (CoNLL-2003 and the like), which parses
       them (with the same checks and error messages); `conll` holds its options.  The entities
       are the spans of each sentence's tag column, decoded as `conlleval` does
       (`nerzoo_runtime.tag_scheme.tags_to_spans`), so they never nest.  Each sentence is an instance.
+      A sentence with open tokens (`missing_tag`, or `O` with `o_unconfirmed`) is not complete;
+      its empty stretches are the maximal runs of marked `O` tokens.
 
     The first problem in a file raises `EntitySpansFormatError` (a `ConfigurationError`) with a
     message `"path:line: ..."`; CoNLL files raise `ColumnFormatError` in the same form.
@@ -142,14 +200,16 @@ class EntitySpansReader(DatasetReader):
     Each sentence of T tokens is an instance with the fields
 
     - `tokens` : `TextField` of the words;
-    - `entities` (labelled sentences only) : `AdjacencyField` over `tokens` with an edge
-      `(start, end - 1)` labelled with each entity's type (in `label_namespace`): a float `(T, T)`
+    - `entities` (labelled sentences only) : `EntitiesField`, an `AdjacencyField` over `tokens`
+      with an edge `(start, end - 1)` labelled with each entity's type (in `label_namespace`): a float `(T, T)`
       matrix of `-1` but for the type id at `[start, end - 1]` of each entity.  AllenNLP does not
-      batch labelled sentences together with unlabelled ones;
+      batch labelled sentences together with unlabelled ones.  In a sentence that is not complete
+      the matrix is `-2` but at its entities and at the fragments inside its empty stretches (`-1`);
     - `metadata` : `words`, `entities` (labelled sentences only: the gold `(start, end, type)`
       tuples, end exclusive, in file order), `source` (`path:line` of the sentence; `None` for
       `text_to_instance` input), `id` (when the line gives one; the sentence id, e.g.
-      `"train.txt:d0:s3"`, for CoNLL input), and whatever else `text_to_instance` is given.
+      `"train.txt:d0:s3"`, for CoNLL input), `partial` (true) and `empty` (the stretches) for a
+      sentence that is not complete, and whatever else `text_to_instance` is given.
 
     # Parameters
 
@@ -159,8 +219,8 @@ class EntitySpansReader(DatasetReader):
     conll : `Dict[str, Any]`, optional (default = `None`)
         Options of the `ConllColumnsReader` that parses `"conll"` files, e.g.
         `{"tag_column": 3, "file_tag_scheme": "IOB1"}` for CoNLL-2003; only `tag_column`,
-        `file_tag_scheme` (not `None`: entities need chunk tags), `tag_scheme` and `delimiter`
-        are accepted.  Not allowed with `"jsonl"`.
+        `file_tag_scheme` (not `None`: entities need chunk tags), `tag_scheme`, `delimiter`,
+        `missing_tag` and `o_unconfirmed` are accepted.  Not allowed with `"jsonl"`.
     label_namespace : `str`, optional (default = `"labels"`)
         Vocabulary namespace of the entity types.
     """
@@ -215,7 +275,8 @@ class EntitySpansReader(DatasetReader):
                 metadata: Dict[str, Any] = {"source": where}
                 if sentence_id is not None:
                     metadata["id"] = sentence_id
-                yield self.text_to_instance(sentence.get("tokens"), sentence.get("entities"), metadata)
+                partial = sentence.get("complete", True), sentence.get("empty", [])
+                yield self.text_to_instance(sentence.get("tokens"), sentence.get("entities"), metadata, *partial)
         else:
             yield from self._read_conll(path, name)
 
@@ -226,40 +287,48 @@ class EntitySpansReader(DatasetReader):
             sentence for _, document in reader.read_documents(path, display_name=name) for sentence in document
         )
         for sentence_id, first_line, rows in self.shard_iterable(sentences):
-            words = [row[0] for row in rows]
-            tags = [row[reader.tag_column] for row in rows]
-            # `read_documents` checked the tags; conlleval decoding gives the same spans in every scheme.
-            entities = [(start, end, label) for label, start, end in tags_to_spans(tags)]
-            yield self.text_to_instance(words, entities, {"source": f"{name}:{first_line}", "id": sentence_id})
+            # `read_documents` checked the tags; each stretch of marked tags is whole in `tag_scheme`.
+            words, tags, _ = reader.sentence_columns(rows)
+            entities = [(start, end, label) for label, start, end in tags_to_spans([tag or "O" for tag in tags])]
+            complete, empty, position = None not in tags, [], 0
+            for is_o, run in groupby(tags, key=lambda tag: tag == "O"):
+                length = len(list(run))
+                empty += [(position, position + length)] if is_o and not complete else []
+                position += length
+            metadata = {"source": f"{name}:{first_line}", "id": sentence_id}
+            yield self.text_to_instance(words, entities, metadata, complete, empty)
 
     def text_to_instance(  # type: ignore
         self,
         words: Sequence[str],
         entities: Optional[Sequence[Tuple[int, int, str]]] = None,
         metadata: Optional[Dict] = None,
+        complete: Any = True,
+        empty: Any = (),
     ) -> Instance:
         """
         Builds the instance of one pre-tokenised sentence; `entities` are `(start, end, type)` with
-        `end` exclusive (`None` for an unlabelled sentence, `[]` for one without entities).
-        Predictors call it with words alone.  Entries of `metadata` are added to (or override) the
-        instance metadata; its `source`, when given, prefixes validation errors.
+        `end` exclusive (`None` for an unlabelled sentence, `[]` for one without entities), and
+        `complete`, `empty` as in the JSON lines.  Predictors call it with words alone.  Entries of
+        `metadata` are added to (or override) the instance metadata; its `source`, when given,
+        prefixes validation errors.
         """
         extra = dict(metadata or {})
         where = extra.get("source") or NO_SOURCE
         checked_words = _check_words(words, where)
         checked_entities = None if entities is None else _check_entities(entities, len(checked_words), where)
+        if not isinstance(complete, bool):
+            raise EntitySpansFormatError(where, f"'complete' must be true or false, got {complete!r}")
+        if complete and empty:
+            raise EntitySpansFormatError(where, "'empty' needs \"complete\": false")
         text_field = TextField([Token(word) for word in checked_words])
         fields: Dict[str, Field] = {"tokens": text_field}
         full_metadata: Dict[str, Any] = {"words": checked_words, "source": None}
         if checked_entities is not None:
-            fields["entities"] = AdjacencyField(
-                [(start, end - 1) for start, end, _ in checked_entities],
-                text_field,
-                [label for _, _, label in checked_entities],
-                label_namespace=self.label_namespace,
-                padding_value=NO_ENTITY,
-            )
+            checked_empty = None if complete else _check_empty(empty, checked_entities, len(checked_words), where)
+            fields["entities"] = EntitiesField(checked_entities, text_field, self.label_namespace, checked_empty)
             full_metadata["entities"] = checked_entities
+            full_metadata.update({} if complete else {"partial": True, "empty": checked_empty})
         full_metadata.update(extra)
         fields["metadata"] = MetadataField(full_metadata)
         return Instance(fields)

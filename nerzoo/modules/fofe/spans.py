@@ -15,6 +15,8 @@ from typing import NamedTuple, Tuple
 
 import torch
 
+from nerzoo.data.dataset_readers.entity_spans import UNKNOWN_ENTITY
+
 
 class FlatSpans(NamedTuple):
     """
@@ -69,17 +71,25 @@ def gold_span_classes(
     # Parameters
 
     entities : `(batch_size, num_tokens, num_tokens)`
-        Gold entity type ids at `[start, end - 1]`, -1 elsewhere.
+        Gold entity type ids at `[start, end - 1]`, -1 elsewhere (-2 where unknown).
     starts, ends, span_mask : `(batch_size, num_spans)`, as `enumerate_spans` gives them
 
     # Returns
 
     `(batch_size, num_spans)`, 0 where `span_mask` is false.
     """
-    num_tokens = entities.size(1)
-    flat = entities.reshape(entities.size(0), -1)
-    index = starts * num_tokens + (ends - 1).clamp(min=0)
-    return (flat.gather(1, index) + 1).clamp(min=0) * span_mask
+    return (span_values(entities, starts, ends) + 1).clamp(min=0) * span_mask
+
+
+def known_spans(entities: torch.LongTensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.BoolTensor:
+    """`(batch_size, num_spans)`: false at the spans a partial annotation leaves open (`UNKNOWN_ENTITY`)."""
+    return span_values(entities, starts, ends) != UNKNOWN_ENTITY
+
+
+def span_values(entities: torch.LongTensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.LongTensor:
+    """`(batch_size, num_spans)`: each span's entry `[start, end - 1]` of `entities`."""
+    index = starts * entities.size(1) + (ends - 1).clamp(min=0)
+    return entities.reshape(entities.size(0), -1).gather(1, index)
 
 
 def sample_spans(
