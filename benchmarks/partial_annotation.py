@@ -15,14 +15,20 @@ Protocols (the dev set is perturbed as the training set; test is eng.testb, whol
 Every token outside a kept mark is open: `-` in the `.partial` files, `O` in the `.as_o` files
 (training as if the unmarked were O).  The files are BIO, in `OUTPUT_ROOT/data/PROTOCOL/`, never in
 the project.  A run is METHOD:PROTOCOL:SEED, METHOD a name of `METHODS`; it writes
-`OUTPUT_ROOT/METHOD-PROTOCOL-SEED/` as `reproduce.py` does (patience 5, test scored with the epoch
-best on the perturbed dev).
+`OUTPUT_ROOT/partial_METHOD_PROTOCOL-conll2003-SEED/` as `reproduce.py` does (patience 5, test
+scored with the epoch best on the perturbed dev, by the partial span F1 of docs/partial.md).  Beside
+it, the clean-dev choice: every epoch's weights scored on the whole eng.testa, and the best of them
+on test (`clean_dev`, `clean_dev_test` in its result.json; the epochs' weights are then deleted).
 """
 
 import argparse
+import glob
+import json
 import os
 import random
+import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 from typing import Any, Dict, List, Tuple
 
@@ -133,8 +139,9 @@ def build(args) -> None:
         os.makedirs(folder, exist_ok=True)
         for split, name in SOURCES.items():
             items = read_conll(os.path.join(harness.SHARED_DATA, "conll2003", name))
+            if split != "train":
+                write_conll(os.path.join(folder, f"{split}.bio"), items, None, "O")
             if split == "test":
-                write_conll(os.path.join(folder, "test.bio"), items, None, "O")
                 continue
             rng = random.Random(f"{args.seed}:{protocol}:{split}")
             marks = (mayhew_marks if protocol == "mayhew" else jie_marks)(items, rng)
@@ -164,9 +171,33 @@ def train(args) -> None:
         }
         name = f"partial_{method}_{protocol}"
         reproduce.MODELS[name] = {"config": "bilstm_crf", "overrides": overrides}
+        overrides["trainer.checkpointer"] = {"keep_most_recent_by_count": None}
         args.overrides = {}
         result = reproduce.run(name, "conll2003", int(seed), args)
+        run_dir = os.path.join(args.output_root, f"{name}-conll2003-{seed}")
+        if result["returncode"] == 0:
+            result.update(clean_dev_choice(os.path.join(run_dir, "model"), folder))
+            harness.write_json(os.path.join(run_dir, "result.json"), result)
         print(reproduce.table([dict(result, label=f"{method} ({protocol})")]), flush=True)
+
+
+def evaluate_f1(serialization_dir: str, data: str, weights: str) -> float:
+    with tempfile.NamedTemporaryFile(suffix=".json") as output:
+        command = [harness.ALLENNLP, "evaluate", os.path.join(serialization_dir, "model.tar.gz"), data]
+        command += ["--weights-file", weights, "--output-file", output.name, "--include-package", "nerzoo"]
+        subprocess.run(command, cwd=harness.REPO_ROOT, check=True, capture_output=True)
+        return 100 * json.load(open(output.name))["f1-measure-overall"]
+
+
+def clean_dev_choice(serialization_dir: str, folder: str) -> Dict[str, Any]:
+    """The epoch best on the whole dev set and its test F1; the epochs' weights are deleted."""
+    epochs = sorted(glob.glob(os.path.join(serialization_dir, "model_state_e*_b0.th")), key=os.path.getmtime)
+    scores = [evaluate_f1(serialization_dir, os.path.join(folder, "dev.bio"), weights) for weights in epochs]
+    best = max(range(len(epochs)), key=scores.__getitem__)
+    test = evaluate_f1(serialization_dir, os.path.join(folder, "test.bio"), epochs[best])
+    for path in glob.glob(os.path.join(serialization_dir, "*_state_e*.th")):
+        os.remove(path)
+    return {"clean_dev": scores[best], "clean_dev_test": test, "clean_dev_epoch": best + 1}
 
 
 def main() -> None:
@@ -189,6 +220,12 @@ def main() -> None:
             if os.path.exists(path := os.path.join(args.output_root, folder, "result.json")):
                 runs.append(harness.read_json(path))
         print(reproduce.table(runs))
+        for run in runs:
+            if "clean_dev" in run:
+                print(
+                    f"{run['model']} {run['seed']}: clean-dev choice epoch {run['clean_dev_epoch']}, "
+                    f"dev {run['clean_dev']:.2f}, test {run['clean_dev_test']:.2f}"
+                )
 
 
 if __name__ == "__main__":
