@@ -44,6 +44,27 @@ class TestSeq2Biseq(ModelTestCase):
         for batched, stepped in zip(forced, reference):
             assert torch.allclose(batched[mask], stepped[mask], atol=1e-5)
 
+    def test_open_tokens_are_out_of_the_loss_and_the_decoders_read_their_own_choice_there(self):
+        self.model.train()  # the output's logits are then those of the loss
+        for module in self.model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        tensors = self.dataset.as_tensor_dict()
+        mask = get_text_field_mask(tensors["tokens"])
+        tags = tensors["tags"].clone()
+        tags[:, 1] = -1  # the second token of every sentence left open
+        metadata = [dict(instance, partial=True) for instance in tensors["metadata"]]
+        output = self.model(tokens=tensors["tokens"], tags=tags, metadata=metadata)
+        marked, gold = mask & (tags >= 0), tags.clamp_min(0)
+        expected = [
+            sequence_cross_entropy_with_logits(output[key], gold, marked, average="token")
+            for key in ("logits", "backward_logits")
+        ]
+        torch.testing.assert_close(output["loss"], 0.5 * (expected[0] + expected[1]))
+        lexical = self.model.encoder(self.model.text_field_embedder(tensors["tokens"]), mask)
+        stepped = self.model.decode(lexical, mask, forced_tags=tags)
+        assert torch.allclose(output["logits"][mask], stepped[0][mask], atol=1e-6)
+
     def test_backward_decoder_reads_the_label_on_the_right(self):
         # Changing the gold label of the last word changes nothing at the last word and everything
         # before it for the backward decoder; for the forward decoder the last word alone changes.

@@ -287,3 +287,25 @@ def test_the_crf_schedules_give_the_same_loss_paths_and_confidences(vocab):
     torch.testing.assert_close(readable["steps"]["tag_probabilities"], readable["scan"]["tag_probabilities"])
     with pytest.raises(ConfigurationError, match="crf_schedule"):
         TagHead(vocab, input_dim=6, crf_schedule="parallel")
+
+
+@pytest.mark.parametrize("crf_per_sentence", [False, True])
+def test_a_partial_batch_sums_over_what_the_marks_allow_and_a_whole_one_is_unchanged(vocab, crf_per_sentence):
+    head = _identity_head(vocab, use_crf=True).train()
+    head.crf_per_sentence = crf_per_sentence
+    encoded, mask, tags = _batch(input_dim=len(TAGS))
+    spans = [{"sentence_spans": [(0, 2), (2, 4)]}, {"sentence_spans": [(0, 2)]}, {"sentence_spans": [(0, 3)]}]
+    whole = head(encoded, mask, tags, spans)["loss"]
+    flagged = [dict(instance, partial=True) for instance in spans]
+    assert torch.equal(head(encoded, mask, tags, flagged)["loss"], whole)
+    opened = tags.clone()
+    opened[0, 1:3] = -1  # one open token in each sentence of the first row
+    partial = head(encoded, mask, opened, flagged)["loss"]
+    # Brute force: minus the log of the probability of every way to fill the open tokens.
+    filled = []
+    for first in range(len(TAGS)):
+        for second in range(len(TAGS)):
+            candidate = tags.clone()
+            candidate[0, 1], candidate[0, 2] = first, second
+            filled.append(-head(encoded, mask, candidate, spans)["loss"])
+    torch.testing.assert_close(partial, -torch.logsumexp(torch.stack(filled), 0), rtol=1e-5, atol=1e-4)
