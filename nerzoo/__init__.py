@@ -19,6 +19,7 @@ from nerzoo.commands.tag_text import TagText
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
 from nerzoo.data.dataset_readers.conllu_ner import ConlluNerReader
 from nerzoo.data.dataset_readers.entity_spans import EntitySpansReader
+from nerzoo.data.dataset_readers.spacy_docbin import SpacyDocBinReader
 from nerzoo.data.dataset_readers.spacy_parsed_conll import SpacyParsedConllReader
 from nerzoo.data.dataset_readers.thread_discourse import ThreadDiscourseReader
 from nerzoo.data.token_indexers.contextual_word_pieces_indexer import ContextualWordPiecesIndexer

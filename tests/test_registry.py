@@ -67,6 +67,7 @@ COMPONENTS = {
     (Metric, "span_calibration"): {"num_bins": 5},
     (Model, "me_crf"): None,  # built and trained in tests/models/test_me_crf.py
     (DatasetReader, "entity_spans"): {"conll": {"tag_column": 3}},
+    (DatasetReader, "spacy_docbin"): None,  # reads the DocBin files it writes: tests/data/test_spacy_docbin.py
     (Seq2VecEncoder, "fofe"): {"input_dim": 6, "trainable_alpha": True},
     (Metric, "span_set_f1"): {"entity_types": ["LOC", "PER"]},
     (TrainerCallback, "dropout_schedule"): {"serialization_dir": "unused", "start": 0.4, "end": 0.1},
