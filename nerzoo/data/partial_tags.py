@@ -93,7 +93,7 @@ class PartialTagsField(SequenceLabelField):
     A `SequenceLabelField` whose labels may be `None` (an open token), indexed as `OPEN` (-1).  A
     sentence without open tokens counts and indexes as a `SequenceLabelField`.  A sentence with some
     also counts `O` and every tag of `tag_scheme` of each type counted so far, once each where the
-    vocabulary has not seen them: an open token may take any of them.
+    vocabulary has not seen them: an open token may take any of them (plain labels: those seen).
 
     # Parameters
 
@@ -123,13 +123,10 @@ class PartialTagsField(SequenceLabelField):
         known = [label for label in self.labels if label is not None]
         for label in known:
             counter[self._label_namespace][label] += 1
-        if len(known) == len(self.labels):
+        if len(known) == len(self.labels) or self.tag_scheme is None:
             return
-        implied = {"O"}
-        if self.tag_scheme is not None:
-            seen = set(counter[self._label_namespace]) | set(known)
-            types = {split_tag(label)[1] for label in seen} - {None}
-            implied |= {f"{prefix}-{label}" for label in types for prefix in SCHEME_PREFIXES[self.tag_scheme]}
+        types = {split_tag(label)[1] for label in set(counter[self._label_namespace]) | set(known)} - {None}
+        implied = {"O"} | {f"{prefix}-{label}" for label in types for prefix in SCHEME_PREFIXES[self.tag_scheme]}
         for label in sorted(implied):
             if counter[self._label_namespace][label] == 0:
                 counter[self._label_namespace][label] = 1

@@ -61,3 +61,9 @@ def test_open_tokens_index_as_open_and_complete_the_label_namespace():
 def test_a_fully_marked_sentence_counts_as_a_sequence_label_field():
     vocab = Vocabulary.from_instances([_instance(["B-PER", "L-PER", "O", "O"])])
     assert vocab.get_token_to_index_vocabulary("labels") == {"O": 0, "B-PER": 1, "L-PER": 2}
+
+
+def test_open_plain_labels_add_no_tag_to_the_vocabulary():
+    text = TextField([Token(word) for word in "a b c".split()], {"tokens": SingleIdTokenIndexer()})
+    instance = Instance({"tokens": text, "tags": PartialTagsField(["NN", None, "VB"], text, "labels", None)})
+    assert set(Vocabulary.from_instances([instance]).get_token_to_index_vocabulary("labels")) == {"NN", "VB"}
