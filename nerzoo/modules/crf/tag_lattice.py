@@ -47,7 +47,7 @@ def annotation_weights(
     weights = torch.where(marked, 0.0, FORBIDDEN)
     if open_weights is None:
         open_weights = weights.new_zeros(num_tags)
-    weights = torch.where(is_open.unsqueeze(-1), open_weights.to(weights.dtype), weights)
+    weights = torch.where(is_open.unsqueeze(-1), open_weights.to(weights), weights)
     previous = torch.nn.functional.pad(tags[:, :-1], (1, 0), value=OPEN)
     carried = continuation.to(tags.device)[previous.clamp_min(0)].masked_fill(previous == OPEN, -1)
     carries = is_open & (carried >= 0)
