@@ -48,7 +48,6 @@ METHODS: Dict[str, Dict[str, Any]] = {
     "partial": {"files": "partial"},
     # CoNLL-2003's training text is 16.7% entity tokens; the margin takes 10-20%.
     "entity_ratio": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.15}}},
-    "o_weight": {"files": "partial", "overrides": {"model.head.open_tokens": {"o_weight": 0.9}}},
 }
 
 Sentence = Tuple[List[List[str]], List[Tuple[str, int, int]]]  # token rows, gold spans

@@ -9,6 +9,7 @@ file both work.  It does nothing else: no environment variable is set, no other 
 # ruff: noqa: F401  (each import registers its components)
 from nerzoo import other_names
 from nerzoo.commands.calibrate import Calibrate
+from nerzoo.commands.cross_estimate import CrossEstimate
 from nerzoo.commands.cross_validate_thread_discourse import CrossValidateThreadDiscourse
 from nerzoo.commands.draw_attention import DrawAttention
 from nerzoo.commands.draw_calibration import DrawCalibration

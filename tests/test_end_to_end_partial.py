@@ -52,3 +52,19 @@ def test_predict_export_serve_and_the_spacy_component(partial_run, tmp_path):
     nlp.add_pipe("nerzoo_ner", config={"archive": str(archive)})
     doc = nlp(spacy.tokens.Doc(nlp.vocab, words=SENTENCES[0]["tokens"]))
     assert [token._.nerzoo_tag for token in doc] == predictions[0]["tags"]
+
+
+def test_cross_estimate_writes_each_rounds_weights_then_trains_with_them_and_resumes(tmp_path):
+    run = tmp_path / "cross"
+    arguments = ("cross-estimate", CONFIG, "-s", run, "--folds", 2, "--rounds", 1, "-o", '{"trainer.num_epochs": 1}')
+    first = allennlp(*arguments, "--include-package", "nerzoo")
+    assert "round 1 of 1, fold 2 of 2" in first.stdout and (run / "model" / "model.tar.gz").exists()
+    lines = [json.loads(line) for line in (run / "round1.jsonl").read_text().splitlines()]
+    assert lines and all(line["id"].startswith("train.txt:d") for line in lines)
+    for line in lines:
+        for token in line["tags"]:
+            assert token is None or abs(sum(token.values()) - 1) < 1e-3
+    config = json.loads((run / "model" / "config.json").read_text())
+    assert config["dataset_reader"]["open_weights"] == str(run / "round1.jsonl")
+    again = allennlp(*arguments, "--include-package", "nerzoo")
+    assert "fold" not in again.stdout and "final model" in again.stdout

@@ -1,14 +1,9 @@
 """
-Partial annotation: tags a reader knows, and tokens the annotator left open (docs/partial.md).
-
-A token is open when its tag is the reader's `missing_tag` (`-`, as spaCy writes a token without
-NER annotation), or an `O` of a file whose `O` tags are unconfirmed.  The tags of a sentence are
-then a list with `None` at the open tokens; each stretch of marked tokens is converted to the
-model's scheme on its own, so a marked span is whole and a conversion never joins two spans across
-an open token.  The CRF's loss sums over every tag sequence that agrees with the marked tokens
-(`nerzoo.modules.crf.tag_lattice`).
+Partial annotation (docs/partial.md): a sentence's tags with `None` at the tokens the annotator
+left open (a `missing_tag`, or an unconfirmed `O`), each marked stretch converted on its own.
 """
 
+from itertools import groupby
 from typing import Any, Dict, List, Optional, Sequence
 
 from allennlp.common.checks import ConfigurationError
@@ -64,17 +59,10 @@ def partial_tags(
             cut = prefix == "I" and tags[index - 1] == missing_tag and _inside(tags, prefixes, index)
         if cut:
             raise PartialTagError(index, f"a marked span is cut by a token left open ({tags[index]!r})")
-    converted: List[Optional[str]] = [None] * len(tags)
-    start = 0
-    while start < len(tags):
-        if is_open[start]:
-            start += 1
-            continue
-        end = start
-        while end < len(tags) and not is_open[end]:
-            end += 1
-        converted[start:end] = convert_tags(tags[start:end], scheme) if scheme else tags[start:end]
-        start = end
+    converted: List[Optional[str]] = []
+    for closed_off, run in groupby(range(len(tags)), key=is_open.__getitem__):
+        stretch = [tags[index] for index in run]
+        converted += [None] * len(stretch) if closed_off else convert_tags(stretch, scheme) if scheme else stretch
     return converted
 
 

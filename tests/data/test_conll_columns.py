@@ -323,3 +323,12 @@ def test_real_conll2000_dev_carved_out_of_train():
     assert (len(held_out), len(rest)) == (992, 7944)
     assert held_out[0]["metadata"]["sentence_ids"] == ["train.txt:d0:s8"]
     assert held_out[0]["metadata"]["source"] == "train.txt:269"
+
+
+def test_a_held_out_remainder_selects_one_fold_of_n():
+    assert parse_held_out_path("train.txt?held_out=3:0") == ("train.txt", ("held_out", 3, 0))
+    folds = [list(select_held_out(range(7), "held_out", 3, j)) for j in range(3)]
+    assert folds == [[0, 3, 6], [1, 4], [2, 5]] and list(select_held_out(range(7), "held_out", 3)) == [2, 5]
+    assert list(select_held_out(range(7), "without_held_out", 3, 0)) == [1, 2, 4, 5]
+    with pytest.raises(ConfigurationError, match="n:j, j < n"):
+        parse_held_out_path("train.txt?held_out=3:3")

@@ -34,3 +34,9 @@ def test_unconfirmed_outside_tokens_and_a_file_that_is_no_docbin(tmp_path):
     (tmp_path / "bad.spacy").write_text("not a docbin")
     with pytest.raises(ConfigurationError, match="bad.spacy: not a spaCy DocBin"):
         list(SpacyDocBinReader().read(str(tmp_path / "bad.spacy")))
+
+
+def test_predictors_build_instances_as_from_conll_columns():
+    instance = SpacyDocBinReader().text_to_instance(["Anna", "left"], metadata={"source": "input"})
+    assert instance["metadata"]["words"] == ["Anna", "left"] and instance["metadata"]["source"] == "input"
+    assert "tags" not in instance

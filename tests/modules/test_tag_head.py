@@ -309,3 +309,27 @@ def test_a_partial_batch_sums_over_what_the_marks_allow_and_a_whole_one_is_uncha
             candidate[0, 1], candidate[0, 2] = first, second
             filled.append(-head(encoded, mask, candidate, spans)["loss"])
     torch.testing.assert_close(partial, -torch.logsumexp(torch.stack(filled), 0), rtol=1e-5, atol=1e-4)
+
+
+def test_cross_estimated_weights_weigh_the_open_tokens_tags(vocab):
+    head = _identity_head(vocab, use_crf=True).train()
+    encoded, mask, tags = _batch(input_dim=len(TAGS))
+    opened = tags.clone()
+    opened[0, 1:3] = -1
+    metadata = [{"partial": True}, {"partial": True}, {"partial": True}]
+    plain = head(encoded, mask, opened, metadata)["loss"]
+    # Equal weights on every tag scale each path alike: the loss grows by log K an open token.
+    uniform = {tag: 1 / len(TAGS) for tag in TAGS}
+    metadata[0]["open_weights"] = [None, uniform, uniform, None]
+    torch.testing.assert_close(head(encoded, mask, opened, metadata)["loss"], plain + 2 * math.log(len(TAGS)))
+    # All of an open token's weight on one tag: that token as good as marked.
+    certain = {TAGS[int(tags[0, 1])]: 1.0}
+    metadata[0]["open_weights"] = [None, certain, None, None]
+    marked = tags.clone()
+    marked[0, 2] = -1
+    torch.testing.assert_close(
+        head(encoded, mask, opened, metadata)["loss"],
+        head(encoded, mask, marked, metadata[:1] + [{}, {}])["loss"],
+        rtol=1e-4,
+        atol=1e-3,
+    )

@@ -1,3 +1,4 @@
+import json
 import os
 import re
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
@@ -43,9 +44,10 @@ _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 def parse_held_out_path(file_path) -> Tuple[str, Optional[Tuple[str, int]]]:
     """
     Splits a data path `<file>?held_out=<n>` or `<file>?without_held_out=<n>` into the file and the
-    selection `(key, n)`; a path without one gives `(path, None)`.  Raises `ConfigurationError`,
-    naming the path, on an unknown key or an `n` that is not an integer of at least 2.  In a URL
-    only these two keys are taken: any other query string belongs to the URL.
+    selection `(key, n)`, or with `=<n>:<j>` `(key, n, j)`; a path without one gives `(path, None)`.
+    Raises `ConfigurationError`, naming the path, on an unknown key, an `n` that is not an integer
+    of at least 2 or a `j` not below it.  In a URL only these two keys are taken: any other query
+    string belongs to the URL.
     """
     path = str(file_path)
     base, separator, query = path.rpartition("?")
@@ -59,18 +61,19 @@ def parse_held_out_path(file_path) -> Tuple[str, Optional[Tuple[str, int]]]:
             f"{path}: unknown data path selection {query!r}; expected '<file>?held_out=<n>' or "
             f"'<file>?without_held_out=<n>'"
         )
-    if not re.fullmatch(r"[0-9]+", value) or int(value) < 2:
-        raise ConfigurationError(f"{path}: {key} must be an integer of at least 2, not {value!r}")
+    numbers = re.fullmatch(r"([0-9]+)(?::([0-9]+))?", value)
+    if not numbers or int(numbers[1]) < 2 or (numbers[2] is not None and int(numbers[2]) >= int(numbers[1])):
+        raise ConfigurationError(f"{path}: {key} must be an integer of at least 2, not {value!r} (or n:j, j < n)")
     if not base:
         raise ConfigurationError(f"{path}: no file before '?{query}'")
-    return base, (key, int(value))
+    return base, (key, *(int(number) for number in numbers.groups() if number is not None))
 
 
-def select_held_out(sentences: Iterable[T], key: str, n: int) -> Iterator[T]:
-    """Every `n`-th item (index `i % n == n - 1`) for `key` "held_out", the others for "without_held_out"."""
+def select_held_out(sentences: Iterable[T], key: str, n: int, j: Optional[int] = None) -> Iterator[T]:
+    """The items of index `i % n == j` (default `n - 1`) for `key` "held_out", the others for "without_held_out"."""
     keep_held_out = key == "held_out"
     for index, sentence in enumerate(sentences):
-        if (index % n == n - 1) == keep_held_out:
+        if (index % n == (n - 1 if j is None else j)) == keep_held_out:
             yield sentence
 
 
@@ -115,7 +118,7 @@ class ConllColumnsReader(DatasetReader):
       whole file (across `-DOCSTART-` documents) has `i % n == n - 1`;
     - `<file>?without_held_out=<n>` reads all the others, in order.
 
-    `n` is an integer of at least 2.  The whole file is still read and checked, ids and `source`
+    `n` is an integer of at least 2; `=<n>:<j>` takes `i % n == j` instead (a fold).  The whole file is still read and checked, ids and `source`
     are the full file's, and the selection comes before segmenting and sharding.  Not available
     with `document_level`.  In a URL (`scheme://...`) only these two keys are taken.
 
@@ -139,6 +142,10 @@ class ConllColumnsReader(DatasetReader):
     o_unconfirmed : `bool`, optional (default = `False`)
         The file's `O` tags are unconfirmed: read them as open too, so a file with some entities
         marked is partial as it is.
+    open_weights : `str`, optional (default = `None`)
+        A weights file of `allennlp cross-estimate`: each sentence it names (by sentence id) gets
+        its tokens' tag probabilities as `open_weights` in its metadata, which weigh the open
+        tokens' tags in the loss.
     document_level : `bool`, optional (default = `False`)
         Emit one instance per document instead of one per sentence.  Without any `-DOCSTART-` line a
         file is one document.
@@ -159,6 +166,7 @@ class ConllColumnsReader(DatasetReader):
         label_namespace: str = "labels",
         missing_tag: Optional[str] = "-",
         o_unconfirmed: bool = False,
+        open_weights: Optional[str] = None,
         document_level: bool = False,
         delimiter: Optional[str] = None,
         segment_length: Optional[int] = None,
@@ -175,6 +183,8 @@ class ConllColumnsReader(DatasetReader):
         self.label_namespace = label_namespace
         self.missing_tag = missing_tag
         self.o_unconfirmed = o_unconfirmed
+        self.reads_partial = missing_tag is not None or o_unconfirmed  # whether a token may be open
+        self.open_weights = open_weights
         self.document_level = document_level
         self.delimiter = delimiter
         if segment_length is not None:
@@ -192,16 +202,20 @@ class ConllColumnsReader(DatasetReader):
             )
         path = cached_path(name)
         documents = self.read_documents(path, display_name=name)
+        weights = {}
+        if self.open_weights is not None:
+            with open(cached_path(self.open_weights), encoding="utf-8") as lines:
+                weights = {row["id"]: row["tags"] for row in map(json.loads, lines)}
         if self.document_level:
             for document_id, sentences in self.shard_iterable(documents):
-                yield self._to_instance(document_id, sentences)
+                yield self._to_instance(document_id, sentences, weights)
             return
         units: Iterable = ((document_id, sentence) for document_id, sentences in documents for sentence in sentences)
         if selection is not None:
             units = select_held_out(units, *selection)
         for document_id, sentence in self.shard_iterable(units):
             if self.segment_length is None:
-                yield self._to_instance(document_id, [sentence])
+                yield self._to_instance(document_id, [sentence], weights)
             else:
                 yield from self._segment_instances(document_id, sentence)
 
@@ -285,7 +299,7 @@ class ConllColumnsReader(DatasetReader):
         features = {name: [row[column] for row in rows] for name, column in self.feature_columns.items()}
         return words, tags, features
 
-    def _to_instance(self, document_id: str, sentences) -> Instance:
+    def _to_instance(self, document_id: str, sentences, weights: Dict[str, List]) -> Instance:
         words: List[str] = []
         tags: List[str] = []
         features: Dict[str, List[str]] = {name: [] for name in self.feature_columns}
@@ -304,6 +318,9 @@ class ConllColumnsReader(DatasetReader):
             "sentence_spans": sentence_spans,
             "source": f"{_file_stem(first_id)}:{first_line}",
         }
+        found = [weights.get(sentence_id) or [None] * len(rows) for sentence_id, _, rows in sentences]
+        if any(any(sentence) for sentence in found):
+            metadata["open_weights"] = [token for sentence in found for token in sentence]
         return self.text_to_instance(words, tags, features, metadata)
 
     def _segment_instances(self, document_id: str, sentence) -> Iterator[Instance]:
@@ -362,11 +379,6 @@ class ConllColumnsReader(DatasetReader):
         full_metadata.update(metadata or {})
         fields["metadata"] = MetadataField(full_metadata)
         return Instance(fields)
-
-    @property
-    def reads_partial(self) -> bool:
-        """Whether a token may be open: a `missing_tag`, or unconfirmed `O` tags."""
-        return self.missing_tag is not None or self.o_unconfirmed
 
     def apply_token_indexers(self, instance: Instance) -> None:
         instance["tokens"].token_indexers = self._token_indexers  # type: ignore

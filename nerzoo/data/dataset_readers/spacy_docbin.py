@@ -1,28 +1,22 @@
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, Optional
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
-from nerzoo_runtime.tag_scheme import check_tag_scheme
 
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader
-from nerzoo.data.partial_tags import PartialTagError, partial_tags
+from nerzoo.data.partial_tags import PartialTagError
 
 
 @DatasetReader.register("spacy_docbin")
 class SpacyDocBinReader(DatasetReader):
     """
-    Reads spaCy's training corpora: `.spacy` files of serialised `Doc`s (a `DocBin`), as `spacy
-    convert`, Prodigy's `data-to-spacy` and spaCy's own `DocBin.to_disk` write them.  Each
-    instance is a sentence where the `Doc` has sentence boundaries, else the whole `Doc`, with the
-    fields of `conll_columns`: `tokens`, `tags` (the entities in `tag_scheme`; a token whose entity
-    annotation is missing in spaCy, `token.ent_iob_ == ""`, is open: `nerzoo.data.partial_tags`) and
-    `metadata` (`words`, `document_id`, `sentence_ids`, `sentence_spans`, `source` =
-    `path:doc<i>:s<j>`).
-
-    Registered as a `DatasetReader` with name "spacy_docbin".
+    Reads spaCy's training corpora, `.spacy` `DocBin` files (as `spacy convert` and Prodigy's
+    `data-to-spacy` write them): a sentence an instance where the `Doc` has sentence boundaries,
+    else the `Doc`, with `conll_columns`' fields; a token whose entity annotation is missing
+    (`token.ent_iob_ == ""`) is open.  `source` is `path:doc<i>:s<j>`.
 
     # Parameters
 
@@ -43,12 +37,14 @@ class SpacyDocBinReader(DatasetReader):
     ) -> None:
         super().__init__(manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs)
         self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
-        # Instances are built as `conll_columns` builds them, with this reader's options.
+        # Sentences are read and built as `conll_columns` reads a word and a BIO tag a line.
         self._columns = ConllColumnsReader(
-            self._token_indexers, file_tag_scheme="BIO", tag_scheme=tag_scheme, label_namespace=label_namespace
+            self._token_indexers,
+            file_tag_scheme="BIO",
+            tag_scheme=tag_scheme,
+            label_namespace=label_namespace,
+            o_unconfirmed=o_unconfirmed,
         )
-        self.tag_scheme = check_tag_scheme(tag_scheme)
-        self.o_unconfirmed = o_unconfirmed
 
     def _read(self, file_path: str) -> Iterable[Instance]:
         from spacy.tokens import DocBin
@@ -66,18 +62,17 @@ class SpacyDocBinReader(DatasetReader):
         )
         for index, number, sentence in self.shard_iterable(units):
             source = f"{file_path}:doc{index}:s{number}"
-            tags: List[str] = ["-" if token.ent_iob_ == "" else token.ent_iob_ for token in sentence]
-            tags = [tag if tag in ("-", "O") else f"{tag}-{token.ent_type_}" for tag, token in zip(tags, sentence)]
+            rows = [[token.text, f"{token.ent_iob_}-{token.ent_type_}".strip("-") or "-"] for token in sentence]
             try:
-                marked = partial_tags(tags, "BIO", self.tag_scheme, "-", self.o_unconfirmed)
+                words, tags, _ = self._columns.sentence_columns(rows)
             except PartialTagError as error:
                 raise ConfigurationError(f"{source}: token {error.index}: {error}") from None
-            words = [token.text for token in sentence]
             metadata = {"document_id": f"doc{index}", "sentence_ids": [source], "source": source}
-            yield self._columns.text_to_instance(words, marked, None, metadata)
+            yield self._columns.text_to_instance(words, tags, None, metadata)
 
-    def text_to_instance(self, words: List[str], tags: Optional[List[Optional[str]]] = None) -> Instance:  # type: ignore
-        return self._columns.text_to_instance(words, tags)
+    def text_to_instance(self, *arguments, **keywords) -> Instance:  # type: ignore
+        """`conll_columns`' (words, tags, features, metadata): how predictors build instances."""
+        return self._columns.text_to_instance(*arguments, **keywords)
 
     def apply_token_indexers(self, instance: Instance) -> None:
         instance["tokens"].token_indexers = self._token_indexers  # type: ignore

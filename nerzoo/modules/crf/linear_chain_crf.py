@@ -22,12 +22,9 @@ where `(u (x) M)[j] = (+)_i (u[i] + M[i, j])` is the matrix product of a semirin
 - the max semiring, `(+) = max`: the best score `max_y s(y)`, and the Viterbi path read back from
   `y_T = argmax_j (alpha_T[j] + end[j])`, `y_{t-1} = argmax_i (alpha_{t-1}[i] + M_t[i, y_t])`.
 
-A partial annotation allows a set `C` of paths; with log-weights `w_t[j]` on the tags (`FORBIDDEN`
-where it rules `j` out at `t`, 0 where it allows it, a log-probability where an estimate weighs an
-open token's tags) its likelihood is `log sum_{y in C} exp(s(y) + sum_t w_t[y_t]) - log Z`: the
-same forward recursion over the emissions `x_t + w_t`, less `log Z` (a row of minus infinity would
-give NaN gradients through `logsumexp`, so the weights are finite).  A fully annotated row keeps
-`s(y) - log Z` to the bit; a row with nothing annotated and no weights adds 0.
+A partial annotation's likelihood, `log sum_{y it allows} exp(s(y) + sum_t w_t[y_t]) - log Z`, is
+the same forward recursion over the emissions `x_t + w_t` (`w` finite: `FORBIDDEN` where the
+annotation rules a tag out, as minus infinity gives NaN gradients through `logsumexp`), less `log Z`.
 
 The backward pass is the same forward recursion over the reversed chain, with the transposed
 transitions: its alpha is `beta_t + x_t`, from `end + x_T`.  The recursion runs on one of two
@@ -168,21 +165,6 @@ def chain_log_likelihood(
     return gold - torch.logsumexp(at_last_step(alpha, mask) + end, dim=-1)
 
 
-def lattice_log_likelihood(
-    scores: ChainScores, logits: torch.Tensor, log_weights: torch.Tensor, mask: torch.BoolTensor, schedule: str
-) -> torch.Tensor:
-    """`(batch_size,)` `log sum_y exp(s(y) + sum_t w_t[y_t]) - log Z`; every row needs a valid step."""
-    transitions, start, end = (values.to(logits.dtype) for values in scores)
-    logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
-    weighted = logits + log_weights.masked_fill(~mask.unsqueeze(-1), 0.0)
-
-    def log_sum(emissions: torch.Tensor) -> torch.Tensor:
-        alpha = forward_scores(start + emissions[:, 0], transitions, emissions[:, 1:], LOG, schedule)
-        return torch.logsumexp(at_last_step(alpha, mask) + end, dim=-1)
-
-    return log_sum(weighted) - log_sum(logits)
-
-
 def partial_log_likelihood(
     scores: ChainScores,
     logits: torch.Tensor,
@@ -192,13 +174,20 @@ def partial_log_likelihood(
     schedule: str,
 ) -> torch.Tensor:
     """
-    `(batch_size,)`: `chain_log_likelihood` of the rows `tags` fix entirely, `lattice_log_likelihood`
-    of those with an open token (a negative tag id; `log_weights` from
-    `nerzoo.modules.crf.tag_lattice.annotation_weights`).
+    `(batch_size,)` `log sum_y exp(s(y) + sum_t w_t[y_t]) - log Z` with `log_weights` `w` (from
+    `nerzoo.modules.crf.tag_lattice.annotation_weights`), and `chain_log_likelihood` for the rows
+    that `tags` (negative where open) fix entirely; every row needs a valid step.
     """
+    transitions, start, end = (values.to(logits.dtype) for values in scores)
+    logits = logits.masked_fill(~mask.unsqueeze(-1), 0.0)
+
+    def log_sum(emissions: torch.Tensor) -> torch.Tensor:
+        alpha = forward_scores(start + emissions[:, 0], transitions, emissions[:, 1:], LOG, schedule)
+        return torch.logsumexp(at_last_step(alpha, mask) + end, dim=-1)
+
+    lattice = log_sum(logits + log_weights.masked_fill(~mask.unsqueeze(-1), 0.0)) - log_sum(logits)
     fixed = ((tags >= 0) | ~mask).all(dim=1)
-    whole = chain_log_likelihood(scores, logits, tags.clamp_min(0), mask, schedule)
-    return torch.where(fixed, whole, lattice_log_likelihood(scores, logits, log_weights, mask, schedule))
+    return torch.where(fixed, chain_log_likelihood(scores, logits, tags.clamp_min(0), mask, schedule), lattice)
 
 
 def viterbi(scores: ChainScores, logits: torch.Tensor, mask: torch.BoolTensor, schedule: str) -> ViterbiPaths:

@@ -206,20 +206,18 @@ class TagDecoder(torch.nn.Module):
         tags: torch.LongTensor,
         mask: torch.BoolTensor,
         sentence_starts: Optional[torch.BoolTensor] = None,
-        marked: Optional[torch.BoolTensor] = None,
     ) -> Tuple[TensorSpans, TensorSpans, torch.BoolTensor]:
         """
         The spans of the `predicted` and the gold tag ids, and which predicted spans a gold span has
-        exactly.  With `marked` (the annotated tokens) the gold spans are the marked ones and a
-        predicted span over an open token is left out: it is neither right nor wrong.
+        exactly.  Gold tags `OPEN` (partial annotation) end gold spans, and a predicted span over
+        one is left out: it is neither right nor wrong.
         """
+        open_tokens = torch.nn.functional.pad((mask.bool() & (tags == OPEN)).long().cumsum(dim=1), (1, 0))
         predicted_spans = self.spans(predicted, mask, sentence_starts)
-        gold_spans = self.spans(tags, mask if marked is None else marked, sentence_starts)
-        if marked is not None:
-            opened = torch.nn.functional.pad((mask & ~marked).long().cumsum(dim=1), (1, 0))
-            rows = predicted_spans.rows
-            keep = opened[rows, predicted_spans.ends] == opened[rows, predicted_spans.starts]
-            predicted_spans = TensorSpans(*(values[keep] for values in predicted_spans))
+        rows = predicted_spans.rows
+        keep = open_tokens[rows, predicted_spans.ends] == open_tokens[rows, predicted_spans.starts]
+        predicted_spans = TensorSpans(*(values[keep] for values in predicted_spans))
+        gold_spans = self.spans(tags, mask.bool() & (tags != OPEN), sentence_starts)
         num_steps = mask.size(1)
         correct = torch.isin(self.span_keys(predicted_spans, num_steps), self.span_keys(gold_spans, num_steps))
         return predicted_spans, gold_spans, correct
@@ -275,9 +273,7 @@ class TagDecoder(torch.nn.Module):
         if posteriors is None and self.concept_error_rate is None and not partial:
             self.span_f1.add_counts(self.dense_span_counts(predicted, tags, mask, sentence_starts))
             return
-        predicted_spans, gold_spans, correct = self.match(
-            predicted, tags, mask, sentence_starts, marked if partial else None
-        )
+        predicted_spans, gold_spans, correct = self.match(predicted, tags, mask, sentence_starts)
         self.span_f1.add_counts(self.span_counts(predicted_spans, gold_spans, correct))
         if posteriors is not None and self.span_calibration is not None:
             log_probabilities = posteriors.segment_log_probabilities(
@@ -299,10 +295,7 @@ class TagDecoder(torch.nn.Module):
     ) -> CalibrationBatch:
         """What a batch gives `nerzoo.modules.crf.calibration`: scores, gold tags, predicted paths and their spans."""
         if bool((tags == OPEN).any()):
-            raise ConfigurationError(
-                "calibration fits temperatures on fully annotated data, and this data leaves tokens open "
-                "(docs/partial.md): give a file with every token's tag"
-            )
+            raise ConfigurationError("calibration needs fully annotated data; this data leaves tokens open")
         spans = None
         if self.span_f1 is not None:
             predicted_spans, _, correct = self.match(paths, tags, mask, sentence_starts)

@@ -236,7 +236,7 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
             output["tags"] = [row[:length] for row, length in zip(paths.tolist(), mask.sum(dim=1).tolist())]
         if tags is not None:
             if loss is None:
-                loss = self._loss(logits, tags, mask, rows, partial)
+                loss = self._loss(logits, tags, mask, rows, partial, self._open_weights(metadata, mask))
             output["loss"] = self.auxiliary_losses.add_to(loss, auxiliary_losses)
             if deferred:
                 self._defer(logits, tags, mask, sentence_spans, rows, partial)
@@ -256,22 +256,38 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         mask: torch.BoolTensor,
         rows: Optional[SentenceRows],
         partial: bool,
+        open_weights: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """The scorer's loss of the batch (of its sentences' `rows` when given), reduced as configured."""
         batch_size = max(mask.size(0), 1)
         if rows is not None:
             logits, tags, mask = rows.gather(logits), rows.gather(tags), rows.mask
-        loss = self._partial_loss(logits, tags, mask) if partial else self.scorer.loss(logits, tags, mask)
+            open_weights = None if open_weights is None else rows.gather(open_weights)
+        loss = self._partial_loss(logits, tags, mask, open_weights) if partial else self.scorer.loss(logits, tags, mask)
         return loss / batch_size if self.loss_reduction == "mean" else loss
 
-    def _partial_loss(self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor) -> torch.Tensor:
+    def _partial_loss(
+        self, logits: torch.Tensor, tags: torch.LongTensor, mask: torch.BoolTensor, open_weights: Optional[torch.Tensor]
+    ) -> torch.Tensor:
         """The loss of a batch with open tokens (`OPEN` tags): over the paths they allow, or without them."""
         if self.crf is None:
             return self.scorer.loss(logits, tags.clamp_min(0), mask & (tags != OPEN))
-        open_weights = self.open_tokens.log_weights(self.num_tags, self.o_index)
         weights = annotation_weights(tags, self.num_tags, self.continuation, open_weights)
         loss = -self.crf.partial_log_likelihood(logits, tags, mask, weights).sum()
         return loss + self.open_tokens.ratio_loss(self.crf, logits, mask, self.o_index) * mask.size(0)
+
+    def _open_weights(self, metadata: Optional[List[Dict[str, Any]]], mask: torch.BoolTensor) -> Optional[torch.Tensor]:
+        """`(batch_size, num_tokens, num_tags)` log of the instances' `open_weights` (`allennlp cross-estimate`), 0 elsewhere."""
+        given = [instance.get("open_weights") for instance in metadata or []]
+        if not any(given):
+            return None
+        weights = torch.zeros(*mask.shape, self.num_tags)
+        for row, tokens in enumerate(given):
+            for position, probabilities in enumerate(tokens or []):
+                if probabilities:
+                    estimate = [probabilities.get(label, 0.0) for label in self.decoder.labels]
+                    weights[row, position] = torch.tensor(estimate).clamp_min(1e-6).log()
+        return weights.to(mask.device)
 
     def _defer(self, logits, tags, mask, sentence_spans, rows: Optional[SentenceRows], partial: bool) -> None:
         """Keeps a training batch for `_decode_pending`, one row per CRF chain."""

@@ -58,14 +58,11 @@ def annotation_weights(
 class OpenTokens(FromParams):
     """
     What a tagger assumes of the tokens an annotation leaves open (docs/partial.md).  Without
-    either option every tag of an open token is equally allowed: the plain partial CRF, which has no
-    evidence against entities where nothing is marked and learns to over-predict them.
+    `entity_ratio` every tag of an open token is equally allowed (but for the weights of `allennlp
+    cross-estimate`): the plain partial CRF, which learns to over-predict entities.
 
     # Parameters
 
-    o_weight : `float`, optional (default = `None`)
-        A prior weight: an open token's tag is `O` with probability `o_weight`, each other tag with
-        `(1 - o_weight) / (K - 1)`, as lattice weights of the numerator.
     entity_ratio : `float`, optional (default = `None`)
         Effland & Collins (2021, TACL, "Partially Supervised Named Entity Recognition via the
         Expected Entity Ratio Loss"): the share `rho` of tokens expected in entities.  The loss
@@ -76,29 +73,15 @@ class OpenTokens(FromParams):
     """
 
     def __init__(
-        self,
-        o_weight: Optional[float] = None,
-        entity_ratio: Optional[float] = None,
-        ratio_margin: float = 0.05,
-        ratio_weight: float = 10.0,
+        self, entity_ratio: Optional[float] = None, ratio_margin: float = 0.05, ratio_weight: float = 10.0
     ) -> None:
-        for name, value in (("o_weight", o_weight), ("entity_ratio", entity_ratio)):
-            if value is not None and not 0 < value < 1:
-                raise ConfigurationError(f"{name} must lie strictly between 0 and 1, got {value}")
+        if entity_ratio is not None and not 0 < entity_ratio < 1:
+            raise ConfigurationError(f"entity_ratio must lie strictly between 0 and 1, got {entity_ratio}")
         if ratio_margin < 0 or ratio_weight < 0:
             raise ConfigurationError(f"ratio_margin and ratio_weight must be >= 0, got {ratio_margin}, {ratio_weight}")
-        self.o_weight = o_weight
         self.entity_ratio = entity_ratio
         self.ratio_margin = ratio_margin
         self.ratio_weight = ratio_weight
-
-    def log_weights(self, num_tags: int, o_index: Optional[int]) -> Optional[torch.Tensor]:
-        """`(K,)` log-weights of an open token's tags, `None` for equal ones."""
-        if self.o_weight is None or o_index is None or num_tags < 2:
-            return None
-        weights = torch.full((num_tags,), (1 - self.o_weight) / (num_tags - 1))
-        weights[o_index] = self.o_weight
-        return weights.log()
 
     def ratio_loss(
         self, crf: LinearChainCrf, logits: torch.Tensor, mask: torch.BoolTensor, o_index: Optional[int]
