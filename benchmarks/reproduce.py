@@ -122,7 +122,7 @@ def overrides_for(model: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
     return overrides
 
 
-def run(name: str, data: str, seed: int, args) -> Dict[str, Any]:
+def run(name: str, data: str, seed: int, args, train=harness.train) -> Dict[str, Any]:
     model = MODELS[name]
     run_dir = os.path.join(args.output_root, f"{name}-{data}-{seed}")
     serialization_dir = os.path.join(run_dir, "model")
@@ -135,7 +135,7 @@ def run(name: str, data: str, seed: int, args) -> Dict[str, Any]:
         env["FOFE_FIRST_PASS"] = archive
     overrides = overrides_for(model, args, seed)
     started = time.time()
-    returncode = harness.train(config_file, serialization_dir, overrides, env, log=f"{run_dir}/train.log")
+    returncode = train(config_file, serialization_dir, overrides, env, log=f"{run_dir}/train.log")
     metric = model.get("metric", "f1-measure-overall")
     result: Dict[str, Any] = {"model": name, "dataset": data, "seed": seed, "wall_s": round(time.time() - started)}
     result.update(metric=metric, returncode=returncode, threads=args.threads, config=config_file)
