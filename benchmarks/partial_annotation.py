@@ -48,6 +48,7 @@ METHODS: Dict[str, Dict[str, Any]] = {
     "partial": {"files": "partial"},
     # CoNLL-2003's training text is 16.7% entity tokens; the margin takes 10-20%.
     "entity_ratio": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.15}}},
+    "entity_ratio_20": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.2}}},
     # Jie et al.'s cross-estimation, 2 folds and 3 rounds (`allennlp cross-estimate`), with and without the ratio.
     "cross": {"files": "partial", "cross": True},
     "cross_entity_ratio": {
