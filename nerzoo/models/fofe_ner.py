@@ -38,17 +38,16 @@ class FofeNer(Model):
     With `first_pass` it is the second pass (§5.4).  The parts are in `nerzoo.modules.fofe`.
 
     `make_output_human_readable` adds the `spans`, `tags` and `tag_confidences` (no per-tag
-    probabilities).  Registered as a `Model` with name "fofe_ner".  Reads `entity_spans` instances.
+    probabilities); a span's `score` is the probability of its class from the softmax with
+    `temperature` (interpolated for a second pass).  Reads `entity_spans` instances.
 
     # Parameters
 
     vocab : `Vocabulary`, required
     word_embedders : `Dict[str, TokenEmbedder]`, required
-        One per word vocabulary, keyed by the token indexer's name (e.g. `tokens` case-sensitive,
-        `lowercase_tokens` case-insensitive); each gives its own set of five word features.
+        One per word vocabulary, keyed by its token indexer's name; each gives five word features.
     feedforward : `Lazy[FofeFeedForward]`, required
-        allennlp `FeedForward`'s parameters, built with `input_dim` = the feature size (3 layers of
-        512 ReLU units in the thesis).
+        Built with `input_dim` = the feature size (3 layers of 512 ReLU units in the thesis).
     max_span_width : `int`, optional (default = `7`)
         `n`: longer fragments are never entities.
     alpha : `float`, optional (default = `0.5`)
@@ -73,8 +72,8 @@ class FofeNer(Model):
     merge_adjacent : `bool`, optional (default = `True`)
         Merge adjacent fragments of the same type (`mergeAdjacentOfSameType`).
     first_pass : `Model`, optional (default = `None`)
-        A trained, frozen `fofe_ner` over the same vocabulary (e.g. `{"type": "from_archive", ...}`):
-        its entities become type tokens (a learned embedding per type and vocabulary) in the contexts.
+        A trained, frozen `fofe_ner` over the same vocabulary (`{"type": "from_archive", ...}`): its
+        entities become type tokens (an embedding per type and vocabulary) in the contexts.
     interpolation : `float`, optional (default = `0.5`)
         `λ`, the first pass's weight at inference: `λ p1 + (1 - λ) p2`.
     first_pass_cache_size : `int`, optional (default = `500000`)
@@ -83,9 +82,6 @@ class FofeNer(Model):
     temperature : `float`, optional (default = `1.0`)
         Divides the span scores in the reported probabilities (fitted by `allennlp calibrate`).
     initializer : `InitializerApplicator`, optional
-
-    A decoded span's `score` is the probability of its class from the softmax with `temperature`
-    (interpolated for a second pass), scored against gold entities by `SpanCalibration`.
     """
 
     default_predictor = "sequence_tagger"
@@ -194,8 +190,7 @@ class FofeNer(Model):
 
         tokens : `TextFieldTensors`, one sentence per instance
         entities : `torch.LongTensor`, optional, `(batch_size, num_tokens, num_tokens)`
-            Gold entity type ids at `[start, end - 1]`, -1 elsewhere, -2 at the spans a partial
-            annotation leaves open, which are never trained on (`entity_spans`' AdjacencyField).
+            Gold type ids at `[start, end - 1]`, -1 elsewhere, -2 at spans left open (never trained on).
         metadata : `List[Dict]`, optional; `words` and gold `entities` are used
 
         # Returns
@@ -226,14 +221,13 @@ class FofeNer(Model):
                 self.first_pass, tokens, mask, sentences, self.thresholds[0]
             )
 
-        words, characters, cnn_features = self.codes(tokens, mask, spans, substitutions)
-        alphas = self.alpha, self.character_alpha
         if self.training:
-            features = fofe_span_features.span_features(words, characters, spans, *alphas, cnn_features)
-            hidden = self.feedforward(self.dropout(features))
+            hidden = self.feedforward(self.dropout(self.span_features(tokens, mask, spans, substitutions)))
         else:
+            words, characters, cnn_features = self.codes(tokens, mask, spans, substitutions)
+            alphas, nested = (self.alpha, self.character_alpha), substitutions is not None
             first_layer = self.feedforward.first_layer.from_codes(
-                words, characters, mask, spans, *alphas, self.max_span_width, substitutions is not None, cnn_features
+                words, characters, mask, spans, *alphas, self.max_span_width, nested, cnn_features
             )
             hidden = self.feedforward.from_first_layer(first_layer)
         logits = self.output_layer(hidden)  # (num_scored, num_classes)
@@ -279,11 +273,7 @@ class FofeNer(Model):
         return output
 
     def span_features(
-        self,
-        tokens: TextFieldTensors,
-        mask: torch.BoolTensor,
-        spans: FlatSpans,
-        entities: Optional[Dict] = None,
+        self, tokens: TextFieldTensors, mask: torch.BoolTensor, spans: FlatSpans, entities: Optional[Dict] = None
     ) -> torch.Tensor:
         """`(num_spans, feature_dim)`: `fofe_span_features.span_features`, with the first pass's `entities` if given."""
         words, characters, cnn_features = self.codes(tokens, mask, spans, entities)
@@ -300,11 +290,8 @@ class FofeNer(Model):
         join: Optional[Callable] = None,
         cnn: Optional[torch.nn.Module] = None,
     ) -> Tuple[List[fofe_span_features.WordCodes], Optional[fofe_span_features.CharacterCodes], Optional[torch.Tensor]]:
-        """
-        The prefix codes of every word vocabulary (with the first pass's `entities`) and of the
-        characters, and the spans' CNN features; `join` and `cnn` replace `join_words` and
-        `character_cnn` (the export's forms).
-        """
+        """The prefix codes of the words (with the first pass's `entities`) and characters, and the
+        spans' CNN features; `join` and `cnn` replace `join_words` and `character_cnn` (the export's)."""
         type_embeddings = dict(self.type_embeddings.items()) if entities is not None else {}
         words = [
             fofe_span_features.word_codes(
@@ -381,16 +368,16 @@ class FofeNer(Model):
     def export_decoding(self) -> Dict[str, Any]:
         """`Exportable`: the span decoding (Algorithms 2-5) and the softmax's temperature."""
         spans = {"max_span_width": self.max_span_width, "decoding": self.decoding, "thresholds": self.thresholds}
-        spans["merge_adjacent"] = self.merge_adjacent
+        spans.update(merge_adjacent=self.merge_adjacent)
         temperatures = {"temperature": self.temperature, "transition_temperature": self.temperature}
         return {"tag_scheme": "BIO", "crf": None, "spans": spans, **temperatures}
 
     def calibration_site(self, config_prefix: str) -> CalibrationSite:
         """The span softmax's temperature, `temperature` in the model's config."""
         key = f"{config_prefix}.temperature" if config_prefix else "temperature"
-        return CalibrationSite((key,), self._calibration_log_likelihood, self._set_temperatures)
+        return CalibrationSite((key,), self._calibration_log_likelihood, self._set_temperature)
 
-    def _set_temperatures(self, temperatures: Sequence[float]) -> None:
+    def _set_temperature(self, temperatures: Sequence[float]) -> None:
         self.temperature = float(temperatures[0])
 
     def _calibration_log_likelihood(self, batch: CalibrationBatch, temperatures: torch.Tensor) -> torch.Tensor:
