@@ -281,13 +281,11 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         given = [instance.get("open_weights") for instance in metadata or []]
         if not any(given):
             return None
+        cells = [(row, position, p) for row, tokens in enumerate(given) for position, p in enumerate(tokens or []) if p]
+        rows, positions, estimates = zip(*cells)
+        table = torch.tensor([[p.get(label, 0.0) for label in self.decoder.labels] for p in estimates]).clamp_min(1e-6)
         weights = torch.zeros(*mask.shape, self.num_tags)
-        for row, tokens in enumerate(given):
-            for position, probabilities in enumerate(tokens or []):
-                if probabilities:
-                    estimate = [probabilities.get(label, 0.0) for label in self.decoder.labels]
-                    weights[row, position] = torch.tensor(estimate).clamp_min(1e-6).log()
-        return weights.to(mask.device)
+        return weights.index_put_((torch.tensor(rows), torch.tensor(positions)), table.log()).to(mask.device)
 
     def _defer(self, logits, tags, mask, sentence_spans, rows: Optional[SentenceRows], partial: bool) -> None:
         """Keeps a training batch for `_decode_pending`, one row per CRF chain."""
