@@ -33,13 +33,12 @@ class FofeNer(Model):
     Every fragment of up to `max_span_width` words (§5.1) is classified into NONE or an entity type
     by a feed-forward net over fixed-size FOFE features (§5.2), without a loop over spans.  Training
     scores the spans Algorithm 1 samples; decoding (Algorithms 2-5) keeps the spans whose best class
-    is not NONE, pruned per nesting level by `thresholds` and made non-overlapping by `decoding`, so
-    `decoding: ["highest_first", "highest_first"]` also returns entities nested one level deep.
-    With `first_pass` it is the second pass (§5.4).  The parts are in `nerzoo.modules.fofe`.
+    is not NONE, pruned per nesting level by `thresholds` and made non-overlapping by `decoding`
+    (`["highest_first", "highest_first"]` also returns entities nested one level deep).  With
+    `first_pass` it is the second pass (§5.4).  The parts are in `nerzoo.modules.fofe`.
 
-    `make_output_human_readable` adds the `spans`, `tags` and `tag_confidences` (no per-tag
-    probabilities); a span's `score` is the probability of its class from the softmax with
-    `temperature` (interpolated for a second pass).  Reads `entity_spans` instances.
+    `make_output_human_readable` adds `spans`, `tags` and `tag_confidences`; a span's `score` is the
+    probability of its class at `temperature` (interpolated for a second pass).  Reads `entity_spans`.
 
     # Parameters
 
@@ -154,9 +153,7 @@ class FofeNer(Model):
                 feature_dim += self.character_cnn.get_output_dim()
         self.dropout = torch.nn.Dropout(dropout)
         self.feedforward = feedforward.construct(input_dim=feature_dim)
-        check_dimensions_match(
-            feature_dim, self.feedforward.get_input_dim(), "span feature dim", "feedforward input dim"
-        )
+        check_dimensions_match(feature_dim, self.feedforward.get_input_dim(), "span features", "feedforward input")
         self.output_layer = torch.nn.Linear(self.feedforward.get_output_dim(), num_classes)
         self.type_embeddings = torch.nn.ModuleDict()
         if first_pass is not None:
@@ -263,11 +260,14 @@ class FofeNer(Model):
         if metadata is not None:
             output["words"] = [instance["words"] for instance in metadata]
             if not self.training and all("entities" in instance for instance in metadata):
-                decoded = [[span for span, _ in spans] for spans in self._decode_output(output)]
-                gold_entities = [instance["entities"] for instance in metadata]
+                unknown = fofe_spans.open_spans(entities)  # spans over open tokens are neither right nor wrong
+                decoded = [
+                    [span for span, _ in spans if (row, span.start, span.end) not in unknown]
+                    for row, spans in enumerate(self._decode_output(output))
+                ]
                 predicted = [[(span.start, span.end, span.label) for span in spans] for spans in decoded]
-                self.span_f1(predicted, gold_entities)
-                gold_sets = [set(map(tuple, entities)) for entities in gold_entities]
+                gold_sets = [set(map(tuple, instance["entities"])) for instance in metadata]
+                self.span_f1(predicted, gold_sets)
                 right = [span in gold_set for spans, gold_set in zip(predicted, gold_sets) for span in spans]
                 self.span_calibration([span.score for spans in decoded for span in spans], right)
         return output

@@ -188,6 +188,36 @@ class TestFofeNer(ModelTestCase):
         self.model.overlap_sample_rate = self.model.disjoint_sample_rate = 0.0
         assert set(self._scored(self.model(**tensors))) == {span for span, label in known.items() if label > 0}
 
+    def test_evaluation_on_partial_annotation_counts_only_the_spans_it_fixes(self):
+        sentences, tensors = self._partial_batch()
+        entity_type = self.model.entity_types[0]
+        bump = torch.zeros(len(self.model.entity_types) + 1)
+        bump[1] = 5.0  # every fragment predicted as the first type, so predictions fall in open stretches too
+        hook = self.model.output_layer.register_forward_hook(lambda module, inputs, out: out + bump)
+        self.model.eval()
+        self.model.get_metrics(reset=True)
+        with torch.no_grad():
+            output = self.model.make_output_human_readable(self.model(**tensors))
+        hook.remove()
+        expected = {"tp": 0, "fp": 0, "fn": 0}
+        open_predictions = 0
+        for (_, entities, empty, _), spans in zip(sentences, output["spans"]):
+            gold = {(start, end, label) for start, end, label in entities}
+            predicted = set()
+            for span in spans:
+                inside = empty is None or any(a <= span["start"] and span["end"] <= b for a, b in empty)
+                if inside or (span["start"], span["end"]) in {(start, end) for start, end, _ in entities}:
+                    predicted.add((span["start"], span["end"], span["label"]))
+                else:
+                    open_predictions += 1
+            expected["tp"] += len(predicted & gold)
+            expected["fp"] += len(predicted - gold)
+            expected["fn"] += len(gold - predicted)
+        assert open_predictions and expected["fp"]
+        counts = self.model.span_f1.counts
+        totals = {key: sum(by_type[key] for by_type in counts.values()) for key in expected}
+        assert totals == expected and counts[entity_type]["fp"] == expected["fp"]
+
     def test_bad_configurations_raise(self):
         params = Params.from_file(str(CONFIG))
         for key, value in [

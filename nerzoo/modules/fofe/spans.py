@@ -11,7 +11,7 @@ Spans are token offsets `[start, end)` (end exclusive), laid out per sentence by
 width: column `start * n + width - 1`.
 """
 
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Optional, Set, Tuple
 
 import torch
 
@@ -84,6 +84,13 @@ def gold_span_classes(
 def known_spans(entities: torch.LongTensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.BoolTensor:
     """`(batch_size, num_spans)`: false at the spans a partial annotation leaves open (`UNKNOWN_ENTITY`)."""
     return span_values(entities, starts, ends) != UNKNOWN_ENTITY
+
+
+def open_spans(entities: Optional[torch.LongTensor]) -> Set[Tuple[int, int, int]]:
+    """`(row, start, end)` (end exclusive) of every span a partial annotation leaves open; none without `entities`."""
+    if entities is None:
+        return set()
+    return {(row, start, last + 1) for row, start, last in (entities == UNKNOWN_ENTITY).nonzero().tolist()}
 
 
 def span_values(entities: torch.LongTensor, starts: torch.LongTensor, ends: torch.LongTensor) -> torch.LongTensor:
