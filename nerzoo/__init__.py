@@ -15,6 +15,7 @@ from nerzoo.commands.draw_attention import DrawAttention
 from nerzoo.commands.draw_calibration import DrawCalibration
 from nerzoo.commands.draw_memory import DrawMemory
 from nerzoo.commands.export import Export
+from nerzoo.commands.select import Select
 from nerzoo.commands.serve import Serve
 from nerzoo.commands.tag_text import TagText
 from nerzoo.data.dataset_readers.conll_columns import ConllColumnsReader

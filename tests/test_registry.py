@@ -63,6 +63,7 @@ COMPONENTS = {
     (Subcommand, "draw-memory"): None,  # run end to end in tests/test_end_to_end.py
     (Subcommand, "calibrate"): None,  # tests/test_end_to_end.py, tests/commands/test_calibrate.py
     (Subcommand, "cross-estimate"): None,  # run end to end in tests/test_end_to_end_partial.py
+    (Subcommand, "select"): None,  # run in tests/commands/test_select.py
     (Subcommand, "draw-calibration"): None,  # run end to end in tests/test_end_to_end.py
     (Subcommand, "export"): None,  # run end to end in tests/commands/test_export.py
     (Metric, "span_calibration"): {"num_bins": 5},

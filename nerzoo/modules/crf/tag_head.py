@@ -316,13 +316,26 @@ class TagHead(DecodedTagger, torch.nn.Module, FromParams):
         self._counted = True
 
     def make_output_human_readable(self, output_dict: Dict[str, Any]) -> Dict[str, Any]:
-        """Adds the posteriors (`tag_probabilities`, `tag_confidences`, `spans`) and turns tag ids into
-        strings; not in `forward`, so that training and validation do not pay for forward-backward."""
+        """Adds the posteriors (`tag_probabilities`, `tag_confidences`, `spans`, `sequence_log_probabilities`)
+        and turns tag ids into strings; not in `forward`, so that training and validation do not pay for
+        forward-backward."""
         paths = output_dict.pop("paths")
-        posteriors = self.posteriors(
-            output_dict["logits"], output_dict["mask"].bool(), paths, output_dict["sentence_spans"]
-        )
+        mask, sentence_spans = output_dict["mask"].bool(), output_dict["sentence_spans"]
+        posteriors = self.posteriors(output_dict["logits"], mask, paths, sentence_spans)
+        output_dict["sequence_log_probabilities"] = self.sequence_log_probabilities(posteriors, mask, sentence_spans)
         return self.decoder.make_output_human_readable(output_dict, paths, posteriors)
+
+    def sequence_log_probabilities(
+        self, posteriors: TagPosteriors, mask: torch.BoolTensor, sentence_spans: List[List[Tuple[int, int]]]
+    ) -> torch.Tensor:
+        """`(batch_size,)` log P(an instance's predicted tags | x): the sum over its chains (a sentence
+        each with `crf_per_sentence`) of the posterior of the chain's whole path."""
+        lengths = mask.sum(dim=1).tolist()
+        chains = sentence_spans if self._chains_per_sentence(sentence_spans) else [[(0, n)] for n in lengths]
+        found = [(row, start, end) for row, spans in enumerate(chains) for start, end in spans if end > start]
+        rows, starts, ends = torch.tensor(found, dtype=torch.long, device=mask.device).view(-1, 3).unbind(1)
+        values = posteriors.segment_log_probabilities(rows, starts, ends)
+        return values.new_zeros(mask.size(0)).index_add_(0, rows, values)
 
     def posteriors(
         self,
