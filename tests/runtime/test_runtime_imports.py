@@ -1,4 +1,4 @@
-"""What importing the runtime loads: numpy, and none of onnxruntime, spaCy, tokenizers, torch, allennlp or nerzoo."""
+"""What importing the runtime loads: numpy, and none of onnxruntime, spaCy, tokenizers, pyarrow, ray, torch, allennlp or nerzoo."""
 
 import json
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-HEAVY = ("onnxruntime", "spacy", "tokenizers", "torch", "allennlp", "nerzoo")
+HEAVY = ("onnxruntime", "spacy", "tokenizers", "pyarrow", "ray", "torch", "allennlp", "nerzoo")
 LIGHT_MODULES = [
     "nerzoo_runtime",
     "nerzoo_runtime.chains",
@@ -14,6 +14,7 @@ LIGHT_MODULES = [
     "nerzoo_runtime.inputs",
     "nerzoo_runtime.span_decoding",
     "nerzoo_runtime.spacy_loading",
+    "nerzoo_runtime.tag_corpus",
     "nerzoo_runtime.tag_scheme",
     "nerzoo_runtime.word_pieces",
     "nerzoo_runtime.word_shapes",
