@@ -18,11 +18,15 @@ the project.  A run is METHOD:PROTOCOL:SEED, METHOD a name of `METHODS`; it writ
 `OUTPUT_ROOT/partial_METHOD_PROTOCOL-conll2003-SEED/` as `reproduce.py` does (patience 5, test
 scored with the epoch best on the perturbed dev, by the partial span F1 of docs/partial.md).  Beside
 it, the clean-dev choice: every epoch's weights scored on the whole eng.testa, and the best of them
-on test (`clean_dev`, `clean_dev_test` in its result.json; the epochs' weights are then deleted).
+on test (`clean_dev`, `clean_dev_test` in its result.json; the epochs' weights are then deleted;
+a cross-estimated run has its final model's only).  `table --record` makes the rows over every seed
+docs/results/partial.jsonl, rendered in docs/RESULTS.md.
 """
 
 import argparse
+import functools
 import glob
+import itertools
 import json
 import os
 import random
@@ -34,6 +38,7 @@ from typing import Any, Dict, List, Tuple
 
 import harness
 import reproduce
+import results
 
 sys.path.insert(0, harness.REPO_ROOT)
 from nerzoo_runtime.tag_scheme import spans_to_tags, tags_to_spans  # noqa: E402
@@ -49,6 +54,11 @@ METHODS: Dict[str, Dict[str, Any]] = {
     # CoNLL-2003's training text is 16.7% entity tokens; the margin takes 10-20%.
     "entity_ratio": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.15}}},
     "entity_ratio_20": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.2}}},
+    # The whole dev set's share (16.7%) with a narrow margin: the ratio cannot drift to its band's top.
+    "entity_ratio_dev": {
+        "files": "partial",
+        "overrides": {"model.head.open_tokens": {"entity_ratio": 0.167, "ratio_margin": 0.01}},
+    },
     # Jie et al.'s cross-estimation, 2 folds and 3 rounds (`allennlp cross-estimate`), with and without the ratio.
     "cross": {"files": "partial", "cross": True},
     "cross_entity_ratio": {
@@ -184,8 +194,13 @@ def train(args) -> None:
         args.overrides = {}
         result = reproduce.run(name, "conll2003", int(seed), args, *([cross_estimate] if cross else []))
         run_dir = os.path.join(args.output_root, f"{name}-conll2003-{seed}")
-        if result["returncode"] == 0 and not cross:
-            result.update(clean_dev_choice(os.path.join(run_dir, "model"), folder))
+        if result["returncode"] == 0:
+            model_dir = os.path.join(run_dir, "model")
+            if cross:  # the final model alone: its dev F1 on the whole dev set
+                clean = {"clean_dev": evaluate_f1(model_dir, os.path.join(folder, "dev.bio"), "best.th")}
+                result.update(clean, clean_dev_test=result["test"], clean_dev_epoch=result["best_epoch"])
+            else:
+                result.update(clean_dev_choice(model_dir, folder))
             harness.write_json(os.path.join(run_dir, "result.json"), result)
         print(reproduce.table([dict(result, label=f"{method} ({protocol})")]), flush=True)
 
@@ -201,6 +216,7 @@ def cross_estimate(config: str, directory: str, overrides: Dict[str, Any], env=N
 def evaluate_f1(serialization_dir: str, data: str, weights: str) -> float:
     with tempfile.NamedTemporaryFile(suffix=".json") as output:
         command = [harness.ALLENNLP, "evaluate", os.path.join(serialization_dir, "model.tar.gz"), data]
+        weights = os.path.join(serialization_dir, weights)
         command += ["--weights-file", weights, "--output-file", output.name, "--include-package", "nerzoo"]
         subprocess.run(command, cwd=harness.REPO_ROOT, check=True, capture_output=True)
         return 100 * json.load(open(output.name))["f1-measure-overall"]
@@ -226,23 +242,74 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--patience", type=int, default=5)
     parser.add_argument("--max-epochs", type=int, default=50)
+    parser.add_argument("--record", action="store_true", help="table: its rows become docs/results/partial.jsonl")
     args = parser.parse_args()
     if args.command == "build":
         build(args)
     elif args.command == "train":
         train(args)
     else:
-        runs = []
-        for folder in sorted(os.listdir(args.output_root)):
-            if os.path.exists(path := os.path.join(args.output_root, folder, "result.json")):
-                runs.append(harness.read_json(path))
-        print(reproduce.table(runs))
-        for run in runs:
-            if "clean_dev" in run:
-                print(
-                    f"{run['model']} {run['seed']}: clean-dev choice epoch {run['clean_dev_epoch']}, "
-                    f"dev {run['clean_dev']:.2f}, test {run['clean_dev_test']:.2f}"
+        table(args)
+
+
+def table(args) -> None:
+    """Every run, then a row per method and protocol over its seeds (`--record`: docs/results/partial.jsonl)."""
+    runs = []
+    for folder in sorted(os.listdir(args.output_root)):
+        if os.path.exists(path := os.path.join(args.output_root, folder, "result.json")):
+            metrics = harness.read_json(os.path.join(args.output_root, folder, "model", "metrics.json"))
+            runs.append(
+                dict(
+                    harness.read_json(path),
+                    **{key: 100 * metrics[f"test_{key}-overall"] for key in ("precision", "recall")},
                 )
+            )
+    print(reproduce.table(runs))
+    columns = [
+        "protocol",
+        "method",
+        "seeds",
+        "perturbed dev F1",
+        "test P / R",
+        "test F1",
+        "whole dev F1",
+        "whole-dev choice: test F1",
+    ]
+    rows = []
+    for (protocol, method), group in itertools.groupby(sorted(runs, key=run_key), key=run_key):
+        group = list(group)
+
+        mean = functools.partial(seed_mean, group)
+        cells = [protocol, method, ",".join(str(run["seed"]) for run in group), mean("dev")]
+        cells += [
+            f"{mean('precision').split()[0]} / {mean('recall').split()[0]}",
+            mean("test"),
+            mean("clean_dev"),
+            mean("clean_dev_test"),
+        ]
+        rows.append(dict(zip(columns, cells)))
+    print("\n".join(results.markdown_table(columns, rows)))
+    if args.record:  # one record, the rows over every seed so far
+        path = os.path.join(results.rows_dir(results.DEFAULT_RESULTS), "partial.jsonl")
+        if os.path.exists(path):
+            os.remove(path)
+        command = " ".join(["benchmarks/partial_annotation.py", *sys.argv[1:]])
+        results.append_run(results.DEFAULT_RESULTS, "partial", {"columns": columns, "rows": rows, "command": command})
+
+
+def seed_mean(runs: List[Dict[str, Any]], key: str) -> str:
+    """The mean of `key` over `runs`, with its range when there are several; "n/a" where none has it."""
+    values = [run[key] for run in runs if key in run]
+    if not values:
+        return "n/a"
+    spread = f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
+    return f"{sum(values) / len(values):.2f}{spread}"
+
+
+def run_key(run: Dict[str, Any]) -> Tuple[str, str]:
+    """(protocol, method) of a run named `partial_METHOD_PROTOCOL`."""
+    method, protocol = run["model"][len("partial_") :].rsplit("_", 1)
+    return protocol, method
 
 
 if __name__ == "__main__":
