@@ -53,6 +53,7 @@ METHODS: Dict[str, Dict[str, Any]] = {
     "partial": {"files": "partial"},
     # CoNLL-2003's training text is 16.7% entity tokens; the margin takes 10-20%.
     "entity_ratio": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.15}}},
+    "entity_ratio_10": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.1}}},
     "entity_ratio_20": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.2}}},
     # The whole dev set's share (16.7%) with a narrow margin: the ratio cannot drift to its band's top.
     "entity_ratio_dev": {
