@@ -9,32 +9,8 @@ the annotator; `allennlp select` chooses what to annotate next; `bilstm_crf` tra
     .venv/bin/python benchmarks/active_learning.py table --output-root runs/active
     .venv/bin/python benchmarks/active_learning.py plot --output-root runs/active --output docs/images/active_learning.png
 
-Protocol.  The seed set is `--seed-share`% of the pool's sentences (default 1), the first of a
-permutation seeded with `--seed`, labelled whole.  Each round trains `bilstm_crf` from scratch on
-the labelled set (as the RESULTS rows: `allennlp train` of training_config/conll2003/bilstm_crf.jsonnet,
-`--patience` 5, `--max-epochs` 50, the three seeds the run's seed), early-stopped on eng.testa
-(every round and strategy the same), test F1 on eng.testb with the best epoch.  Then `allennlp
-select` with that round's archive chooses up to `--round-share`% of the pool's words (default 2)
-from the sentences not yet chosen (a sentence is chosen at most once) and their gold labels are
-added, until `--cap`% of the pool's words (default 30) are labelled (the last round may pass it by
-less than a round; a higher `--cap` goes on with a run).  Words annotated count the labelled tokens.
-
-- `random`, `mnlp`, `token_entropy`, `expected_errors`: `select --strategy`, whole sentences labelled.
-- `--partial THRESHOLD`: `select --partial THRESHOLD`; only the asked stretches get their gold tags,
-  each widened to every gold entity it touches (no entity is cut), every other token of the sentence
-  stays `-` (open), and training reads the labelled set as partial annotation (`model.head.open_tokens`
-  `{"entity_ratio": 0.15}`, docs/partial.md).  The seed set is whole.  The run is STRATEGY_partialTHRESHOLD.
-- `random_sizes`: no selection; from-scratch training on the first 1/2/4/.../64/100% of the pool's
-  words in the seeded sentence order (random's curve, cheaply).
-
-The files trained on are BIO (dev and test converted once into OUTPUT_ROOT/data/DATA/, the same
-spans), never in the project.  Each run writes `OUTPUT_ROOT/NAME-SEED/curve.json` (a record a round:
-`round`, `words`, `share` (% of the pool's words), `sentences`, `dev`, `test`, `epochs`,
-`best_epoch`) and `round-KK/` (`labelled.json`, `train.bio`, `model/`, `train.log`, `result.json`,
-the selection's `pool.jsonl`, `chosen.jsonl`, `select.log`).  A run that stops goes on from there: a
-round whose result exists is not trained again.  `table` prints the curves (the mean over seeds by
-round) and where each reaches `--target` (default 99% of bilstm_crf's full-data test F1); `plot`
-draws them.  `--data fixtures` runs it all on the fixtures, as a smoke test.
+The protocol (seed set, rounds, partial mode, `random_sizes`, files written, resuming) is in
+docs/active_learning.md, "The simulation".  `--data fixtures` runs it on the fixtures (smoke test).
 """
 
 import argparse

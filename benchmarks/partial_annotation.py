@@ -7,20 +7,10 @@ eng.train and eng.testa, built with a fixed seed, and `bilstm_crf` trained on th
     .venv/bin/python benchmarks/partial_annotation.py train --threads 1 --output-root runs/partial --runs partial:mayhew:1
     .venv/bin/python benchmarks/partial_annotation.py table --output-root runs/partial
 
-Protocols (the dev set is perturbed as the training set; test is eng.testb, whole):
-- `mayhew` (Mayhew et al. 2019, CoNLL): whole surface forms lose their marks, in a seeded order,
-  until entity recall is 50%; then random 1-3-token spans with random types are marked where no
-  mark is, until precision is 90%;
-- `jie` (Jie et al. 2019, NAACL): each entity keeps its mark with probability 0.5.
-Every token outside a kept mark is open: `-` in the `.partial` files, `O` in the `.as_o` files
-(training as if the unmarked were O).  The files are BIO, in `OUTPUT_ROOT/data/PROTOCOL/`, never in
-the project.  A run is METHOD:PROTOCOL:SEED, METHOD a name of `METHODS`; it writes
-`OUTPUT_ROOT/partial_METHOD_PROTOCOL-conll2003-SEED/` as `reproduce.py` does (patience 5, test
-scored with the epoch best on the perturbed dev, by the partial span F1 of docs/partial.md).  Beside
-it, the clean-dev choice: every epoch's weights scored on the whole eng.testa, and the best of them
-on test (`clean_dev`, `clean_dev_test` in its result.json; the epochs' weights are then deleted;
-a cross-estimated run has its final model's only).  `table --record` makes the rows over every seed
-docs/results/partial.jsonl, rendered in docs/RESULTS.md.
+The protocols (`mayhew`, `jie`), the methods of `METHODS` and the columns are in docs/partial.md,
+"On CoNLL-2003".  A run is METHOD:PROTOCOL:SEED; it writes `OUTPUT_ROOT/partial_METHOD_PROTOCOL-conll2003-SEED/`
+as `reproduce.py` does, plus `clean_dev` / `clean_dev_test` (the epoch best on the whole eng.testa
+and its test F1) in its result.json.  `table --record` makes docs/results/partial.jsonl.
 """
 
 import argparse
