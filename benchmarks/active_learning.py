@@ -14,12 +14,12 @@ docs/active_learning.md, "The simulation".  `--data fixtures` runs it on the fix
 """
 
 import argparse
+import bisect
+import glob
+import itertools
 import json
 import os
 import random
-import subprocess
-import sys
-import time
 from collections import defaultdict
 from typing import Any, Dict, List, Optional
 
@@ -27,31 +27,18 @@ import harness
 import partial_annotation
 import reproduce
 import results
-
-sys.path.insert(0, harness.REPO_ROOT)
-from nerzoo_runtime.tag_scheme import spans_to_tags  # noqa: E402
+from nerzoo_runtime.tag_scheme import spans_to_tags
 
 STRATEGIES = ("random", "mnlp", "token_entropy", "expected_errors", "random_sizes")
 SIZES = (1, 2, 4, 8, 16, 32, 64, 100)  # random_sizes: % of the pool's words
 FULL_DATA_TEST_F1 = 89.92  # bilstm_crf on conll2003, the mean of 3 seeds (docs/RESULTS.md)
-CONLL = os.path.join(harness.SHARED_DATA, "conll2003")
-FIXTURES = os.path.join(harness.REPO_ROOT, "fixtures", "conll2003")
-# name -> the config, a folder and in it the pool (its gold labels the annotator), dev and test;
-# `fixtures` for a smoke test
+# name -> a folder and in it the pool (its gold labels the annotator), dev and test; `fixtures` for a smoke test
 DATA = {
-    "conll2003": ("training_config/conll2003/bilstm_crf.jsonnet", CONLL, ("eng.train", "eng.testa", "eng.testb")),
-    "fixtures": ("training_config/bilstm_crf.jsonnet", FIXTURES, ("train.txt", "dev.txt", "test.txt")),
+    "conll2003": (os.path.join(harness.SHARED_DATA, "conll2003"), ("eng.train", "eng.testa", "eng.testb")),
+    "fixtures": (os.path.join(harness.REPO_ROOT, "fixtures", "conll2003"), ("train.txt", "dev.txt", "test.txt")),
 }
 
 Labelled = Dict[int, Optional[List[int]]]  # pool index -> its labelled token positions (None: all)
-
-
-def run_name(args) -> str:
-    return args.strategy if args.partial is None else f"{args.strategy}_partial{args.partial:g}"
-
-
-def labelled_words(labelled: Labelled, pool: List[Any]) -> int:
-    return sum(len(pool[index][0]) if positions is None else len(positions) for index, positions in labelled.items())
 
 
 def write_labelled(path: str, labelled: Labelled, pool: List[Any]) -> None:
@@ -64,15 +51,6 @@ def write_labelled(path: str, labelled: Labelled, pool: List[Any]) -> None:
             for position, (row, tag) in enumerate(zip(rows, tags)):
                 out.write(" ".join(row[:-1] + [tag if position in known else "-"]) + "\n")
             out.write("\n")
-
-
-def save_labelled(path: str, labelled: Labelled) -> None:
-    harness.write_json(path + ".part", [[index, positions] for index, positions in sorted(labelled.items())])
-    os.replace(path + ".part", path)
-
-
-def load_labelled(path: str) -> Labelled:
-    return dict(harness.read_json(path))  # [[index, positions], ...]
 
 
 def widened(asked: List[bool], gold: List[Any]) -> List[int]:
@@ -90,12 +68,11 @@ def select(args, archive: str, labelled: Labelled, pool: List[Any], folder: str)
     candidates, chosen = os.path.join(folder, "pool.jsonl"), os.path.join(folder, "chosen.jsonl")
     with open(candidates, "w", encoding="utf-8") as out:
         out.writelines(json.dumps({"tokens": [row[0] for row in pool[index][0]]}) + "\n" for index in rest)
-    command = [harness.ALLENNLP, "select", archive, candidates, "--budget", str(args.round_words), "--output", chosen]
-    command += ["--strategy", args.strategy, "--seed", str(args.seed), "--include-package", "nerzoo"]
+    command = ["select", archive, candidates, "--budget", str(args.round_words), "--output", chosen]
+    command += ["--strategy", args.strategy, "--seed", str(args.seed)]
     command += [] if args.partial is None else ["--partial", str(args.partial)]
-    with open(os.path.join(folder, "select.log"), "w") as log:
-        if subprocess.call(command, cwd=harness.REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=args.env):
-            raise SystemExit(f"allennlp select failed, see {folder}/select.log")
+    if harness.allennlp(command, os.path.join(folder, "select.log"), args.env):
+        raise SystemExit(f"allennlp select failed, see {folder}/select.log")
     grown = dict(labelled)
     with open(chosen, encoding="utf-8") as handle:
         for line in handle:
@@ -108,41 +85,25 @@ def select(args, archive: str, labelled: Labelled, pool: List[Any], folder: str)
 
 
 def train_round(args, folder: str, labelled: Labelled, pool: List[Any]) -> Dict[str, Any]:
-    """`allennlp train` on the labelled set, as `reproduce.run` trains (its result.json); the round's record."""
+    """`bilstm_crf` trained on the labelled set by `reproduce.run` in `folder`; the round's record."""
     train_file = os.path.join(folder, "train.bio")
     write_labelled(train_file, labelled, pool)
-    model: Dict[str, Any] = {
-        "overrides": {
-            "dataset_reader.file_tag_scheme": "BIO",
-            "train_data_path": os.path.abspath(train_file),
-            "validation_data_path": os.path.abspath(os.path.join(args.data_dir, "dev.bio")),
-            "test_data_path": os.path.abspath(os.path.join(args.data_dir, "test.bio")),
-            **({} if args.partial is None else {"model.head.open_tokens": {"entity_ratio": 0.15}}),
-        }
-    }
-    serialization_dir, log = os.path.join(folder, "model"), os.path.join(folder, "train.log")
-    started = time.time()
-    overrides = reproduce.overrides_for(model, args, args.seed)
-    returncode = harness.train(args.config, serialization_dir, overrides, args.env, log=log)
-    result: Dict[str, Any] = {"config": args.config, "overrides": overrides, "returncode": returncode}
-    result.update(seed=args.seed, threads=args.threads, wall_s=round(time.time() - started))
-    if returncode == 0:
-        metrics = harness.read_json(os.path.join(serialization_dir, "metrics.json"))
-        result.update(epochs=metrics["epoch"] + 1, best_epoch=metrics["best_epoch"] + 1)
-        result["dev"] = 100 * metrics["best_validation_f1-measure-overall"]
-        result["test"] = 100 * metrics["test_f1-measure-overall"]
-        for name in os.listdir(serialization_dir):  # model.tar.gz keeps the best weights
-            if name.endswith(".th"):
-                os.remove(os.path.join(serialization_dir, name))
-    harness.write_json(os.path.join(folder, "result.json"), result)
-    if returncode != 0:
+    dev, test = (os.path.join(args.data_dir, f"{split}.bio") for split in ("dev", "test"))
+    overrides = partial_annotation.bio_overrides(train_file, dev, test)
+    if args.partial is not None:
+        overrides["model.head.open_tokens"] = {"entity_ratio": 0.15}
+    reproduce.MODELS[args.name] = {"config": "bilstm_crf", "overrides": overrides}
+    result = reproduce.run(args.name, args.data, args.seed, args, run_dir=folder)
+    if result["returncode"] != 0:
         raise SystemExit(f"allennlp train failed, see {folder}/train.log")
+    for path in glob.glob(os.path.join(folder, "model", "*.th")):  # model.tar.gz keeps the best weights
+        os.remove(path)
     return {key: result[key] for key in ("dev", "test", "epochs", "best_epoch")}
 
 
 def read_pool(args) -> List[Any]:
     """The pool's sentences (token rows, gold spans); dev and test in BIO in OUTPUT_ROOT/data/DATA/, once."""
-    args.config, source, (pool_file, *evaluated) = DATA[args.data]
+    source, (pool_file, *evaluated) = DATA[args.data]
     args.data_dir = os.path.join(args.output_root, "data", args.data)
     os.makedirs(args.data_dir, exist_ok=True)
     for split, name in zip(("dev", "test"), evaluated):
@@ -156,13 +117,8 @@ def read_pool(args) -> List[Any]:
 
 def growing_sizes(order: List[int], pool: List[Any], pool_words: int) -> List[Labelled]:
     """random_sizes: for each of SIZES, the shortest start of `order` that holds that % of the pool's words."""
-    plans = []
-    for share in SIZES:
-        count, words = 0, 0
-        while count < len(order) and words < pool_words * share / 100:
-            words, count = words + len(pool[order[count]][0]), count + 1
-        plans.append(dict.fromkeys(order[:count]))
-    return plans
+    words = list(itertools.accumulate(len(pool[index][0]) for index in order))
+    return [dict.fromkeys(order[: bisect.bisect_left(words, pool_words * share / 100) + 1]) for share in SIZES]
 
 
 def run(args) -> None:
@@ -170,9 +126,8 @@ def run(args) -> None:
     pool_words = sum(len(rows) for rows, _ in pool)
     args.env = harness.thread_env(args.threads)
     args.round_words = max(1, round(pool_words * args.round_share / 100))
-    run_dir = os.path.join(args.output_root, f"{run_name(args)}-{args.seed}")
-    os.makedirs(run_dir, exist_ok=True)
-    settings = {"name": run_name(args), "strategy": args.strategy, "partial": args.partial, "seed": args.seed}
+    run_dir = os.path.join(args.output_root, f"{args.name}-{args.seed}")
+    settings = {"name": args.name, "strategy": args.strategy, "partial": args.partial, "seed": args.seed}
     settings.update(data=args.data, pool_sentences=len(pool), pool_words=pool_words, round_words=args.round_words)
     settings.update(seed_share=args.seed_share, patience=args.patience, max_epochs=args.max_epochs)
     curve_path = os.path.join(run_dir, "curve.json")
@@ -180,72 +135,56 @@ def run(args) -> None:
     if changed := {key: curve.get(key) for key in settings if curve.get(key) != settings[key]}:
         raise SystemExit(f"{curve_path} was run with other settings ({changed}); use another --output-root")
     curve["cap"] = args.cap  # a higher cap goes on with the run
-    done = {record["round"]: record for record in curve["rounds"]}
     order = list(range(len(pool)))
     random.Random(args.seed).shuffle(order)
     plans = growing_sizes(order, pool, pool_words) if args.strategy == "random_sizes" else []
     labelled: Labelled = dict.fromkeys(order[: max(1, round(len(pool) * args.seed_share / 100))])
-    cap_words = pool_words * args.cap / 100
-    number = 0
-    while True:
+    for number in itertools.count():
         folder = os.path.join(run_dir, f"round-{number:02d}")
         os.makedirs(folder, exist_ok=True)
-        if args.strategy == "random_sizes":
-            labelled = plans[number]
+        labelled = plans[number] if plans else labelled
         saved = os.path.join(folder, "labelled.json")
-        labelled = load_labelled(saved) if os.path.exists(saved) else labelled
-        save_labelled(saved, labelled)
-        words = labelled_words(labelled, pool)
-        if number not in done:
+        labelled = dict(harness.read_json(saved)) if os.path.exists(saved) else labelled
+        harness.write_json(saved + ".part", [[index, positions] for index, positions in sorted(labelled.items())])
+        os.replace(saved + ".part", saved)
+        words = sum(
+            len(pool[index][0]) if positions is None else len(positions) for index, positions in labelled.items()
+        )
+        if number == len(curve["rounds"]):  # rounds 0, 1, ... in order
             record = {"round": number, "words": words, "share": 100 * words / pool_words, "sentences": len(labelled)}
-            done[number] = dict(record, **train_round(args, folder, labelled, pool))
-            curve["rounds"] = [done[key] for key in sorted(done)]
+            curve["rounds"].append(dict(record, **train_round(args, folder, labelled, pool)))
             harness.write_json(curve_path, curve)
-        print(format_record(run_name(args), args.seed, done[number]), flush=True)
-        if args.strategy == "random_sizes":
-            if number + 1 == len(SIZES):
-                break
-        elif words >= cap_words or len(labelled) == len(pool):
+        record = curve["rounds"][number]
+        print(
+            f"{args.name} seed {args.seed} round {number}: {record['words']} words ({record['share']:.2f}%), "
+            f"dev {record['dev']:.2f}, test {record['test']:.2f}, {record['epochs']} epochs",
+            flush=True,
+        )
+        capped = words >= pool_words * args.cap / 100 or len(labelled) == len(pool)
+        if (number + 1 == len(plans)) if plans else capped:
             break
-        else:
-            following = os.path.join(run_dir, f"round-{number + 1:02d}")
-            if not os.path.exists(os.path.join(following, "labelled.json")):
-                os.makedirs(following, exist_ok=True)
-                labelled = select(args, os.path.join(folder, "model", "model.tar.gz"), labelled, pool, following)
-        number += 1
+        following = os.path.join(run_dir, f"round-{number + 1:02d}")
+        if not plans and not os.path.exists(os.path.join(following, "labelled.json")):
+            os.makedirs(following, exist_ok=True)
+            labelled = select(args, os.path.join(folder, "model", "model.tar.gz"), labelled, pool, following)
 
 
-def format_record(name: str, seed: int, record: Dict[str, Any]) -> str:
-    return (
-        f"{name} seed {seed} round {record['round']}: {record['words']} words ({record['share']:.2f}%), "
-        f"dev {record['dev']:.2f}, test {record['test']:.2f}, {record['epochs']} epochs"
-    )
-
-
-def read_curves(output_root: str) -> Dict[str, List[Dict[str, Any]]]:
-    """Every run's curve.json under `output_root`, by run name."""
-    curves = defaultdict(list)
+def mean_curves(output_root: str) -> Dict[str, List[Dict[str, Any]]]:
+    """The runs' curves (curve.json under `output_root`) by run name, over its seeds by round: the mean share,
+    dev and test F1 over the seeds that have the round, test's range, the seeds."""
+    rounds: Dict[str, Dict[int, List[Dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for folder in sorted(os.listdir(output_root)):
         if os.path.exists(path := os.path.join(output_root, folder, "curve.json")):
             curve = harness.read_json(path)
-            curves[curve["name"]].append(curve)
+            for record in curve["rounds"]:
+                rounds[curve["name"]][record["round"]].append(record)
+    curves = defaultdict(list)
+    for name, by_round in rounds.items():
+        for number, found in sorted(by_round.items()):
+            tests = [record["test"] for record in found]
+            means = {key: sum(record[key] for record in found) / len(found) for key in ("share", "dev", "test")}
+            curves[name].append({"round": number, "runs": len(found), "low": min(tests), "high": max(tests), **means})
     return dict(curves)
-
-
-def mean_curve(curves: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """By round: the mean share, dev and test F1 over the runs that have the round, test's range, the runs."""
-    by_round = defaultdict(list)
-    for curve in curves:
-        for record in curve["rounds"]:
-            by_round[record["round"]].append(record)
-    points = []
-    for number, found in sorted(by_round.items()):
-        tests = [record["test"] for record in found]
-        point = {"round": number, "runs": len(found), "low": min(tests), "high": max(tests)}
-        points.append(
-            point | {key: sum(record[key] for record in found) / len(found) for key in ("share", "dev", "test")}
-        )
-    return points
 
 
 def reached(points: List[Dict[str, Any]], target: float) -> Optional[float]:
@@ -254,51 +193,41 @@ def reached(points: List[Dict[str, Any]], target: float) -> Optional[float]:
 
 
 def table(args) -> None:
-    curves = read_curves(args.output_root)
+    curves = mean_curves(args.output_root)
     columns = ["strategy", "round", "seeds", "% of words", "dev F1", "test F1 (range)"]
     rows = []
-    for name, runs in curves.items():
-        for point in mean_curve(runs):
+    for name, points in curves.items():
+        for point in points:
             spread = f" ({point['low']:.2f}-{point['high']:.2f})" if point["runs"] > 1 else ""
-            cells = [name, str(point["round"]), str(point["runs"]), f"{point['share']:.2f}"]
-            rows.append(dict(zip(columns, cells + [f"{point['dev']:.2f}", f"{point['test']:.2f}{spread}"])))
+            cells = [name, point["round"], point["runs"], f"{point['share']:.2f}", f"{point['dev']:.2f}"]
+            rows.append(dict(zip(columns, cells + [f"{point['test']:.2f}{spread}"])))
     print("\n".join(results.markdown_table(columns, rows)))
     print(f"\nTarget: test F1 {args.target:.2f}")
-    shares = {name: reached(mean_curve(runs), args.target) for name, runs in curves.items()}
+    shares = {name: reached(points, args.target) for name, points in curves.items()}
     baseline = shares.get("random") or shares.get("random_sizes")
-    randoms = [name for name in curves if name in ("random", "random_sizes")]
-    for name, runs in curves.items():
-        points = mean_curve(runs)
+    randoms = {"random", "random_sizes"} & curves.keys()
+    for name, points in curves.items():
         if shares[name] is None:
             best = max(points, key=lambda point: point["test"])
             print(f"{name}: not reached (best {best['test']:.2f} at {best['share']:.2f}% of the words)")
             continue
-        versus = "" if name in randoms or not randoms else ", random does not reach it"
+        versus = ", random does not reach it" if randoms and name not in randoms else ""
         versus = f", {baseline / shares[name]:.1f}x fewer words than random" if baseline and versus else versus
         print(f"{name}: reached at {shares[name]:.2f}% of the words{versus}")
 
 
 def plot(args) -> None:
-    try:
-        import matplotlib
+    from matplotlib.figure import Figure
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as pyplot
-    except ImportError as error:
-        raise SystemExit("plot needs matplotlib, which this environment lacks: `table` prints the curves") from error
-    figure, axes = pyplot.subplots(figsize=(7, 4.5))
-    for name, runs in read_curves(args.output_root).items():
-        points = mean_curve(runs)
-        shares = [point["share"] for point in points]
-        line = axes.plot(
-            shares,
-            [point["test"] for point in points],
-            marker=".",
-            label=f"{name} ({len(runs)} seed{'s' * (len(runs) > 1)})",
-        )
-        if len(runs) > 1:
+    figure = Figure(figsize=(7, 4.5))
+    axes = figure.subplots()
+    for name, points in mean_curves(args.output_root).items():
+        seeds = max(point["runs"] for point in points)
+        shares, tests = [point["share"] for point in points], [point["test"] for point in points]
+        (line,) = axes.plot(shares, tests, marker=".", label=f"{name} ({seeds} seed{'s' * (seeds > 1)})")
+        if seeds > 1:
             lows, highs = [point["low"] for point in points], [point["high"] for point in points]
-            axes.fill_between(shares, lows, highs, color=line[0].get_color(), alpha=0.2)
+            axes.fill_between(shares, lows, highs, color=line.get_color(), alpha=0.2)
     axes.axhline(args.target, color="grey", linestyle="--", linewidth=1, label=f"target {args.target:.2f}")
     axes.set_xscale("log")
     axes.set_xticks(SIZES, [str(size) for size in SIZES])
@@ -329,15 +258,11 @@ def main() -> None:
     parser.add_argument("--output", help="plot: the PNG (default OUTPUT_ROOT/active_learning.png)")
     args = parser.parse_args()
     args.overrides = {}  # reproduce.overrides_for's
+    args.name = args.strategy if args.partial is None else f"{args.strategy}_partial{args.partial:g}"
+    args.output = args.output or os.path.join(args.output_root, "active_learning.png")
     if args.partial is not None and args.strategy == "random_sizes":
         parser.error("--partial needs a selection strategy, not random_sizes")
-    if args.command == "run":
-        run(args)
-    elif args.command == "table":
-        table(args)
-    else:
-        args.output = args.output or os.path.join(args.output_root, "active_learning.png")
-        plot(args)
+    {"run": run, "table": table, "plot": plot}[args.command](args)
 
 
 if __name__ == "__main__":

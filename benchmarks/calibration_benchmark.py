@@ -8,8 +8,6 @@ ECE with one temperature fitted on test itself ("oracle").
 
     .venv/bin/python benchmarks/calibration_benchmark.py --record calibration \
         --archive bilstm_crf:1=runs/reproduce/bilstm_crf-conll2003-1/model/model.tar.gz
-
-Calibrated archives go to `--output-dir` (default `runs/calibration/<timestamp>`).
 """
 
 import argparse
@@ -74,21 +72,12 @@ def run_one(name: str, archive_file: str, overrides: str, args) -> Dict[str, Any
         output_file = os.path.join(args.output_dir, f"{name.replace(':', '-')}.{objective}{count}.tar.gz")
         chosen = {"output_file": output_file, "temperatures": count, "objective": objective}
         report = calibrate(argparse.Namespace(**options, **chosen, batch_size=64, cuda_device=-1))
-        variants[key] = {
-            "temperatures": report["temperatures"],
-            "objectives": report["objectives"],
-            "dev": report["after"],
-            "test": scores(output_file, args.test, ""),
-        }
+        variants[key] = {name: report[name] for name in ("temperatures", "objectives")}
+        variants[key].update(dev=report["after"], test=scores(output_file, args.test, ""))
         print(f"  {key}: {report['temperatures']} test ECE {variants[key]['test']['ece']:.4f}", flush=True)
-    return {
-        "name": name,
-        "archive": archive_file,
-        "dev_before": report["before"],
-        "test_before": scores(archive_file, args.test, overrides),
-        "variants": variants,
-        "test_oracle_ece": oracle_ece(archive_file, args.test, overrides),
-    }
+    result = {"name": name, "archive": archive_file, "dev_before": report["before"]}
+    result.update(test_before=scores(archive_file, args.test, overrides), variants=variants)
+    return dict(result, test_oracle_ece=oracle_ece(archive_file, args.test, overrides))
 
 
 def row(result: Dict[str, Any]) -> Dict[str, str]:
@@ -123,7 +112,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--overrides", action="append", default=[], metavar="MODEL:SEED=JSON")
     parser.add_argument("--dev", default=DEFAULT_DEV)
     parser.add_argument("--test", default=DEFAULT_TEST)
-    parser.add_argument("--output-dir", default=None)
+    parser.add_argument("--output-dir", default=None, help="the calibrated archives (default runs/calibration/TIME)")
     parser.add_argument("--record", metavar="TABLE", default=None)
     args = parser.parse_args(argv)
     started = datetime.datetime.now()

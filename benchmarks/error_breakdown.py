@@ -5,12 +5,8 @@ sentences, one column per archive.
 
     .venv/bin/python benchmarks/error_breakdown.py --data conll2003 deptree_ner=RUN_DIR bilstm_crf=ARCHIVE
 
-The groups are disjoint, all-caps taking priority: all-caps (no lowercase letter, at least two words with
-a letter), verbless (not all-caps, and no word that the file's own POS column tags as a verb: Penn `VB*`
-in CoNLL-2003, the treebank's gold UPOS VERB or AUX for UNER EWT), rest; and all. Spans match exactly
-(type and boundaries), micro-averaged over a group. A NAME=PATH is an archive or a run directory with
-model/model.tar.gz; its predictions are saved next to it (predictions-DATA-test.jsonl, a line per
-sentence) and reused when there, and its `all` F1 is shown beside the test F1 of its metrics.json.
+The groups (disjoint, all-caps first), NAME=PATH and the predictions saved next to each archive are in
+benchmarks/README.md, "Where the errors are". Spans match exactly (type and boundaries), micro-averaged.
 """
 
 import argparse

@@ -15,12 +15,17 @@ SHARED_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
 ALLENNLP = os.path.join(os.path.dirname(sys.executable), "allennlp")
 
 
-def train(config: str, directory: str, overrides: Dict[str, Any], env=None, log=None) -> int:
-    """`allennlp train` from the repository root, its output in `log` (default `DIRECTORY.log`): the return code."""
-    command = [ALLENNLP, "train", config, "-s", directory, "-f", "--include-package", "nerzoo"]
-    command += ["-o", json.dumps(overrides)]
-    with open(log or f"{directory}.log", "w") as handle:
+def allennlp(arguments: List[str], log: str, env=None) -> int:
+    """An `allennlp` command with nerzoo's components, from the repository root, its output in `log`: the return code."""
+    with open(log, "w") as handle:
+        command = [ALLENNLP, *arguments, "--include-package", "nerzoo"]
         return subprocess.call(command, cwd=REPO_ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env)
+
+
+def train(config: str, directory: str, overrides: Dict[str, Any], env=None, log=None) -> int:
+    """`allennlp train` into `directory`, its output in `log` (default `DIRECTORY.log`): the return code."""
+    command = ["train", config, "-s", directory, "-f", "-o", json.dumps(overrides)]
+    return allennlp(command, log or f"{directory}.log", env)
 
 
 def parse_duration(text: str) -> float:

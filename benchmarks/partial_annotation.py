@@ -20,7 +20,6 @@ import itertools
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 from collections import defaultdict
@@ -29,34 +28,25 @@ from typing import Any, Dict, List, Tuple
 import harness
 import reproduce
 import results
-
-sys.path.insert(0, harness.REPO_ROOT)
-from nerzoo_runtime.tag_scheme import spans_to_tags, tags_to_spans  # noqa: E402
+from nerzoo_runtime.tag_scheme import spans_to_tags, tags_to_spans
 
 PROTOCOLS = ("mayhew", "jie")
 SOURCES = {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"}
 TYPES = ("PER", "LOC", "ORG", "MISC")
 CONFIG = "training_config/conll2003/bilstm_crf.jsonnet"
-# name -> the files it trains on ("partial" or "as_o") and the overrides of its head.
+# name -> the files it trains on ("partial" or "as_o") and its head's `open_tokens`.
 METHODS: Dict[str, Dict[str, Any]] = {
     "as_o": {"files": "as_o"},
     "partial": {"files": "partial"},
     # CoNLL-2003's training text is 16.7% entity tokens; the margin takes 10-20%.
-    "entity_ratio": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.15}}},
-    "entity_ratio_10": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.1}}},
-    "entity_ratio_20": {"files": "partial", "overrides": {"model.head.open_tokens": {"entity_ratio": 0.2}}},
+    "entity_ratio": {"files": "partial", "open_tokens": {"entity_ratio": 0.15}},
+    "entity_ratio_10": {"files": "partial", "open_tokens": {"entity_ratio": 0.1}},
+    "entity_ratio_20": {"files": "partial", "open_tokens": {"entity_ratio": 0.2}},
     # The whole dev set's share (16.7%) with a narrow margin: the ratio cannot drift to its band's top.
-    "entity_ratio_dev": {
-        "files": "partial",
-        "overrides": {"model.head.open_tokens": {"entity_ratio": 0.167, "ratio_margin": 0.01}},
-    },
+    "entity_ratio_dev": {"files": "partial", "open_tokens": {"entity_ratio": 0.167, "ratio_margin": 0.01}},
     # Jie et al.'s cross-estimation, 2 folds and 3 rounds (`allennlp cross-estimate`), with and without the ratio.
     "cross": {"files": "partial", "cross": True},
-    "cross_entity_ratio": {
-        "files": "partial",
-        "cross": True,
-        "overrides": {"model.head.open_tokens": {"entity_ratio": 0.15}},
-    },
+    "cross_entity_ratio": {"files": "partial", "cross": True, "open_tokens": {"entity_ratio": 0.15}},
 }
 
 Sentence = Tuple[List[List[str]], List[Tuple[str, int, int]]]  # token rows, gold spans
@@ -130,20 +120,19 @@ def mayhew_marks(items: List[Any], rng: random.Random) -> Dict[int, List[Tuple[s
 
 def jie_marks(items: List[Any], rng: random.Random) -> Dict[int, List[Tuple[str, int, int]]]:
     """Each entity kept with probability 0.5."""
-    return {
-        index: [span for span in item[1] if rng.random() < 0.5]
-        for index, item in enumerate(items)
-        if not isinstance(item, str)
-    }
+    sentences = {index: item for index, item in enumerate(items) if not isinstance(item, str)}
+    return {index: [span for span in gold if rng.random() < 0.5] for index, (_, gold) in sentences.items()}
 
 
-def data_dir(args, protocol: str) -> str:
-    return os.path.join(args.output_root, "data", protocol)
+def bio_overrides(train: str, dev: str, test: str) -> Dict[str, Any]:
+    """The overrides that train on `train`, choose the epoch on `dev` and score `test`: CoNLL files in BIO."""
+    paths = {"train_data_path": train, "validation_data_path": dev, "test_data_path": test}
+    return {"dataset_reader.file_tag_scheme": "BIO", **{key: os.path.abspath(path) for key, path in paths.items()}}
 
 
 def build(args) -> None:
     for protocol in PROTOCOLS:
-        folder = data_dir(args, protocol)
+        folder = os.path.join(args.output_root, "data", protocol)
         os.makedirs(folder, exist_ok=True)
         for split, name in SOURCES.items():
             items = read_conll(os.path.join(harness.SHARED_DATA, "conll2003", name))
@@ -167,16 +156,13 @@ def train(args) -> None:
     for spec in filter(None, ",".join(args.runs).split(",")):
         method, protocol, seed = spec.split(":")
         files = METHODS[method]["files"]
-        folder = data_dir(args, protocol)
+        folder = os.path.join(args.output_root, "data", protocol)
         if not os.path.exists(os.path.join(folder, "test.bio")):
             raise SystemExit(f"no {folder}/test.bio: run `build` first")
-        overrides = {
-            "dataset_reader.file_tag_scheme": "BIO",
-            "train_data_path": os.path.abspath(os.path.join(folder, f"train.{files}")),
-            "validation_data_path": os.path.abspath(os.path.join(folder, f"dev.{files}")),
-            "test_data_path": os.path.abspath(os.path.join(folder, "test.bio")),
-            **METHODS[method].get("overrides", {}),
-        }
+        train_file, dev_file = (os.path.join(folder, f"{split}.{files}") for split in ("train", "dev"))
+        overrides = bio_overrides(train_file, dev_file, os.path.join(folder, "test.bio"))
+        if "open_tokens" in METHODS[method]:
+            overrides["model.head.open_tokens"] = METHODS[method]["open_tokens"]
         name = f"partial_{method}_{protocol}"
         reproduce.MODELS[name] = {"config": "bilstm_crf", "overrides": overrides}
         cross = METHODS[method].get("cross", False)
@@ -198,19 +184,16 @@ def train(args) -> None:
 
 def cross_estimate(config: str, directory: str, overrides: Dict[str, Any], env=None, log=None) -> int:
     """`harness.train` as `allennlp cross-estimate`: its rounds beside `directory`, its final model in it."""
-    command = [harness.ALLENNLP, "cross-estimate", config, "-s", os.path.dirname(directory), "--folds", "2"]
-    command += ["--rounds", "3", "-o", json.dumps(overrides), "--include-package", "nerzoo"]
-    with open(log or f"{directory}.log", "w") as handle:
-        return subprocess.call(command, cwd=harness.REPO_ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env)
+    command = ["cross-estimate", config, "-s", os.path.dirname(directory), "--folds", "2", "--rounds", "3"]
+    return harness.allennlp(command + ["-o", json.dumps(overrides)], log or f"{directory}.log", env)
 
 
 def evaluate_f1(serialization_dir: str, data: str, weights: str) -> float:
     with tempfile.NamedTemporaryFile(suffix=".json") as output:
-        command = [harness.ALLENNLP, "evaluate", os.path.join(serialization_dir, "model.tar.gz"), data]
-        weights = os.path.join(serialization_dir, weights)
-        command += ["--weights-file", weights, "--output-file", output.name, "--include-package", "nerzoo"]
-        subprocess.run(command, cwd=harness.REPO_ROOT, check=True, capture_output=True)
-        return 100 * json.load(open(output.name))["f1-measure-overall"]
+        command = ["evaluate", os.path.join(serialization_dir, "model.tar.gz"), data, "--output-file", output.name]
+        if harness.allennlp(command + ["--weights-file", os.path.join(serialization_dir, weights)], os.devnull):
+            raise SystemExit(f"allennlp evaluate of {serialization_dir} ({weights}) on {data} failed")
+        return 100 * harness.read_json(output.name)["f1-measure-overall"]
 
 
 def clean_dev_choice(serialization_dir: str, folder: str) -> Dict[str, Any]:
@@ -235,12 +218,7 @@ def main() -> None:
     parser.add_argument("--max-epochs", type=int, default=50)
     parser.add_argument("--record", action="store_true", help="table: its rows become docs/results/partial.jsonl")
     args = parser.parse_args()
-    if args.command == "build":
-        build(args)
-    elif args.command == "train":
-        train(args)
-    else:
-        table(args)
+    {"build": build, "train": train, "table": table}[args.command](args)
 
 
 def table(args) -> None:
@@ -280,7 +258,8 @@ def table(args) -> None:
         ]
         rows.append(dict(zip(columns, cells)))
     print("\n".join(results.markdown_table(columns, rows)))
-    if args.record:  # one record, the rows over every seed so far
+    if args.record:  # one record: the rows of 3 seeds or more; every row is in docs/partial.md
+        rows = [row for row in rows if len(row["seeds"].split(",")) >= 3]
         path = os.path.join(results.rows_dir(results.DEFAULT_RESULTS), "partial.jsonl")
         if os.path.exists(path):
             os.remove(path)

@@ -16,7 +16,7 @@ import argparse
 import json
 import os
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import harness
 import results
@@ -105,8 +105,10 @@ MODELS: Dict[str, Dict[str, Any]] = {
 
 
 def config_on(name: str, dataset: str) -> str:
-    """The model's config on the data set, training_config/DATASET/CONFIG.jsonnet (README, "Real data")."""
-    return f"training_config/{dataset}/{MODELS[name].get('config', name)}.jsonnet"
+    """The model's config on the data set, training_config/DATASET/CONFIG.jsonnet (README, "Real data");
+    on the fixtures, training_config/CONFIG.jsonnet."""
+    folder = "training_config" if dataset == "fixtures" else f"training_config/{dataset}"
+    return f"{folder}/{MODELS[name].get('config', name)}.jsonnet"
 
 
 def overrides_for(model: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
@@ -122,9 +124,9 @@ def overrides_for(model: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
     return overrides
 
 
-def run(name: str, data: str, seed: int, args, train=harness.train) -> Dict[str, Any]:
+def run(name: str, data: str, seed: int, args, train=harness.train, run_dir: Optional[str] = None) -> Dict[str, Any]:
     model = MODELS[name]
-    run_dir = os.path.join(args.output_root, f"{name}-{data}-{seed}")
+    run_dir = run_dir or os.path.join(args.output_root, f"{name}-{data}-{seed}")
     serialization_dir = os.path.join(run_dir, "model")
     os.makedirs(run_dir, exist_ok=True)
     config_file, env = config_on(name, data), harness.thread_env(args.threads)

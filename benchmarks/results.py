@@ -64,10 +64,8 @@ def rendered(results_path: str, text: str) -> str:
 
 
 def write_atomically(path: str, text: str) -> None:
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(temporary, path)
+    Path(f"{path}.tmp").write_text(text, encoding="utf-8")
+    os.replace(f"{path}.tmp", path)
 
 
 def append_run(results_path: str, table: str, record: Dict[str, Any]) -> None:

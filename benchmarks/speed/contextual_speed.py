@@ -36,10 +36,9 @@ def epoch_seconds(serialization_dir: str) -> List[float]:
 
 def prediction_passes(archive: str, sentences: List[List[str]], threads: int, passes: int = 4) -> List[float]:
     """Seconds of `passes` passes of the archive's predictor over `sentences` in one process."""
-    import torch
     from allennlp.predictors import Predictor
 
-    torch.set_num_threads(threads)
+    harness.set_threads(threads)
     predictor = Predictor.from_path(archive, "sequence_tagger")
     batches = harness.batches([{"tokens": words} for words in sentences], 64)
     run = {"predict": lambda: [predictor.predict_batch_json(batch) for batch in batches]}
@@ -58,22 +57,13 @@ COLUMNS += ["predict 1st pass", "predict later (best)", "predict vs GloVe"]
 
 def table(model: str, measured: List[Dict[str, Any]]) -> Tuple[List[str], List[Dict[str, str]]]:
     """The rows of the measured taggers, each against the first (GloVe and characters)."""
-
-    def later_epochs(row: Dict[str, Any]) -> float:
-        return sum(row["epochs_s"][1:]) / max(1, len(row["epochs_s"]) - 1)
-
-    reference = measured[0]
+    later = [sum(row["epochs_s"][1:]) / max(1, len(row["epochs_s"]) - 1) for row in measured]
+    best = [min(row["predict_s"][1:]) for row in measured]
     rows = []
-    for row in measured:
-        cells = [
-            f"{model}: {row['label']}",
-            f"{row['epochs_s'][0]:.1f} s",
-            f"{later_epochs(row):.1f} s",
-            f"{later_epochs(row) / later_epochs(reference):.2f}x",
-            f"{row['predict_s'][0]:.2f} s",
-            f"{min(row['predict_s'][1:]):.2f} s",
-            f"{min(row['predict_s'][1:]) / min(reference['predict_s'][1:]):.2f}x",
-        ]
+    for row, epochs, predict in zip(measured, later, best):
+        cells = [f"{model}: {row['label']}", f"{row['epochs_s'][0]:.1f} s", f"{epochs:.1f} s"]
+        cells += [f"{epochs / later[0]:.2f}x", f"{row['predict_s'][0]:.2f} s", f"{predict:.2f} s"]
+        cells.append(f"{predict / best[0]:.2f}x")
         rows.append(dict(zip(COLUMNS, cells)))
     return COLUMNS, rows
 

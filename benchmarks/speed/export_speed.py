@@ -65,14 +65,12 @@ def measure(variant: str, target: str, sentences_file: str, started: str, thread
     tag(sentences[:1], 1)
     startup = time.time() - float(started)
     tag(sentences[:64], 64)  # warm-up
-    seconds, outputs = {}, {}
-    for size, chosen in ((64, sentences), (1, sentences[:first])):
-        begin = time.perf_counter()
-        outputs[size] = tag(chosen, size)
-        seconds[f"batch_{size}"] = time.perf_counter() - begin
+    runs = {"batch_64": lambda: tag(sentences, 64), "batch_1": lambda: tag(sentences[:first], 1)}
+    passes, outputs = harness.timed_passes(runs, 1)
     with open("/proc/self/status") as handle:  # ru_maxrss would be this process's parent's, kept across exec
         peak = next(int(line.split()[1]) / 1024 for line in handle if line.startswith("VmHWM:"))
-    results = [{key: out[key] for key in ("tags", "spans")} for out in outputs[64] if isinstance(out, dict)]
+    results = [{key: out[key] for key in ("tags", "spans")} for out in outputs["batch_64"] if isinstance(out, dict)]
+    seconds = {key: seconds for key, (seconds,) in passes.items()}
     return {"startup_s": startup, "peak_mb": peak, "seconds": seconds, "results": results}
 
 

@@ -114,9 +114,8 @@ def run_row(model: str, precision: str, overrides: Dict[str, Any], args, work: s
         if epoch and time.monotonic() - STARTED + row["epoch_seconds"][-1] > args.budget:
             row["note"] = f"{epoch} of {args.epochs} epochs: the next would pass --budget {args.budget:.0f} s"
             break
-        seconds, metrics = harness.timed_passes(
-            {"epoch": lambda epoch=epoch: trainer._train_epoch(epoch)}, 1, False, sync
-        )
+        train_epoch = {"epoch": lambda epoch=epoch: trainer._train_epoch(epoch)}
+        seconds, metrics = harness.timed_passes(train_epoch, 1, synchronize=sync)
         row["epoch_seconds"] += seconds["epoch"]
         row["train_loss"] = metrics["epoch"]["loss"]
     row["train_sentences_per_second"] = row["train_sentences"] * len(row["epoch_seconds"]) / sum(row["epoch_seconds"])
@@ -192,8 +191,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--json", default=None, metavar="OUT", help="write the results to OUT")
     args = parser.parse_args(argv)
     models, precisions = [m for m in args.rows.split(",") if m], [p for p in args.precisions.split(",") if p]
-    unknown = sorted(set(models) - set(MODELS)) + sorted(set(precisions) - set(PRECISIONS))
-    if unknown:
+    if unknown := sorted(set(models) - set(MODELS)) + sorted(set(precisions) - set(PRECISIONS)):
         parser.error(f"unknown rows or precisions: {', '.join(unknown)}")
     if args.predict_passes < 1 or args.epochs < 1 or min(args.predict_batch_sizes, default=0) < 1:
         parser.error("--epochs, --predict-passes and each of --predict-batch-sizes must be at least 1")
@@ -212,8 +210,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.chdir(harness.REPO_ROOT)  # the configs' data paths are relative to it
     common_logging.FILE_FRIENDLY_LOGGING = True  # a progress line every 2 s
     results = measure(args, models, precisions)
-    results["command"] = harness.command_line(__file__, argv)
-    results["wall_seconds"] = time.monotonic() - STARTED
+    results.update(command=harness.command_line(__file__, argv), wall_seconds=time.monotonic() - STARTED)
     print_table(results)
     print(f"{results['command']}; {results['device']}; wall time {results['wall_seconds']:.0f} s")
     print(f"train: {results['train_data']} ({args.epochs} epochs, no validation); predict: {results['predict_data']}")
