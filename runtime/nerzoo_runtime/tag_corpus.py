@@ -3,14 +3,14 @@
 
 Inputs are files, globs and directories (their files, hidden and `_` ones left out): JSON lines as
 `allennlp predict` reads them (`.jsonl`, `.json`), plain text (`.txt`, a sentence a line, or a document
-with `--documents`; blank lines are skipped and counted) and Parquet (`.parquet`, its `--text-column` or
-`--tokens-column`; the `parquet` extra).  Each input file becomes shards of `--shard-lines` records,
-`DIR/<its path from the inputs' common folder>-<hash of its absolute path>-<index>.jsonl` (or `.parquet`).
-A record is what `allennlp predict` writes for its input plus `source`, `{"file", "line"}` (from 1) or
-`{"file", "row"}` (from 0); an input that cannot be tagged is `{"source", "error": "FILE:LINE: why"}`.
-A shard is written to `NAME.part` and renamed when complete, and a run skips the shards that exist, so
-the same command again finishes what an interrupted run left.  `_manifest.json`, written last, lists
-the shards and their records.
+with `--documents`; blank lines are skipped) and Parquet (`.parquet`, its `--text-column` or
+`--tokens-column`; the `parquet` extra).  Each input file becomes shards of `--shard-lines` lines (Parquet
+rows), `DIR/<its path from the inputs' common folder>-<hash of its absolute path>-<index>.jsonl` (or
+`.parquet`).  A record is what `allennlp predict` writes for its input plus `source`, `{"file", "line"}`
+(from 1) or `{"file", "row"}` (from 0); an input that cannot be tagged is `{"source", "error": "FILE:LINE:
+why"}`.  A shard is written to `NAME.part` and renamed when complete, and a run skips the shards that
+exist, so the same command again finishes what an interrupted run left.  `_manifest.json`, written last,
+lists the shards and their records.  With `--ray` the shards are tagged on Ray Data (`ray_tagging.py`).
 """
 
 import argparse
@@ -25,12 +25,18 @@ import re
 import sys
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+import numpy
+
 from nerzoo_runtime.tagger import Tagger
 
 PARQUET_EXTRA = "pip install 'nerzoo-runtime[parquet]'"
+RAY_EXTRA = "pip install 'nerzoo-runtime[ray]'"
 MANIFEST = "_manifest.json"
 # One input: where it is, what the tagger reads, or why it cannot be read.
 Item = Tuple[Dict[str, Any], Any, Optional[str]]
+# One shard to write: its input `file`, its `shard` name, and where it starts, `offset` (a byte, or a
+# Parquet row) and `first` (the number of its first line, or its first row).
+Plan = Dict[str, Any]
 
 
 class UsageError(Exception):
@@ -78,10 +84,41 @@ def shard_stems(files: Sequence[pathlib.Path]) -> Dict[pathlib.Path, str]:
     return stems
 
 
-def lines(path: pathlib.Path) -> Iterator[Tuple[int, Optional[str], Optional[str]]]:
-    """`(number, text without its line end, None)` of each non-blank line, `(number, None, why)` of one not UTF-8."""
+def line_starts(path: pathlib.Path, every: int) -> Iterator[Tuple[int, int]]:
+    """`(byte offset, line number)` of lines 1, 1 + every, 1 + 2 every, ... of `path`, while it has them."""
     with open(path, "rb") as file:
-        for number, raw in enumerate(file, 1):
+        size, newlines = os.fstat(file.fileno()).st_size, 0
+        while block := file.read(1 << 24):
+            ends = numpy.flatnonzero(numpy.frombuffer(block, numpy.uint8) == ord("\n"))
+            numbers = newlines + 1 + numpy.arange(len(ends))  # of the newline, counted from 1
+            starts = ends[numbers % every == 0] + file.tell() - len(block) + 1
+            for offset, line in zip(starts.tolist(), (numbers[numbers % every == 0] + 1).tolist()):
+                if offset < size:
+                    yield offset, line
+            newlines += len(ends)
+
+
+def plans(files: Sequence[pathlib.Path], args) -> List[Plan]:
+    """The shards of `files`, every `args.shard_lines` lines (Parquet rows) a shard, in order."""
+    found = []
+    for path, stem in shard_stems(files).items():
+        if path.suffix.lower() == ".parquet":
+            rows = pyarrow_module("pyarrow.parquet").ParquetFile(path).metadata.num_rows
+            starts: Iterator[Tuple[int, int]] = ((row, row) for row in range(0, rows, args.shard_lines))
+        else:
+            starts = itertools.chain([(0, 1)] if path.stat().st_size else [], line_starts(path, args.shard_lines))
+        for index, (offset, first) in enumerate(starts):
+            shard = f"{stem}-{index:05d}.{args.format}"
+            found.append({"file": str(path), "shard": shard, "offset": offset, "first": first})
+    return found
+
+
+def lines(plan: Plan, count: int) -> Iterator[Tuple[int, Optional[str], Optional[str]]]:
+    """`(number, text without its line end, None)` of each non-blank line of the shard, `(number, None, why)`
+    of one not UTF-8."""
+    with open(plan["file"], "rb") as file:
+        file.seek(plan["offset"])
+        for number, raw in zip(range(plan["first"], plan["first"] + count), file):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -91,8 +128,8 @@ def lines(path: pathlib.Path) -> Iterator[Tuple[int, Optional[str], Optional[str
                 yield number, text.rstrip("\r\n"), None
 
 
-def json_items(path: pathlib.Path, args) -> Iterator[Item]:
-    for number, text, error in lines(path):
+def json_items(plan: Plan, args) -> Iterator[Item]:
+    for number, text, error in lines(plan, args.shard_lines):
         item = None
         if error is None:
             try:
@@ -102,22 +139,26 @@ def json_items(path: pathlib.Path, args) -> Iterator[Item]:
             else:
                 if not isinstance(item, dict):
                     error, item = f"a line is an object as allennlp predict reads it, got {text[:200]}", None
-        yield {"file": str(path), "line": number}, item, error
+        yield {"file": plan["file"], "line": number}, item, error
 
 
-def text_items(path: pathlib.Path, args) -> Iterator[Item]:
+def text_items(plan: Plan, args) -> Iterator[Item]:
     key = "document" if args.documents else "sentence"
-    for number, text, error in lines(path):
-        yield {"file": str(path), "line": number}, None if error else {key: text}, error
+    for number, text, error in lines(plan, args.shard_lines):
+        yield {"file": plan["file"], "line": number}, None if error else {key: text}, error
 
 
-def parquet_items(path: pathlib.Path, args) -> Iterator[Item]:
+def parquet_items(plan: Plan, args) -> Iterator[Item]:
     column = args.tokens_column or args.text_column
     key = "tokens" if args.tokens_column else "document" if args.documents else "sentence"
-    rows = itertools.count()
-    for batch in pyarrow_module("pyarrow.parquet").ParquetFile(path).iter_batches(columns=[column]):
-        for value in batch.column(0).to_pylist():
-            yield {"file": str(path), "row": next(rows)}, {key: value}, None
+    table = pyarrow_module("pyarrow.parquet").ParquetFile(plan["file"])
+    sizes = [table.metadata.row_group(group).num_rows for group in range(table.num_row_groups)]
+    begins = [0, *itertools.accumulate(sizes)]
+    start, stop = plan["offset"], plan["offset"] + args.shard_lines
+    groups = [group for group, size in enumerate(sizes) if begins[group] < stop and begins[group] + size > start]
+    values = table.read_row_groups(groups, columns=[column]).column(0)
+    for row, value in enumerate(values.slice(start - begins[groups[0]], args.shard_lines).to_pylist(), start):
+        yield {"file": plan["file"], "row": row}, {key: value}, None
 
 
 READERS = {".jsonl": json_items, ".json": json_items, ".txt": text_items, ".parquet": parquet_items}
@@ -194,34 +235,54 @@ def write_shard(path: pathlib.Path, records: Sequence[Dict[str, Any]], tagger: T
     os.replace(part, path)
 
 
+def write_planned(tagger: Tagger, plan: Plan, args) -> None:
+    """The shard of `plan`, unless it exists."""
+    shard = pathlib.Path(args.output) / plan["shard"]
+    if not shard.exists():
+        items = list(READERS[pathlib.Path(plan["file"]).suffix.lower()](plan, args))
+        write_shard(shard, tagged(tagger, items, args.batch_size), tagger)
+
+
+def shard_records(path: pathlib.Path) -> int:
+    if path.suffix == ".parquet":
+        return pyarrow_module("pyarrow.parquet").ParquetFile(path).metadata.num_rows
+    with open(path, "rb") as file:
+        return sum(block.count(b"\n") for block in iter(lambda: file.read(1 << 24), b""))
+
+
 def tag_corpus(args) -> Dict[str, Any]:
     """Tags `args.inputs` into shards in `args.output`, those not there yet; returns the manifest."""
-    from tqdm import tqdm
-
     output = pathlib.Path(args.output)
     files = input_files(args.inputs, output)
     check_parquet(files, args)
+    if args.ray:
+        if args.ray == "local":  # one machine: Ray on its loopback address (read as Ray loads), nothing reported
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        try:
+            importlib.import_module("ray.data")
+        except ImportError:
+            raise UsageError(f"--ray needs Ray Data: {RAY_EXTRA}") from None
     try:
         tagger = Tagger.load(args.export, args.spacy_model, args.threads)
         if any(path.suffix.lower() == ".txt" for path in files) or args.text_column:
             _ = tagger.nlp  # raw text needs spaCy's pipeline: a missing one stops the run before it starts
     except (OSError, ValueError, ImportError) as error:
         raise UsageError(str(error)) from None
+    planned = plans(files, args)
     output.mkdir(parents=True, exist_ok=True)
     (output / MANIFEST).unlink(missing_ok=True)
-    shards: Dict[str, int] = {}
-    with tqdm(unit=" inputs", disable=None, file=sys.stderr) as progress:
-        for path, stem in shard_stems(files).items():
-            items = READERS[path.suffix.lower()](path, args)
-            for index in itertools.count():
-                chunk = list(itertools.islice(items, args.shard_lines))
-                if not chunk:
-                    break
-                shard = output / f"{stem}-{index:05d}.{args.format}"
-                if not shard.exists():
-                    write_shard(shard, tagged(tagger, chunk, args.batch_size), tagger)
-                shards[shard.name] = len(chunk)
-                progress.update(len(chunk))
+    missing = [plan for plan in planned if not (output / plan["shard"]).exists()]
+    if args.ray:
+        from nerzoo_runtime import ray_tagging
+
+        ray_tagging.write_shards(missing, args)
+    else:
+        from tqdm import tqdm
+
+        for plan in tqdm(missing, unit=" shards", disable=None, file=sys.stderr):
+            write_planned(tagger, plan, args)
+    shards = {plan["shard"]: shard_records(output / plan["shard"]) for plan in planned}
     manifest = {"export": os.path.abspath(args.export), "records": sum(shards.values()), "shards": shards}
     (output / (MANIFEST + ".part")).write_text(json.dumps(manifest, indent=1) + "\n")
     os.replace(output / (MANIFEST + ".part"), output / MANIFEST)
@@ -243,21 +304,36 @@ def parser() -> argparse.ArgumentParser:
     )
     made.add_argument("--text-column", help="Parquet inputs: the column of raw texts")
     made.add_argument("--tokens-column", help="Parquet inputs: the column of token lists")
-    made.add_argument("--shard-lines", type=int, default=10000, help="inputs per output shard")
+    made.add_argument("--shard-lines", type=int, default=10000, help="input lines (Parquet rows) per output shard")
     made.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl", help="of the shards")
+    ray = made.add_argument_group("Ray Data (the `ray` extra)")
+    ray.add_argument(
+        "--ray",
+        metavar="auto|ADDRESS|local",
+        help="tag on a Ray cluster: the running one, one at ADDRESS, or a new local one",
+    )
+    ray.add_argument("--workers", type=int, default=1, help="actors, each loading the tagger once")
+    ray.add_argument(
+        "--worker-cpus",
+        type=float,
+        default=1.0,
+        help="CPUs an actor reserves (fractions allowed); its threads by default",
+    )
     return made
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_args(argv)
     try:
-        if min(args.batch_size, args.shard_lines, 1 if args.threads is None else args.threads) < 1:
-            raise UsageError("--batch-size, --shard-lines and --threads must be positive")
+        if min(args.batch_size, args.shard_lines, args.workers, 1 if args.threads is None else args.threads) < 1:
+            raise UsageError("--batch-size, --shard-lines, --workers and --threads must be positive")
+        if args.worker_cpus <= 0:
+            raise UsageError("--worker-cpus must be positive")
         manifest = tag_corpus(args)
     except UsageError as error:
         print(f"nerzoo-tag: error: {error}", file=sys.stderr)
         return 2
-    except (ImportError, OSError) as error:  # what raw text needs, or the disk
+    except (ImportError, OSError, RuntimeError) as error:  # what raw text needs, the disk, or a Ray job
         print(f"nerzoo-tag: error: {error}", file=sys.stderr)
         return 1
     print(f"nerzoo-tag: {manifest['records']} records in {len(manifest['shards'])} shards in {args.output}")

@@ -65,6 +65,7 @@ class Tagger:
         options = onnxruntime.SessionOptions()
         if threads is not None:
             options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1  # operators run one at a time: no second pool
         # Threads that spin between the graph's operators slow the numpy CRF that follows each run.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = onnxruntime.InferenceSession(

@@ -12,6 +12,7 @@ LIGHT_MODULES = [
     "nerzoo_runtime.chains",
     "nerzoo_runtime.dependency_parse",
     "nerzoo_runtime.inputs",
+    "nerzoo_runtime.ray_tagging",
     "nerzoo_runtime.span_decoding",
     "nerzoo_runtime.spacy_loading",
     "nerzoo_runtime.tag_corpus",

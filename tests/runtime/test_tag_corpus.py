@@ -13,19 +13,10 @@ import pytest
 from nerzoo_runtime.tag_corpus import main
 from nerzoo_runtime.tagger import Tagger
 
-from nerzoo.commands import export
 from tests import FIXTURES_ROOT
 
 RAW_TEXTS = ["Peter Blackburn visited Brussels on Monday .", "  Anna Keller flew to Oslo\twith Lena Holm.  "]
 DOCUMENTS = ["Peter Blackburn visited Brussels. Anna Keller stayed in Oslo.", "Lena Holm works for Norvik Bank ."]
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("export") / "tagger"
-    archive = FIXTURES_ROOT / "archives" / "bilstm_crf_tiny.tar.gz"
-    export.export_archive(str(archive), str(directory), spacy_model="blank:en")
-    return directory
 
 
 @pytest.fixture(scope="module")
