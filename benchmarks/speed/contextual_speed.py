@@ -7,11 +7,7 @@ characters only, in one run, like for like.
     .venv/bin/python benchmarks/speed/contextual_speed.py [--model bilstm_crf] [--train-sentences 2000]
         [--dev-sentences 500] [--epochs 3] [--threads 1] [--fine-tune]
 
-Rows: `training_config/MODEL.jsonnet`; `MODEL_contextual.jsonnet` as is, with `cache_size_mb: 0`,
-with a frozen random table as wide as the transformer in its place, and with `--fine-tune`
-`train_parameters: true`.  Each trains on the first sentences of eng.train and eng.testa (an epoch's
-time is the trainer's), then tags eng.testb's first `--dev-sentences` four times in one process: the
-first pass fills the cache, the best later one is shown.
+How it measures: benchmarks/README.md, "Speed".
 """
 
 import argparse

@@ -3,12 +3,7 @@
 A tagger (bilstm_crf, deptree_ner, me_crf, fofe_ner) exported by `allennlp export` (float32 and int8, run by nerzoo_runtime) against the archive's
 Predictor and spaCy's own NER on CoNLL-2003 eng.testb: start-up, peak memory, words/s, F1, agreement.
 
-Each variant runs in a fresh process: start-up from its start, imports included, to its first tagged
-sentence; peak memory its VmHWM. After a warm-up batch it tags every sentence in batches of 64 (the
-runtime's `tag` batches them by length, as its users call it; "file order": the Predictor's batches,
-in the file's order), then the first `--batch-1-sentences` one by one; `--rounds` rounds, the order reversed every other one, the
-best kept (the largest peak). spaCy's tok2vec and ner get Docs of the same words (its thinc imports torch
-where installed). F1: exact typed spans; on all of eng.testb, the Predictor's is the archive's test F1.
+How it measures: benchmarks/README.md, "Speed".
 """
 
 import argparse

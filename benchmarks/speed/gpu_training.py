@@ -8,11 +8,7 @@ each in float32 and with `trainer.use_amp` (CUDA only); ratios within the run.
     bash .gpu/run.sh python3 benchmarks/speed/gpu_training.py --data conll2003   # ../shared/gpu/README.md
     .venv/bin/python benchmarks/speed/gpu_training.py --data fixtures --device cpu --epochs 1 --max-sentences 40
 
-Training: `--epochs` of the trainer's `_train_epoch` on the train file's first `--max-sentences`
-sentences, timed to the synchronised end of each epoch (no start-up, no validation).  Prediction with
-confidences: the validation words in batches of each `--predict-batch-sizes`, through
-`forward_on_instances` as `allennlp predict` runs it, the fastest of `--predict-passes` after a
-warm-up batch.  Rows that would start after `--budget` seconds are skipped, and so is an epoch.
+How it measures: benchmarks/README.md, "Speed".
 """
 
 import argparse

@@ -5,11 +5,7 @@ Requests per second and latency of `allennlp serve`, with and without dynamic ba
     .venv/bin/python benchmarks/speed/serve_speed.py [--archive model.tar.gz] [--data FILE]
         [--clients 1 32] [--requests 640] [--passes 2] [--max-wait-ms 5]
 
-Two servers of the archive (`--max-batch-size 32` and 1) are timed alternately, for each number of
-concurrent keep-alive clients, over the same `--requests` sentences of `--data` (`{"sentence": ...}`),
-the best of `--passes` passes; every answer must equal the answer to the request sent alone.  Without
-`--archive`, training_config/bilstm_crf.jsonnet is trained one epoch on the fixtures.  The last line is
-one JSON object.
+How it measures: benchmarks/README.md, "Speed".
 """
 
 import argparse
