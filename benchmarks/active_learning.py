@@ -257,7 +257,7 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.99 * FULL_DATA_TEST_F1, help="test F1 the table looks for")
     parser.add_argument("--output", help="plot: the PNG (default OUTPUT_ROOT/active_learning.png)")
     args = parser.parse_args()
-    args.overrides = {}  # reproduce.overrides_for's
+    args.overrides = {}  # reproduce.run's
     args.name = args.strategy if args.partial is None else f"{args.strategy}_partial{args.partial:g}"
     args.output = args.output or os.path.join(args.output_root, "active_learning.png")
     if args.partial is not None and args.strategy == "random_sizes":

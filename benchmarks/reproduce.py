@@ -111,19 +111,6 @@ def config_on(name: str, dataset: str) -> str:
     return f"{folder}/{MODELS[name].get('config', name)}.jsonnet"
 
 
-def overrides_for(model: Dict[str, Any], args, seed: int) -> Dict[str, Any]:
-    overrides: Dict[str, Any] = {
-        "evaluate_on_test": True,
-        **dict.fromkeys(("random_seed", "numpy_seed", "pytorch_seed"), seed),
-        **({} if model.get("schedule") else {"trainer.patience": args.patience}),
-        **model.get("overrides", {}),
-        **args.overrides,
-    }
-    if not model.get("schedule"):  # --max-epochs caps the epochs, the overrides' too
-        overrides["trainer.num_epochs"] = min(overrides.get("trainer.num_epochs", args.max_epochs), args.max_epochs)
-    return overrides
-
-
 def run(name: str, data: str, seed: int, args, train=harness.train, run_dir: Optional[str] = None) -> Dict[str, Any]:
     model = MODELS[name]
     run_dir = run_dir or os.path.join(args.output_root, f"{name}-{data}-{seed}")
@@ -135,7 +122,15 @@ def run(name: str, data: str, seed: int, args, train=harness.train, run_dir: Opt
         if not os.path.exists(archive):
             raise SystemExit(f"{name}: train {model['first_pass']}:{data}:{seed} first (no {archive})")
         env["FOFE_FIRST_PASS"] = archive
-    overrides = overrides_for(model, args, seed)
+    overrides: Dict[str, Any] = {
+        "evaluate_on_test": True,
+        **dict.fromkeys(("random_seed", "numpy_seed", "pytorch_seed"), seed),
+        **({} if model.get("schedule") else {"trainer.patience": args.patience}),
+        **model.get("overrides", {}),
+        **args.overrides,
+    }
+    if not model.get("schedule"):  # --max-epochs caps the epochs, the overrides' too
+        overrides["trainer.num_epochs"] = min(overrides.get("trainer.num_epochs", args.max_epochs), args.max_epochs)
     started = time.time()
     returncode = train(config_file, serialization_dir, overrides, env, log=f"{run_dir}/train.log")
     metric = model.get("metric", "f1-measure-overall")

@@ -31,6 +31,8 @@ PAGES = ["README.md"] + [
         "gpu",
         "serving",
         "development",
+        "partial",
+        "scale",
     )
 ]
 README = "\n".join((PROJECT_ROOT / page).read_text() for page in PAGES)
