@@ -167,6 +167,15 @@ def test_without_pyarrow_parquet_is_one_error_naming_the_extra(exported, tmp_pat
     assert "nerzoo-runtime[parquet]" in error
 
 
+def test_without_ray_the_ray_option_is_one_error_naming_the_extra(exported, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails
+    monkeypatch.setitem(sys.modules, "ray.data", None)
+    (tmp_path / "texts.txt").write_text(RAW_TEXTS[0] + "\n")
+    error = one_line_error(capsys, [exported, tmp_path / "texts.txt", "--ray", "local"], tmp_path / "out")
+    assert error == "nerzoo-tag: error: --ray needs Ray Data: pip install 'nerzoo-runtime[ray]'\n"
+    assert "--workers" in one_line_error(capsys, [exported, tmp_path / "texts.txt", "--workers", "0"], tmp_path / "out")
+
+
 def test_parquet_columns_in_and_parquet_shards_out(exported, tagger, tmp_path, capsys):
     pyarrow = pytest.importorskip("pyarrow")
     from pyarrow import parquet
