@@ -256,9 +256,11 @@ def tag_corpus(args) -> Dict[str, Any]:
     files = input_files(args.inputs, output)
     check_parquet(files, args)
     if args.ray:
-        if args.ray == "local":  # one machine: Ray on its loopback address (read as Ray loads), nothing reported
+        if args.ray == "local":  # read as Ray loads: its loopback address, nothing reported, and workers at
+            # this command's priority, as in this process (Ray's default, nice 15, yields to every other job)
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            os.environ.setdefault("RAY_worker_niceness", "0")
         try:
             importlib.import_module("ray.data")
         except ImportError:

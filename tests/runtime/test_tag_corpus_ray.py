@@ -19,9 +19,11 @@ from tests.runtime.ray_die_once import MARKER_WORD
 from tests.runtime.test_tag_corpus import RAW_TEXTS, fixture_sentences, records
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
-# Ray reads these as it loads: every process of the test cluster on 127.0.0.1, no usage stats sent.
+# Ray reads these as it loads: every process of the test cluster on 127.0.0.1, no usage stats sent,
+# and workers at the suite's priority (Ray's default, nice 15, starves them beside parallel tests).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_worker_niceness", "0")
 try:
     import pyarrow
     import ray
