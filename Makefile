@@ -92,9 +92,9 @@ test: install
 # The tests that need minutes by nature (marked `slow`): every shipped config trained in two gloo
 # processes against one, the 10,000-token memory bound; then the README's commands again, each in a
 # new `allennlp` process (`make test` runs them in children of a warm one: tests/warm_allennlp.py).
-# CI runs them after `make test`.
+# CI runs them after `make test` and `make install-ray`, with the tests of the optional extras (`extras`).
 test-slow: install
-	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup -m slow tests
+	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup -m "slow or extras" tests
 	NERZOO_TEST_COLD_CLI=1 PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup \
 		tests/test_readme.py -k test_its_commands_run_on_the_fixtures
 

@@ -176,6 +176,7 @@ def test_without_ray_the_ray_option_is_one_error_naming_the_extra(exported, tmp_
     assert "--workers" in one_line_error(capsys, [exported, tmp_path / "texts.txt", "--workers", "0"], tmp_path / "out")
 
 
+@pytest.mark.extras
 def test_parquet_columns_in_and_parquet_shards_out(exported, tagger, tmp_path, capsys):
     pyarrow = pytest.importorskip("pyarrow")
     from pyarrow import parquet
