@@ -84,11 +84,11 @@ def shard_stems(files: Sequence[pathlib.Path]) -> Dict[pathlib.Path, str]:
     return stems
 
 
-def line_starts(path: pathlib.Path, every: int) -> Iterator[Tuple[int, int]]:
-    """`(byte offset, line number)` of lines 1, 1 + every, 1 + 2 every, ... of `path`, while it has them."""
+def line_starts(path: pathlib.Path, every: int, block_size: int = 1 << 24) -> Iterator[Tuple[int, int]]:
+    """`(byte offset, line number)` of lines 1 + every, 1 + 2 every, ... of `path`, while it has them."""
     with open(path, "rb") as file:
         size, newlines = os.fstat(file.fileno()).st_size, 0
-        while block := file.read(1 << 24):
+        while block := file.read(block_size):
             ends = numpy.flatnonzero(numpy.frombuffer(block, numpy.uint8) == ord("\n"))
             numbers = newlines + 1 + numpy.arange(len(ends))  # of the newline, counted from 1
             starts = ends[numbers % every == 0] + file.tell() - len(block) + 1

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from nerzoo_runtime.tag_corpus import main
+from nerzoo_runtime.tag_corpus import line_starts, main
 from nerzoo_runtime.tagger import Tagger
 
 from tests import FIXTURES_ROOT
@@ -72,6 +72,20 @@ def test_records_are_the_taggers_results_with_their_source(exported, tagger, tmp
     got = tag(exported, [corpus / "*.txt"], tmp_path / "documents", "--documents")
     assert [without_source(record) for record in got] == tagger.tag([{"document": text} for text in DOCUMENTS])
     assert got[0]["sentences"] == [[0, 5], [5, 11]]
+
+
+@pytest.mark.parametrize("text", [b"", b"a\n", b"a\n\nbb\nc", b"a\nb\n\n\nccc\nd\ne\n", b"\n" * 9 + b"x"])
+def test_shards_start_where_counting_lines_says(text, tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_bytes(text)
+    offsets = [0, *(index + 1 for index, byte in enumerate(text) if byte == ord("\n"))]
+    for every, block_size in [(1, 1), (2, 3), (3, 5), (4, 1 << 24)]:
+        expected = [
+            (offsets[line - 1], line)
+            for line in range(1 + every, len(offsets) + 1, every)
+            if offsets[line - 1] < len(text)
+        ]
+        assert list(line_starts(path, every, block_size)) == expected
 
 
 def test_a_bad_line_is_an_error_record_and_the_others_are_tagged(exported, tagger, tmp_path):
