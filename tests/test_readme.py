@@ -32,6 +32,7 @@ PAGES = ["README.md"] + [
         "serving",
         "development",
         "partial",
+        "active_learning",
         "scale",
     )
 ]
