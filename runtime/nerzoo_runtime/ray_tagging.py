@@ -14,7 +14,7 @@ import json
 import logging
 import math
 import warnings
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from nerzoo_runtime.tag_corpus import Plan, write_planned
 from nerzoo_runtime.tagger import Tagger
@@ -38,11 +38,10 @@ class ShardWriter:
         self.args = argparse.Namespace(**settings)
         self.tagger = Tagger.load(self.args.export, self.args.spacy_model, self.args.threads)
 
-    def __call__(self, batch: Dict[str, Any]) -> Dict[str, List[str]]:
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, List[Any]]:
         plans = [json.loads(plan) for plan in batch["plan"]]
-        for plan in plans:
-            write_planned(self.tagger, plan, self.args)
-        return {"shard": [plan["shard"] for plan in plans]}
+        records = [write_planned(self.tagger, plan, self.args) for plan in plans]  # -1: it existed already
+        return {"shard": [plan["shard"] for plan in plans], "records": [-1 if n is None else n for n in records]}
 
 
 def connect(address: str) -> bool:
@@ -58,10 +57,13 @@ def connect(address: str) -> bool:
     return True
 
 
-def write_shards(plans: Sequence[Plan], args) -> None:
-    """Writes the shards of `plans` on Ray Data; a failed job is a `RuntimeError` saying what to do."""
+def write_shards(plans: Sequence[Plan], args) -> Dict[str, Optional[int]]:
+    """
+    Writes the shards of `plans` on Ray Data: each one's records (None where it existed already).  A
+    failed job is a `RuntimeError` saying what to do.
+    """
     if not plans:
-        return
+        return {}
     import ray
     import ray.data
 
@@ -82,12 +84,13 @@ def write_shards(plans: Sequence[Plan], args) -> None:
                 max_restarts=MAX_RESTARTS,
                 max_task_retries=MAX_TASK_RETRIES,
             )
-        done = {row["shard"] for row in written.iter_rows()}
+        done = {row["shard"]: None if row["records"] < 0 else int(row["records"]) for row in written.iter_rows()}
     except ray.exceptions.RayError as error:
         message = str(error).strip().splitlines()[-1]
         raise RuntimeError(f"the Ray job failed ({message}); run the command again to finish its shards") from None
     finally:
         if started:
             ray.shutdown()
-    if lost := sorted({plan["shard"] for plan in plans} - done):
+    if lost := sorted({plan["shard"] for plan in plans} - done.keys()):
         raise RuntimeError(f"the Ray job did not write {len(lost)} shards ({lost[0]}, ...): run the command again")
+    return done

@@ -91,8 +91,9 @@ def line_starts(path: pathlib.Path, every: int, block_size: int = 1 << 24) -> It
         while block := file.read(block_size):
             ends = numpy.flatnonzero(numpy.frombuffer(block, numpy.uint8) == ord("\n"))
             numbers = newlines + 1 + numpy.arange(len(ends))  # of the newline, counted from 1
-            starts = ends[numbers % every == 0] + file.tell() - len(block) + 1
-            for offset, line in zip(starts.tolist(), (numbers[numbers % every == 0] + 1).tolist()):
+            last = numbers % every == 0  # newlines that end a shard
+            starts = ends[last] + file.tell() - len(block) + 1
+            for offset, line in zip(starts.tolist(), (numbers[last] + 1).tolist()):
                 if offset < size:
                     yield offset, line
             newlines += len(ends)
@@ -235,15 +236,18 @@ def write_shard(path: pathlib.Path, records: Sequence[Dict[str, Any]], tagger: T
     os.replace(part, path)
 
 
-def write_planned(tagger: Tagger, plan: Plan, args) -> None:
-    """The shard of `plan`, unless it exists."""
+def write_planned(tagger: Tagger, plan: Plan, args) -> Optional[int]:
+    """The shard of `plan` and the number of its records, unless it exists (None)."""
     shard = pathlib.Path(args.output) / plan["shard"]
-    if not shard.exists():
-        items = list(READERS[pathlib.Path(plan["file"]).suffix.lower()](plan, args))
-        write_shard(shard, tagged(tagger, items, args.batch_size), tagger)
+    if shard.exists():
+        return None
+    items = list(READERS[pathlib.Path(plan["file"]).suffix.lower()](plan, args))
+    write_shard(shard, tagged(tagger, items, args.batch_size), tagger)
+    return len(items)
 
 
 def shard_records(path: pathlib.Path) -> int:
+    """The records of a shard that a run before this one wrote."""
     if path.suffix == ".parquet":
         return pyarrow_module("pyarrow.parquet").ParquetFile(path).metadata.num_rows
     with open(path, "rb") as file:
@@ -278,13 +282,16 @@ def tag_corpus(args) -> Dict[str, Any]:
     if args.ray:
         from nerzoo_runtime import ray_tagging
 
-        ray_tagging.write_shards(missing, args)
+        written = ray_tagging.write_shards(missing, args)
     else:
         from tqdm import tqdm
 
-        for plan in tqdm(missing, unit=" shards", disable=None, file=sys.stderr):
-            write_planned(tagger, plan, args)
-    shards = {plan["shard"]: shard_records(output / plan["shard"]) for plan in planned}
+        written = {
+            plan["shard"]: write_planned(tagger, plan, args)
+            for plan in tqdm(missing, unit=" shards", disable=None, file=sys.stderr)
+        }
+    counted = {plan["shard"]: written.get(plan["shard"]) for plan in planned}  # None: an earlier run's shard
+    shards = {name: shard_records(output / name) if count is None else count for name, count in counted.items()}
     manifest = {"export": os.path.abspath(args.export), "records": sum(shards.values()), "shards": shards}
     (output / (MANIFEST + ".part")).write_text(json.dumps(manifest, indent=1) + "\n")
     os.replace(output / (MANIFEST + ".part"), output / MANIFEST)
