@@ -32,7 +32,7 @@ from nerzoo.modules.crf.tag_decoder import DecodedTagger
 from nerzoo.modules.crf.tag_head import TagHead
 from nerzoo.predictors.input_lines import INPUT_ERRORS, parse_line
 
-STRATEGIES = ("expected_errors", "mnlp", "token_entropy", "random")
+STRATEGIES = ("mnlp", "token_entropy", "expected_errors", "random")  # the default: the first a model scores
 # What a model lacks when it cannot score a strategy.
 NEEDS = {
     "mnlp": "probability of its whole predicted tag sequence (a TagHead gives it)",
@@ -54,17 +54,19 @@ class Select(Subcommand):
     `POOL:LINE: why` and left out.  With `--use-dataset-reader` POOL is read by the archive's
     (validation) dataset reader instead, its gold labels ignored.
 
-    `--strategy` (higher scores first; ties, and `random`'s order, by a permutation seeded with `--seed`):
+    `--strategy` (higher scores first; ties, and `random`'s order, by a permutation seeded with `--seed`;
+    the default is the first of these the model can score, in the order they ranked on CoNLL-2003,
+    docs/active_learning.md):
 
-    - `expected_errors` (default): the predicted spans' expected errors, `sum_s (1 - c_s)` (false
-      positives) plus `E[number of spans] - sum_s c_s` (spans missed), with `c_s` a span's
-      confidence and `E[number of spans]` the marginal probability, summed over the tokens, that a
-      span opens there (a CRF constrained to BIO or BIOUL; `fofe_ner`: the sum over its scored
-      fragments of P(not NONE));
     - `mnlp`: Shen et al. (2017), `-log P(y* | x) / n` of the predicted tags `y*`, from the CRF at the
       archive's temperatures;
     - `token_entropy`: the entropy of each token's tag marginals, averaged over the sentence's words
       (so that a budget in words buys the most uncertain words);
+    - `expected_errors`: the predicted spans' expected errors, `sum_s (1 - c_s)` (false
+      positives) plus `E[number of spans] - sum_s c_s` (spans missed), with `c_s` a span's
+      confidence and `E[number of spans]` the marginal probability, summed over the tokens, that a
+      span opens there (a CRF constrained to BIO or BIOUL; `fofe_ner`: the sum over its scored
+      fragments of P(not NONE));
     - `random`: every score 0.
 
     `--budget N` (`--unit words` or `sentences`): sentences are taken in score order until the next
@@ -95,7 +97,7 @@ class Select(Subcommand):
         subparser.add_argument("pool", help="JSON lines as `allennlp predict` reads them (or see --use-dataset-reader)")
         subparser.add_argument("--budget", type=int, required=True, help="how many words (or sentences) to choose")
         subparser.add_argument("--unit", choices=["words", "sentences"], default="words")
-        subparser.add_argument("--strategy", choices=STRATEGIES, default="expected_errors")
+        subparser.add_argument("--strategy", choices=STRATEGIES, help="default: the first of these the model scores")
         subparser.add_argument("--output", required=True, help="the file to write")
         subparser.add_argument("--output-format", choices=["json", "conll"], default="json")
         subparser.add_argument("--partial", type=float, metavar="THRESHOLD", help="ask only about uncertain stretches")
@@ -230,16 +232,17 @@ def select(args: argparse.Namespace) -> Dict[str, Any]:
             "would need the rest of its document beside it to train on"
         )
     found = scorers(model)
-    if args.strategy not in found:
+    strategy = args.strategy or next(strategy for strategy in STRATEGIES if strategy in found)
+    if strategy not in found:
         raise ConfigurationError(
-            f"select: {name} cannot score --strategy {args.strategy}: it gives no {NEEDS[args.strategy]}; "
+            f"select: {name} cannot score --strategy {strategy}: it gives no {NEEDS[strategy]}; "
             f"it can score {', '.join(strategy for strategy in STRATEGIES if strategy in found)}"
         )
     predictor = Predictor.from_archive(archive, "sequence_tagger", extra_args={"spacy_model": args.spacy_model})
     instances, sources = read_pool(args, predictor)
     if not instances:
         raise ConfigurationError(f"{args.pool}: the pool has no sentence to select from")
-    sentences = score_pool(model, instances, sources, found[args.strategy], args.batch_size)
+    sentences = score_pool(model, instances, sources, found[strategy], args.batch_size)
     threshold = args.uncertain_below if args.partial is None else args.partial
     asked = [open_questions(s.confidences, [(x["start"], x["end"]) for x in s.spans], threshold) for s in sentences]
     if args.partial is None:

@@ -219,6 +219,11 @@ def test_each_strategy_orders_the_pool_and_fills_the_budget_without_passing_it(s
     )
 
 
+def test_the_default_strategy_for_a_crf_is_mnlp(pool, tmp_path):
+    default = _select(CRF_ARCHIVE, pool, tmp_path / "default.jsonl", "--budget", "40")
+    assert default == _select(CRF_ARCHIVE, pool, tmp_path / "mnlp.jsonl", "--budget", "40", "--strategy", "mnlp")
+
+
 def test_random_is_reproducible_by_its_seed_and_counts_sentences(pool, tmp_path):
     options = ["--strategy", "random", "--budget", "5", "--unit", "sentences"]
     runs = [
@@ -296,8 +301,10 @@ def test_partial_output_asks_about_the_uncertain_stretches_and_reads_back_as_par
     assert any(instance["metadata"].metadata.get("partial") for instance in instances)
 
 
-def test_fofe_ner_scores_expected_errors_and_refuses_tag_marginals_by_name(pool, tmp_path):
-    assert _select(FOFE_ARCHIVE, pool, tmp_path / "out.jsonl", "--budget", "30")
+def test_fofe_ner_scores_expected_errors_by_default_and_refuses_tag_marginals_by_name(pool, tmp_path):
+    default = _select(FOFE_ARCHIVE, pool, tmp_path / "out.jsonl", "--budget", "30")
+    options = ["--budget", "30", "--strategy", "expected_errors"]
+    assert default and default == _select(FOFE_ARCHIVE, pool, tmp_path / "errors.jsonl", *options)
     status, stderr = _select(
         FOFE_ARCHIVE, pool, tmp_path / "no.jsonl", "--budget", "9", "--strategy", "mnlp", check=False
     )
@@ -327,9 +334,10 @@ def small_archives(tmp_path_factory):
     return archives
 
 
-def test_seq2biseq_scores_token_entropy_and_refuses_mnlp_and_me_crf_is_refused(small_archives, pool, tmp_path):
+def test_seq2biseq_defaults_to_token_entropy_and_refuses_mnlp_and_me_crf_is_refused(small_archives, pool, tmp_path):
     seq2biseq = small_archives["seq2biseq"]
-    assert _select(seq2biseq, pool, tmp_path / "out.jsonl", "--budget", "30", "--strategy", "token_entropy")
+    entropy = _select(seq2biseq, pool, tmp_path / "out.jsonl", "--budget", "30", "--strategy", "token_entropy")
+    assert entropy and entropy == _select(seq2biseq, pool, tmp_path / "default.jsonl", "--budget", "30")
     status, stderr = _select(
         seq2biseq, pool, tmp_path / "no.jsonl", "--budget", "30", "--strategy", "mnlp", check=False
     )
