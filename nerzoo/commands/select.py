@@ -232,11 +232,12 @@ def select(args: argparse.Namespace) -> Dict[str, Any]:
             "would need the rest of its document beside it to train on"
         )
     found = scorers(model)
-    strategy = args.strategy or next(strategy for strategy in STRATEGIES if strategy in found)
+    scorable = [strategy for strategy in STRATEGIES if strategy in found]  # never empty: `random`
+    strategy = args.strategy or scorable[0]
     if strategy not in found:
         raise ConfigurationError(
             f"select: {name} cannot score --strategy {strategy}: it gives no {NEEDS[strategy]}; "
-            f"it can score {', '.join(strategy for strategy in STRATEGIES if strategy in found)}"
+            f"it can score {', '.join(scorable)}"
         )
     predictor = Predictor.from_archive(archive, "sequence_tagger", extra_args={"spacy_model": args.spacy_model})
     instances, sources = read_pool(args, predictor)
