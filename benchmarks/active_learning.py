@@ -155,11 +155,8 @@ def run(args) -> None:
             curve["rounds"].append(dict(record, **train_round(args, folder, labelled, pool)))
             harness.write_json(curve_path, curve)
         record = curve["rounds"][number]
-        print(
-            f"{args.name} seed {args.seed} round {number}: {record['words']} words ({record['share']:.2f}%), "
-            f"dev {record['dev']:.2f}, test {record['test']:.2f}, {record['epochs']} epochs",
-            flush=True,
-        )
+        shown = f"{record['words']} words ({record['share']:.2f}%), dev {record['dev']:.2f}, test {record['test']:.2f}"
+        print(f"{args.name} seed {args.seed} round {number}: {shown}, {record['epochs']} epochs", flush=True)
         capped = words >= pool_words * args.cap / 100 or len(labelled) == len(pool)
         if (number + 1 == len(plans)) if plans else capped:
             break
@@ -170,8 +167,8 @@ def run(args) -> None:
 
 
 def mean_curves(output_root: str) -> Dict[str, List[Dict[str, Any]]]:
-    """The runs' curves (curve.json under `output_root`) by run name, over its seeds by round: the mean share,
-    dev and test F1 over the seeds that have the round, test's range, the seeds."""
+    """The runs' curves (curve.json under `output_root`) by run name, over its seeds by round, to the last
+    round every seed has: the mean share, dev and test F1 over the seeds, test's range, the seeds."""
     rounds: Dict[str, Dict[int, List[Dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for folder in sorted(os.listdir(output_root)):
         if os.path.exists(path := os.path.join(output_root, folder, "curve.json")):
@@ -181,6 +178,8 @@ def mean_curves(output_root: str) -> Dict[str, List[Dict[str, Any]]]:
     curves = defaultdict(list)
     for name, by_round in rounds.items():
         for number, found in sorted(by_round.items()):
+            if len(found) < len(by_round[0]):  # a seed stopped earlier
+                break
             tests = [record["test"] for record in found]
             means = {key: sum(record[key] for record in found) / len(found) for key in ("share", "dev", "test")}
             curves[name].append({"round": number, "runs": len(found), "low": min(tests), "high": max(tests), **means})

@@ -1,7 +1,7 @@
 """
 benchmarks/active_learning.py on the fixtures (fixtures/conll2003/train.txt the pool): a seed set and
 one round of `allennlp select --partial`, the file trained on against the gold tags, a second call
-that trains nothing, and the table.
+that trains nothing, and the table; the table's mean over seeds that stopped at different rounds.
 """
 
 import json
@@ -58,3 +58,17 @@ def test_partial_rounds_label_the_asked_stretches_with_whole_gold_entities(tmp_p
     table = [*command, "table", "--output-root", str(tmp_path), "--target", "0"]
     printed = subprocess.run(table, cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout
     assert f"mnlp_partial0.9: reached at {rounds[0]['share']:.2f}% of the words" in printed
+
+
+def test_the_table_averages_a_curve_to_the_last_round_every_seed_reached(tmp_path):
+    for seed, tests in ((1, [50.0, 70.0, 80.0]), (2, [60.0, 74.0])):
+        rounds = [{"round": n, "share": 1.0 + 2 * n, "dev": test, "test": test} for n, test in enumerate(tests)]
+        (tmp_path / f"mnlp-{seed}").mkdir()
+        (tmp_path / f"mnlp-{seed}" / "curve.json").write_text(json.dumps({"name": "mnlp", "rounds": rounds}))
+    table = [sys.executable, "benchmarks/active_learning.py", "table", "--output-root", str(tmp_path)]
+    printed = subprocess.run([*table, "--target", "71"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
+    assert "| mnlp | 1 | 2 | 3.00 | 72.00 | 72.00 (70.00-74.00) |" in printed.stdout
+    assert "| mnlp | 2 |" not in printed.stdout  # seed 1 alone
+    assert "mnlp: reached at 3.00% of the words" in printed.stdout
+    printed = subprocess.run([*table, "--target", "75"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
+    assert "mnlp: not reached (best 72.00 at 3.00% of the words)" in printed.stdout
